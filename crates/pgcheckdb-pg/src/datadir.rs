@@ -1,0 +1,268 @@
+//! The data directory's relation files: `global/`, `base/<db>/` and
+//! `pg_tblspc/<spc>/PG_<major>_<catver>/<db>/`, with every segment of every fork, and the
+//! non-relation files that live beside them.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::finding::{Finding, FindingKind, Severity};
+use crate::relfile::{parse_relation_file_name, ForkNumber, RelFileName};
+
+/// Where a relation directory sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Location {
+    /// `global/`: shared catalogs (database oid 0).
+    Global,
+    /// `base/<db>/`.
+    Database { db_oid: u32 },
+    /// `pg_tblspc/<spc>/<version dir>/<db>/`.
+    Tablespace { spc_oid: u32, db_oid: u32 },
+}
+
+impl Location {
+    /// Database oid; 0 for shared relations, as PostgreSQL writes it.
+    pub fn db_oid(self) -> u32 {
+        match self {
+            Location::Global => 0,
+            Location::Database { db_oid } | Location::Tablespace { db_oid, .. } => db_oid,
+        }
+    }
+}
+
+/// One segment file of one fork of one relation.
+#[derive(Debug, Clone)]
+pub struct RelationFile {
+    /// Path to open (tablespace symlinks not resolved).
+    pub path: PathBuf,
+    /// Path relative to the data directory, `/`-separated.
+    pub rel_path: String,
+    pub location: Location,
+    pub name: RelFileName,
+    /// File size in bytes when listed.
+    pub size: u64,
+}
+
+/// Names in relation directories that are not relation files and are skipped silently, as
+/// `pg_checksums` skips them. `true` means the name only has to start with the entry.
+const SKIPPED_FILES: [(&str, bool); 6] = [
+    ("pg_control", false),
+    ("pg_filenode.map", false),
+    ("pg_internal.init", true),
+    ("PG_VERSION", false),
+    ("config_exec_params", true),
+    (".DS_Store", false),
+];
+
+/// `PG_TEMP_FILE_PREFIX`: temporary files and directories of sorts and hashes.
+const PG_TEMP_FILE_PREFIX: &str = "pgsql_tmp";
+
+fn is_skipped_name(name: &str) -> bool {
+    name.starts_with(PG_TEMP_FILE_PREFIX)
+        || SKIPPED_FILES.iter().any(|(skip, prefix)| if *prefix { name.starts_with(skip) } else { name == *skip })
+}
+
+/// The result of listing a data directory.
+#[derive(Debug, Default)]
+pub struct DataDirectory {
+    /// Relation files, sorted by location, relfilenode, fork and segment.
+    pub files: Vec<RelationFile>,
+    /// Temporary relation files, skipped.
+    pub skipped_temp_files: usize,
+    /// Notes about the layout itself (unexpected files, foreign version directories, unreadable directories).
+    pub findings: Vec<Finding>,
+    /// Directories that could not be listed: `(relative path, error)`.
+    pub errors: Vec<(String, io::Error)>,
+}
+
+/// Lists every relation file of a data directory. `version_dir` is the tablespace version
+/// directory of this cluster (`PG_15_202209061`); `None` accepts any `PG_*` directory.
+pub fn list_relation_files(datadir: &Path, version_dir: Option<&str>) -> DataDirectory {
+    let mut out = DataDirectory::default();
+    scan_relation_dir(datadir, "global", Location::Global, &mut out);
+    for (db_oid, name) in numbered_subdirs(datadir, "base", &mut out) {
+        scan_relation_dir(datadir, &format!("base/{name}"), Location::Database { db_oid }, &mut out);
+    }
+    for (spc_oid, spc_name) in numbered_subdirs(datadir, "pg_tblspc", &mut out) {
+        scan_tablespace(datadir, spc_oid, &spc_name, version_dir, &mut out);
+    }
+    out.files.sort_by(|a, b| {
+        (a.location, a.name.relfilenode, a.name.fork, a.name.segno).cmp(&(b.location, b.name.relfilenode, b.name.fork, b.name.segno))
+    });
+    out
+}
+
+fn scan_tablespace(datadir: &Path, spc_oid: u32, spc_name: &str, version_dir: Option<&str>, out: &mut DataDirectory) {
+    let spc_rel = format!("pg_tblspc/{spc_name}");
+    for entry in read_dir_sorted(datadir, &spc_rel, out) {
+        let ours = match version_dir {
+            Some(v) => entry == v,
+            None => entry.starts_with("PG_"),
+        };
+        let rel = format!("{spc_rel}/{entry}");
+        if !ours {
+            out.findings.push(Finding::for_file(
+                FindingKind::ForeignVersionDirectory,
+                Severity::Info,
+                &rel,
+                format!("tablespace directory \"{rel}\" belongs to another PostgreSQL version; not checked"),
+            ));
+            continue;
+        }
+        for (db_oid, db_name) in numbered_subdirs(datadir, &rel, out) {
+            scan_relation_dir(datadir, &format!("{rel}/{db_name}"), Location::Tablespace { spc_oid, db_oid }, out);
+        }
+    }
+}
+
+/// Entries of `rel` (relative to `datadir`) whose names are oids, following symlinks.
+fn numbered_subdirs(datadir: &Path, rel: &str, out: &mut DataDirectory) -> Vec<(u32, String)> {
+    read_dir_sorted(datadir, rel, out)
+        .into_iter()
+        .filter_map(|name| {
+            let oid: u32 = name.parse().ok().filter(|_| name.bytes().all(|b| b.is_ascii_digit()))?;
+            datadir.join(rel).join(&name).is_dir().then_some((oid, name))
+        })
+        .collect()
+}
+
+fn read_dir_sorted(datadir: &Path, rel: &str, out: &mut DataDirectory) -> Vec<String> {
+    let dir = datadir.join(rel);
+    let entries = match fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound && rel == "pg_tblspc" => return Vec::new(),
+        Err(e) => {
+            out.errors.push((rel.to_string(), e));
+            return Vec::new();
+        }
+    };
+    let mut names: Vec<String> = entries.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).collect();
+    names.sort();
+    names
+}
+
+fn scan_relation_dir(datadir: &Path, rel: &str, location: Location, out: &mut DataDirectory) {
+    for name in read_dir_sorted(datadir, rel, out) {
+        if is_skipped_name(&name) {
+            continue;
+        }
+        let path = datadir.join(rel).join(&name);
+        let rel_path = format!("{rel}/{name}");
+        let meta = match fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) => {
+                out.errors.push((rel_path, e));
+                continue;
+            }
+        };
+        if !meta.is_file() {
+            if !meta.is_dir() {
+                continue;
+            }
+            out.findings.push(unexpected(&rel_path, "directory"));
+            continue;
+        }
+        match parse_relation_file_name(&name) {
+            Some(parsed) if parsed.temp_backend.is_some() => out.skipped_temp_files += 1,
+            Some(parsed) => out.files.push(RelationFile { path, rel_path, location, name: parsed, size: meta.len() }),
+            None => out.findings.push(unexpected(&rel_path, "file")),
+        }
+    }
+}
+
+fn unexpected(rel_path: &str, what: &str) -> Finding {
+    Finding::for_file(
+        FindingKind::UnexpectedFile,
+        Severity::Info,
+        rel_path,
+        format!("{what} \"{rel_path}\" is not a relation file; not checked"),
+    )
+}
+
+/// All segments of one fork of one relation, in segment order.
+#[derive(Debug, Clone)]
+pub struct ForkFiles {
+    pub location: Location,
+    pub relfilenode: u32,
+    pub fork: ForkNumber,
+    /// Indexes into `DataDirectory::files`, sorted by segment number.
+    pub segments: Vec<usize>,
+}
+
+/// Groups relation files into forks.
+pub fn group_forks(files: &[RelationFile]) -> Vec<ForkFiles> {
+    let mut map: BTreeMap<(Location, u32, ForkNumber), Vec<usize>> = BTreeMap::new();
+    for (i, f) in files.iter().enumerate() {
+        map.entry((f.location, f.name.relfilenode, f.name.fork)).or_default().push(i);
+    }
+    map.into_iter()
+        .map(|((location, relfilenode, fork), mut segments)| {
+            segments.sort_by_key(|&i| files[i].name.segno);
+            ForkFiles { location, relfilenode, fork, segments }
+        })
+        .collect()
+}
+
+/// Checks the segment structure of a fork the way `md.c` relies on it: full segments, then one
+/// partial one, then only empty ones. Returns the findings.
+pub fn check_segments(fork: &ForkFiles, files: &[RelationFile], blcksz: u64, relseg_size: u64) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let last_nonempty = fork.segments.iter().rev().find(|&&i| files[i].size > 0).map(|&i| files[i].name.segno);
+    let Some(last_nonempty) = last_nonempty else { return findings };
+    let mut expected_segno = 0u32;
+    for &i in &fork.segments {
+        let f = &files[i];
+        let segno = f.name.segno;
+        if segno > expected_segno && segno <= last_nonempty {
+            for missing in expected_segno..segno {
+                findings.push(missing_segment(f, missing, relseg_size));
+            }
+        }
+        expected_segno = segno.saturating_add(1);
+        let blocks = f.size / blcksz;
+        if blocks > relseg_size {
+            findings.push(
+                Finding::for_file(
+                    FindingKind::SegmentTooBig,
+                    Severity::Error,
+                    &f.rel_path,
+                    format!("segment \"{}\" has {blocks} blocks, more than the {relseg_size} of a segment", f.rel_path),
+                )
+                .with_detail(serde_json::json!({"blocks": blocks, "relseg_size": relseg_size}))
+                .at_segment(segno),
+            );
+        } else if segno < last_nonempty && blocks < relseg_size {
+            findings.push(
+                Finding::for_file(
+                    FindingKind::SegmentGap,
+                    Severity::Error,
+                    &f.rel_path,
+                    format!(
+                        "segment \"{}\" is only {blocks} of {relseg_size} blocks but segment {last_nonempty} follows; the server cannot see the later data",
+                        f.rel_path
+                    ),
+                )
+                .with_detail(serde_json::json!({"blocks": blocks, "relseg_size": relseg_size, "last_segment": last_nonempty}))
+                .at_segment(segno),
+            );
+        }
+    }
+    findings.iter_mut().for_each(|x| {
+        x.fork = Some(fork.fork);
+    });
+    findings
+}
+
+fn missing_segment(next: &RelationFile, missing: u32, relseg_size: u64) -> Finding {
+    let base = next.rel_path.rsplit_once('.').map_or(next.rel_path.as_str(), |(b, _)| b);
+    let file = if missing == 0 { base.to_string() } else { format!("{base}.{missing}") };
+    Finding::for_file(
+        FindingKind::SegmentGap,
+        Severity::Error,
+        &file,
+        format!("segment \"{file}\" is missing but \"{}\" exists; the server cannot see the later data", next.rel_path),
+    )
+    .with_detail(serde_json::json!({"missing_segment": missing, "relseg_size": relseg_size}))
+    .at_segment(missing)
+}

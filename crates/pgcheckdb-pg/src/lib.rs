@@ -1,0 +1,14 @@
+//! Everything pgcheckdb knows about PostgreSQL: the on-disk formats of pages and control files,
+//! the data directory layout, the data checksum, and the checks run on them.
+//!
+//! Nothing here prints or parses arguments; the binary turns these results into output.
+
+pub mod checksum;
+pub mod cluster;
+pub mod control;
+pub mod datadir;
+pub mod finding;
+pub mod page;
+pub mod physical;
+pub mod relfile;
+pub mod verify;

@@ -1,0 +1,494 @@
+//! `verify`: plans the scan of a data directory (control file, relation files, segment
+//! structure), runs the block checks in parallel and merges the findings into one report.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::json;
+
+use pgcheckdb_scan::{plan_units, DirtyRange, Progress, ScanFile, ScanOptions, Visitor};
+
+use crate::control::ControlFile;
+use crate::datadir::{check_segments, group_forks, list_relation_files, DataDirectory, ForkFiles, RelationFile};
+use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
+use crate::physical::{check_page, ChecksumPair, MisplacedEvidence, PageCheckConfig, PageProblem, PageVerdict};
+
+/// Check level (DESIGN.md §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    Physical,
+    Standard,
+    Extended,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Physical => "physical",
+            Level::Standard => "standard",
+            Level::Extended => "extended",
+        }
+    }
+}
+
+/// How to run a verification.
+#[derive(Debug, Clone)]
+pub struct VerifyOptions {
+    pub jobs: usize,
+    pub level: Level,
+    pub max_bytes_per_sec: Option<u64>,
+    /// Bytes per work unit (a block range of one segment file).
+    pub unit_bytes: u64,
+    /// Bytes per read.
+    pub chunk_bytes: usize,
+}
+
+impl Default for VerifyOptions {
+    fn default() -> Self {
+        VerifyOptions { jobs: 1, level: Level::Physical, max_bytes_per_sec: None, unit_bytes: 8 << 20, chunk_bytes: 256 << 10 }
+    }
+}
+
+/// The run's totals: the last line of the JSON output.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    pub level: String,
+    pub postgres_version: Option<u32>,
+    pub checksums: String,
+    pub block_size: u32,
+    pub segment_blocks: u32,
+    pub files: u64,
+    pub blocks: u64,
+    pub bytes: u64,
+    pub new_pages: u64,
+    pub interior_zero_pages: u64,
+    pub skipped_blocks: u64,
+    pub skipped_files: u64,
+    pub corrupt_blocks: u64,
+    pub findings: u64,
+    pub seconds: f64,
+}
+
+/// Everything a verification produced.
+#[derive(Debug, Default)]
+pub struct VerifyReport {
+    /// Sorted by file, block and kind: the same for any thread count.
+    pub findings: Vec<Finding>,
+    pub summary: Summary,
+    /// Problems on pgcheckdb's side (permission denied, unlistable directory): the run is incomplete.
+    pub tool_errors: Vec<String>,
+}
+
+impl VerifyReport {
+    /// Findings of error severity.
+    pub fn error_count(&self) -> usize {
+        self.findings.iter().filter(|f| f.severity == Severity::Error).count()
+    }
+}
+
+/// The scan plan: which files, how they group into forks, what was found before reading.
+pub struct Plan {
+    pub datadir: PathBuf,
+    pub control: ControlFile,
+    pub dir: DataDirectory,
+    pub forks: Vec<ForkFiles>,
+    /// For each file, the index of its fork in `forks`.
+    pub fork_of_file: Vec<usize>,
+    /// For each fork, its total number of whole blocks.
+    pub fork_blocks: Vec<u64>,
+    pub findings: Vec<Finding>,
+}
+
+impl Plan {
+    /// Lists the data directory and checks file sizes and the segment structure.
+    pub fn build(datadir: &Path, control: ControlFile) -> Plan {
+        let version_dir = control.tablespace_version_directory();
+        let dir = list_relation_files(datadir, version_dir.as_deref());
+        let forks = group_forks(&dir.files);
+        let bs = control.blcksz as u64;
+        let mut fork_of_file = vec![0; dir.files.len()];
+        let mut fork_blocks = vec![0u64; forks.len()];
+        let mut findings = dir.findings.clone();
+        for (fi, fork) in forks.iter().enumerate() {
+            for &i in &fork.segments {
+                fork_of_file[i] = fi;
+                fork_blocks[fi] += dir.files[i].size / bs;
+            }
+            for mut f in check_segments(fork, &dir.files, bs, control.relseg_size as u64) {
+                attach_names(&mut f, fork.location.db_oid(), fork.relfilenode);
+                findings.push(f);
+            }
+        }
+        for file in &dir.files {
+            if file.size % bs != 0 {
+                findings.push(partial_block_finding(datadir, file, &control));
+            }
+        }
+        Plan { datadir: datadir.to_path_buf(), control, dir, forks, fork_of_file, fork_blocks, findings }
+    }
+
+    /// The files and lengths (whole blocks only) to scan.
+    pub fn scan_files(&self) -> Vec<ScanFile> {
+        let bs = self.control.blcksz as u64;
+        self.dir.files.iter().map(|f| ScanFile { path: f.path.clone(), len: f.size / bs * bs }).collect()
+    }
+
+    /// Absolute block number of block `index` of `file`.
+    pub fn absolute_block(&self, file: &RelationFile, index: u64) -> u64 {
+        file.name.segno as u64 * self.control.relseg_size as u64 + index
+    }
+
+    /// Reads one absolute block of a fork, if it exists.
+    fn read_fork_block(&self, fork: usize, blkno: u64) -> Option<Vec<u8>> {
+        let relseg = self.control.relseg_size as u64;
+        let bs = self.control.blcksz as u64;
+        let segno = u32::try_from(blkno / relseg).ok()?;
+        let &i = self.forks[fork].segments.iter().find(|&&i| self.dir.files[i].name.segno == segno)?;
+        let mut buf = vec![0u8; bs as usize];
+        let file = File::open(&self.dir.files[i].path).ok()?;
+        file.read_exact_at(&mut buf, (blkno % relseg) * bs).ok()?;
+        Some(buf)
+    }
+}
+
+fn attach_names(f: &mut Finding, db_oid: u32, relfilenode: u32) {
+    f.database = Some(DatabaseRef { oid: Some(db_oid), name: None });
+    f.relation = Some(RelationRef { filenode: Some(relfilenode), ..Default::default() });
+}
+
+fn partial_block_finding(datadir: &Path, file: &RelationFile, control: &ControlFile) -> Finding {
+    let bs = control.blcksz as u64;
+    let whole = file.size / bs;
+    let remainder = file.size % bs;
+    let tail_looks_like_header = read_tail_header(datadir, file, whole * bs, remainder);
+    let block = file.name.segno as u64 * control.relseg_size as u64 + whole;
+    let mut f = Finding::for_file(
+        FindingKind::PartialBlock,
+        Severity::Error,
+        &file.rel_path,
+        format!(
+            "file size {} is not a multiple of the block size {bs}: {remainder} trailing bytes after block {block} are ignored by the server",
+            file.size
+        ),
+    )
+    .with_detail(json!({"size": file.size, "remainder": remainder, "tail_looks_like_page_header": tail_looks_like_header}))
+    .at_segment(file.name.segno);
+    f.fork = Some(file.name.fork);
+    f.block = Some(block);
+    attach_names(&mut f, file.location.db_oid(), file.name.relfilenode);
+    f
+}
+
+/// Whether the trailing fragment starts with something shaped like a page header.
+fn read_tail_header(_datadir: &Path, file: &RelationFile, offset: u64, len: u64) -> bool {
+    if len < crate::page::SIZE_OF_PAGE_HEADER_DATA as u64 {
+        return false;
+    }
+    let mut buf = [0u8; crate::page::SIZE_OF_PAGE_HEADER_DATA];
+    let Ok(f) = File::open(&file.path) else { return false };
+    if f.read_exact_at(&mut buf, offset).is_err() {
+        return false;
+    }
+    crate::page::PageHeader::parse(&buf).is_some_and(|h| !h.is_new() && h.pd_lower <= h.pd_upper && h.pd_upper <= h.pd_special)
+}
+
+/// Runs the physical check of every block in the plan.
+pub fn run(plan: &Plan, opts: &VerifyOptions, progress: &Progress) -> VerifyReport {
+    let started = Instant::now();
+    let control = &plan.control;
+    let cfg = PageCheckConfig {
+        blcksz: control.blcksz as usize,
+        max_align: control.max_align as usize,
+        checksums: control.data_checksum_version == crate::control::ChecksumState::ON_VERSION,
+    };
+    let files = plan.scan_files();
+    let units = plan_units(&files, opts.unit_bytes, cfg.blcksz as u64);
+    let scan_opts = ScanOptions {
+        jobs: opts.jobs,
+        chunk_bytes: (opts.chunk_bytes / cfg.blcksz).max(1) * cfg.blcksz,
+        block_size: cfg.blcksz,
+        write: false,
+        max_bytes_per_sec: opts.max_bytes_per_sec,
+    };
+    let workers = pgcheckdb_scan::run(&files, &units, &scan_opts, || BlockChecker::new(plan, cfg), progress);
+    let mut merged = BlockChecker::new(plan, cfg);
+    for w in workers {
+        merged.absorb(w);
+    }
+    merged.finish(plan, opts, started)
+}
+
+/// Per-worker state of the physical scan.
+struct BlockChecker<'a> {
+    plan: &'a Plan,
+    cfg: PageCheckConfig,
+    findings: Vec<Finding>,
+    tool_errors: Vec<String>,
+    blocks: u64,
+    new_pages: u64,
+    skipped_blocks: u64,
+    /// New pages as (fork, absolute block).
+    new_blocks: Vec<(usize, u64)>,
+    /// Highest non-new block per fork.
+    last_used: HashMap<usize, u64>,
+}
+
+impl<'a> BlockChecker<'a> {
+    fn new(plan: &'a Plan, cfg: PageCheckConfig) -> Self {
+        BlockChecker {
+            plan,
+            cfg,
+            findings: Vec::new(),
+            tool_errors: Vec::new(),
+            blocks: 0,
+            new_pages: 0,
+            skipped_blocks: 0,
+            new_blocks: Vec::new(),
+            last_used: HashMap::new(),
+        }
+    }
+
+    fn absorb(&mut self, other: BlockChecker<'a>) {
+        self.findings.extend(other.findings);
+        self.tool_errors.extend(other.tool_errors);
+        self.blocks += other.blocks;
+        self.new_pages += other.new_pages;
+        self.skipped_blocks += other.skipped_blocks;
+        self.new_blocks.extend(other.new_blocks);
+        for (fork, b) in other.last_used {
+            let e = self.last_used.entry(fork).or_insert(b);
+            *e = (*e).max(b);
+        }
+    }
+
+    fn block_finding(&self, file: usize, blkno: u64, kind: FindingKind, severity: Severity, message: String, detail: serde_json::Value) -> Finding {
+        let f = &self.plan.dir.files[file];
+        let mut finding = Finding::for_file(kind, severity, &f.rel_path, message).with_detail(detail).at_segment(f.name.segno);
+        finding.fork = Some(f.name.fork);
+        finding.block = Some(blkno);
+        attach_names(&mut finding, f.location.db_oid(), f.name.relfilenode);
+        finding
+    }
+
+    fn check_block(&mut self, file: usize, blkno: u64, page: &[u8]) {
+        self.blocks += 1;
+        let fork = self.plan.fork_of_file[file];
+        match check_page(&self.cfg, page, blkno as u32) {
+            PageVerdict::Valid => self.note_used(fork, blkno),
+            PageVerdict::New => {
+                self.new_pages += 1;
+                self.new_blocks.push((fork, blkno));
+            }
+            PageVerdict::Problem(problem) => {
+                self.note_used(fork, blkno);
+                let finding = self.problem_finding(file, fork, blkno, page, problem);
+                self.findings.push(finding);
+            }
+        }
+    }
+
+    fn note_used(&mut self, fork: usize, blkno: u64) {
+        let e = self.last_used.entry(fork).or_insert(blkno);
+        *e = (*e).max(blkno);
+    }
+
+    fn problem_finding(&self, file: usize, fork: usize, blkno: u64, page: &[u8], problem: PageProblem) -> Finding {
+        use FindingKind as K;
+        let (kind, severity, message, detail) = match problem {
+            PageProblem::NonzeroNewPage { zero_prefix } => (
+                K::NonzeroNewPage,
+                Severity::Error,
+                format!("pd_upper is 0 but the page is not all zero (first non-zero byte at offset {zero_prefix})"),
+                json!({"zero_prefix": zero_prefix, "sector_aligned": zero_prefix > 0 && zero_prefix % crate::page::SECTOR_SIZE == 0}),
+            ),
+            PageProblem::InvalidHeader { rule, text, checksum } => (
+                K::InvalidHeader,
+                Severity::Error,
+                format!("invalid page header: {text}"),
+                with_checksum(json!({"rule": rule.name()}), checksum),
+            ),
+            PageProblem::SuspiciousHeader { rule, text } => (
+                K::SuspiciousHeader,
+                Severity::Warning,
+                format!("unusual page header: {text}"),
+                json!({"rule": rule.name()}),
+            ),
+            PageProblem::TornPage { zero_from, pd_upper, checksum } => (
+                K::TornPage,
+                if checksum.is_some() { Severity::Error } else { Severity::Warning },
+                format!("torn page: zero from byte {zero_from} to the end, but tuple data starts at pd_upper {pd_upper}"),
+                with_checksum(json!({"zero_from": zero_from, "pd_upper": pd_upper}), checksum),
+            ),
+            PageProblem::ChecksumMismatch { checksum } => return self.mismatch_finding(file, fork, blkno, page, checksum),
+        };
+        self.block_finding(file, blkno, kind, severity, message, detail)
+    }
+
+    fn mismatch_finding(&self, file: usize, fork: usize, blkno: u64, page: &[u8], c: ChecksumPair) -> Finding {
+        let fork_blocks = u32::try_from(self.plan.fork_blocks[fork]).unwrap_or(u32::MAX);
+        let evidence = MisplacedEvidence::gather(page, &c, blkno as u32, fork_blocks, |b| self.plan.read_fork_block(fork, b as u64));
+        let mut detail = json!({"expected": c.stored, "calculated": c.calculated});
+        if c.stored == 0 {
+            detail["hint"] = json!("pd_checksum is 0: the page was probably written while checksums were off");
+        }
+        if evidence.is_convincing() {
+            merge(&mut detail, evidence.detail());
+            let at = evidence.identical_copy_at.unwrap_or(evidence.candidates[0]);
+            let why = match evidence.identical_copy_at {
+                Some(b) => format!("block {b} holds an identical copy"),
+                None => format!("{:.4} chance matches expected among {} blocks", evidence.expected_false_matches, fork_blocks),
+            };
+            let message = format!(
+                "misplaced page: stored checksum {} is wrong for block {blkno} (calculated {}) but right for block {at}; {why}",
+                c.stored, c.calculated
+            );
+            return self.block_finding(file, blkno, FindingKind::MisplacedPage, Severity::Error, message, detail);
+        }
+        if !evidence.candidates.is_empty() && evidence.candidates.len() <= MisplacedEvidence::MAX_CANDIDATES {
+            merge(&mut detail, evidence.detail());
+        }
+        let message = format!("page verification failed, calculated checksum {} but expected {}", c.calculated, c.stored);
+        self.block_finding(file, blkno, FindingKind::ChecksumMismatch, Severity::Error, message, detail)
+    }
+
+    fn finish(mut self, plan: &Plan, opts: &VerifyOptions, started: Instant) -> VerifyReport {
+        self.findings.extend(plan.findings.iter().cloned());
+        let interior = self.interior_zero_findings();
+        let interior_count = interior.iter().map(|f| f.detail["count"].as_u64().unwrap_or(0)).sum();
+        self.findings.extend(interior);
+        self.findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+        for (rel, e) in &plan.dir.errors {
+            self.tool_errors.push(format!("could not read \"{rel}\": {e}"));
+        }
+        let mut corrupt: Vec<(&str, u64)> = self
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error && f.block.is_some() && f.kind != FindingKind::PartialBlock)
+            .map(|f| (f.file.as_str(), f.block.unwrap_or(0)))
+            .collect();
+        corrupt.dedup();
+        let control = &plan.control;
+        let summary = Summary {
+            level: opts.level.name().to_string(),
+            postgres_version: control.major,
+            checksums: control.checksum_state().name(),
+            block_size: control.blcksz,
+            segment_blocks: control.relseg_size,
+            files: plan.dir.files.len() as u64,
+            blocks: self.blocks,
+            bytes: self.blocks * control.blcksz as u64,
+            new_pages: self.new_pages,
+            interior_zero_pages: interior_count,
+            skipped_blocks: self.skipped_blocks,
+            skipped_files: plan.dir.skipped_temp_files as u64,
+            corrupt_blocks: corrupt.len() as u64,
+            findings: self.findings.len() as u64,
+            seconds: started.elapsed().as_secs_f64(),
+        };
+        VerifyReport { findings: self.findings, summary, tool_errors: self.tool_errors }
+    }
+
+    /// One info finding per fork that has all-zero pages before its last used page.
+    fn interior_zero_findings(&mut self) -> Vec<Finding> {
+        self.new_blocks.sort_unstable();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < self.new_blocks.len() {
+            let fork = self.new_blocks[i].0;
+            let end = self.new_blocks[i..].iter().position(|(f, _)| *f != fork).map_or(self.new_blocks.len(), |n| i + n);
+            if let Some(&last) = self.last_used.get(&fork) {
+                let interior: Vec<u64> = self.new_blocks[i..end].iter().map(|(_, b)| *b).filter(|&b| b < last).collect();
+                if !interior.is_empty() {
+                    out.push(self.interior_finding(fork, &interior));
+                }
+            }
+            i = end;
+        }
+        out
+    }
+
+    fn interior_finding(&self, fork: usize, blocks: &[u64]) -> Finding {
+        let relseg = self.plan.control.relseg_size as u64;
+        let f = &self.plan.forks[fork];
+        let seg = (blocks[0] / relseg) as u32;
+        let file = f.segments.iter().map(|&i| &self.plan.dir.files[i]).find(|x| x.name.segno == seg).unwrap_or(&self.plan.dir.files[f.segments[0]]);
+        let index = self.plan.dir.files.iter().position(|x| std::ptr::eq(x, file)).unwrap_or(0);
+        let shown: Vec<u64> = blocks.iter().copied().take(20).collect();
+        self.block_finding(
+            index,
+            blocks[0],
+            FindingKind::InteriorZeroPages,
+            Severity::Info,
+            format!("{} all-zero page(s) before the last used page of the fork (a lost write looks like this)", blocks.len()),
+            json!({"count": blocks.len(), "blocks": shown}),
+        )
+    }
+}
+
+fn with_checksum(mut detail: serde_json::Value, checksum: Option<ChecksumPair>) -> serde_json::Value {
+    if let Some(c) = checksum {
+        detail["expected"] = json!(c.stored);
+        detail["calculated"] = json!(c.calculated);
+    }
+    detail
+}
+
+fn merge(into: &mut serde_json::Value, from: serde_json::Value) {
+    if let (Some(a), serde_json::Value::Object(b)) = (into.as_object_mut(), from) {
+        a.extend(b);
+    }
+}
+
+impl Visitor for BlockChecker<'_> {
+    fn chunk(&mut self, file: usize, offset: u64, data: &mut [u8]) -> Vec<DirtyRange> {
+        let bs = self.cfg.blcksz;
+        let first = self.plan.absolute_block(&self.plan.dir.files[file], offset / bs as u64);
+        for (i, page) in data.chunks_exact(bs).enumerate() {
+            self.check_block(file, first + i as u64, page);
+        }
+        Vec::new()
+    }
+
+    fn read_failed(&mut self, file: usize, offset: u64, err: &io::Error) {
+        self.skipped_blocks += 1;
+        let f = &self.plan.dir.files[file];
+        let blkno = self.plan.absolute_block(f, offset / self.cfg.blcksz as u64);
+        let finding = self.block_finding(
+            file,
+            blkno,
+            FindingKind::ReadError,
+            Severity::Error,
+            format!("could not read block {blkno}: {err}"),
+            json!({"os_error": err.raw_os_error()}),
+        );
+        self.findings.push(finding);
+    }
+
+    fn open_failed(&mut self, file: usize, err: &io::Error) {
+        let f = &self.plan.dir.files[file];
+        self.skipped_blocks += f.size / self.cfg.blcksz as u64;
+        if matches!(err.kind(), io::ErrorKind::PermissionDenied) {
+            self.tool_errors.push(format!("could not open file \"{}\": {err}", f.rel_path));
+            return;
+        }
+        let mut finding = Finding::for_file(FindingKind::ReadError, Severity::Error, &f.rel_path, format!("could not open file: {err}"))
+            .with_detail(json!({"os_error": err.raw_os_error()}))
+            .at_segment(f.name.segno);
+        finding.fork = Some(f.name.fork);
+        attach_names(&mut finding, f.location.db_oid(), f.name.relfilenode);
+        self.findings.push(finding);
+    }
+
+    fn short_file(&mut self, file: usize, offset: u64) {
+        let f = &self.plan.dir.files[file];
+        self.tool_errors.push(format!("file \"{}\" shrank to {offset} bytes during the scan", f.rel_path));
+    }
+
+    fn write_failed(&mut self, _file: usize, _offset: u64, _err: &io::Error) {}
+}

@@ -1,0 +1,199 @@
+//! Renders findings and summaries: PostgreSQL-style text for people, JSON Lines for scripts
+//! (the contract of DESIGN.md §3: one `finding` object per line, then one `summary`).
+
+use std::collections::BTreeSet;
+use std::io::{self, Write};
+
+use pgcheckdb_pg::finding::{Finding, Severity};
+use pgcheckdb_pg::verify::Summary;
+use serde::Serialize;
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Serialize)]
+struct Tagged<'a, T: Serialize> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(flatten)]
+    body: &'a T,
+}
+
+/// Writes one finding.
+pub fn write_finding(out: &mut dyn Write, format: Format, f: &Finding) -> io::Result<()> {
+    match format {
+        Format::Json => json_line(out, "finding", f),
+        Format::Text => writeln!(out, "{}", finding_text(f)),
+    }
+}
+
+/// Writes the summary (last line of the JSON stream).
+pub fn write_summary(out: &mut dyn Write, format: Format, s: &Summary, findings: &[Finding]) -> io::Result<()> {
+    match format {
+        Format::Json => json_line(out, "summary", s),
+        Format::Text => writeln!(out, "{}", summary_text(s, findings)),
+    }
+}
+
+fn json_line<T: Serialize>(out: &mut dyn Write, kind: &'static str, body: &T) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, &Tagged { kind, body }).map_err(io::Error::other)?;
+    out.write_all(b"\n")
+}
+
+fn severity_word(s: Severity) -> &'static str {
+    match s {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+        Severity::Info => "info",
+    }
+}
+
+/// Names the relation a finding is about, as precisely as known.
+fn relation_text(f: &Finding) -> String {
+    let mut parts = Vec::new();
+    if let Some(db) = &f.database {
+        match (&db.name, db.oid) {
+            (Some(name), _) => parts.push(format!("database \"{name}\"")),
+            (None, Some(0)) => parts.push("shared catalogs".to_string()),
+            (None, Some(oid)) => parts.push(format!("database {oid}")),
+            (None, None) => {}
+        }
+    }
+    if let Some(rel) = &f.relation {
+        match (&rel.name, rel.filenode) {
+            (Some(name), _) => parts.push(format!("relation \"{name}\"")),
+            (None, Some(node)) => parts.push(format!("relfilenode {node}")),
+            (None, None) => {}
+        }
+    }
+    if let Some(fork) = f.fork {
+        parts.push(format!("fork {}", fork.name()));
+    }
+    parts.join(", ")
+}
+
+/// One line: `error: checksum_mismatch in "base/5/16384.1" (database 5, relfilenode 16384, fork main) block 131075: ...`.
+pub fn finding_text(f: &Finding) -> String {
+    let mut line = format!("{}: {} in \"{}\"", severity_word(f.severity), f.kind.name(), f.file);
+    let rel = relation_text(f);
+    if !rel.is_empty() {
+        line.push_str(&format!(" ({rel})"));
+    }
+    if let Some(b) = f.block {
+        line.push_str(&format!(" block {b}"));
+    }
+    line.push_str(": ");
+    line.push_str(&f.message);
+    line
+}
+
+/// Human size with one decimal: `2.3 GB`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1000.0 && unit < UNITS.len() - 1 {
+        v /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+/// The closing sentence, in the spirit of CHECKDB.
+pub fn summary_text(s: &Summary, findings: &[Finding]) -> String {
+    let errors: Vec<&Finding> = findings.iter().filter(|f| f.severity == Severity::Error).collect();
+    let relations: BTreeSet<(Option<u32>, Option<u32>)> =
+        errors.iter().map(|f| (f.database.as_ref().and_then(|d| d.oid), f.relation.as_ref().and_then(|r| r.filenode))).collect();
+    let databases: BTreeSet<String> = errors
+        .iter()
+        .filter_map(|f| f.database.as_ref())
+        .map(|d| match (&d.name, d.oid) {
+            (Some(n), _) => format!("\"{n}\""),
+            (None, Some(0)) => "(shared)".into(),
+            (None, Some(o)) => o.to_string(),
+            (None, None) => "?".into(),
+        })
+        .collect();
+    let scanned = format!(
+        "{} blocks, {} checked in {:.2} s, level {}, checksums {}",
+        s.blocks,
+        human_bytes(s.bytes),
+        s.seconds,
+        s.level,
+        s.checksums
+    );
+    let warnings = findings.iter().filter(|f| f.severity == Severity::Warning).count();
+    let warn = if warnings > 0 { format!("; {warnings} warning(s)") } else { String::new() };
+    if errors.is_empty() {
+        return format!("pgcheckdb found no corruption ({scanned}){warn}");
+    }
+    let other = errors.len() as u64 - s.corrupt_blocks.min(errors.len() as u64);
+    let other_text = if other > 0 { format!(" and {other} other problem(s)") } else { String::new() };
+    let db_word = if databases.len() == 1 { "database" } else { "databases" };
+    format!(
+        "pgcheckdb found {} corrupt page(s){other_text} in {} relation(s) of {db_word} {} ({scanned}){warn}",
+        s.corrupt_blocks,
+        relations.len(),
+        databases.into_iter().collect::<Vec<_>>().join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pgcheckdb_pg::finding::{DatabaseRef, FindingKind, RelationRef};
+    use pgcheckdb_pg::relfile::ForkNumber;
+
+    fn finding() -> Finding {
+        let mut f = Finding::for_file(FindingKind::ChecksumMismatch, Severity::Error, "base/5/16384.1", "page verification failed".into())
+            .with_detail(serde_json::json!({"expected": 18766, "calculated": 6527}))
+            .at_segment(1);
+        f.fork = Some(ForkNumber::Main);
+        f.block = Some(131075);
+        f.database = Some(DatabaseRef { oid: Some(5), name: None });
+        f.relation = Some(RelationRef { filenode: Some(16384), ..Default::default() });
+        f
+    }
+
+    #[test]
+    fn json_has_contract_fields() {
+        let mut out = Vec::new();
+        write_finding(&mut out, Format::Json, &finding()).expect("write");
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("json");
+        assert_eq!(v["type"], "finding");
+        assert_eq!(v["kind"], "checksum_mismatch");
+        assert_eq!(v["severity"], "error");
+        assert_eq!(v["fork"], "main");
+        assert_eq!(v["segment"], 1);
+        assert_eq!(v["block"], 131075);
+        assert_eq!(v["database"]["oid"], 5);
+        assert!(v["database"]["name"].is_null());
+        assert_eq!(v["relation"]["filenode"], 16384);
+        assert_eq!(v["detail"]["expected"], 18766);
+    }
+
+    #[test]
+    fn text_names_file_block_and_relation() {
+        let t = finding_text(&finding());
+        assert_eq!(
+            t,
+            "error: checksum_mismatch in \"base/5/16384.1\" (database 5, relfilenode 16384, fork main) block 131075: page verification failed"
+        );
+    }
+
+    #[test]
+    fn summary_sentence() {
+        let s = Summary { blocks: 10, bytes: 81920, corrupt_blocks: 1, level: "physical".into(), checksums: "on".into(), ..Default::default() };
+        let text = summary_text(&s, &[finding()]);
+        assert!(text.starts_with("pgcheckdb found 1 corrupt page(s) in 1 relation(s) of database 5"), "{text}");
+        assert!(summary_text(&s, &[]).starts_with("pgcheckdb found no corruption"));
+    }
+}

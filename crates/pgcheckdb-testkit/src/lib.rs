@@ -1,0 +1,1 @@
+//! Test fixtures: real PostgreSQL clusters made by initdb for each version, and corruptors.

@@ -1,0 +1,113 @@
+//! Command-line flags (DESIGN.md §1) and the rule that a bad argument is one line on stderr
+//! and exit status 1.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "pgcheckdb", version, about = "DBCC CHECKDB for PostgreSQL: find and name damaged pages, offline, in parallel")]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every command takes.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Worker threads (default: all cores).
+    #[arg(short = 'j', long = "jobs", global = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub jobs: Option<u32>,
+    /// Output format.
+    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+    /// Show a progress bar (default: when stderr is a terminal).
+    #[arg(long, global = true, overrides_with = "no_progress")]
+    pub progress: bool,
+    /// Never show a progress bar.
+    #[arg(long, global = true)]
+    pub no_progress: bool,
+    /// Print only findings and errors.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Print more about what is being done.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check every page of a data directory.
+    Verify(VerifyArgs),
+    /// Show or switch the cluster's data checksums.
+    Checksums(ChecksumsArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LevelArg {
+    Physical,
+    Standard,
+    Extended,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Data directory (default: $PGDATA).
+    #[arg(short = 'D', long = "pgdata", env = "PGDATA")]
+    pub pgdata: Option<PathBuf>,
+    /// How deep to check.
+    #[arg(long, value_enum, default_value_t = LevelArg::Standard)]
+    pub level: LevelArg,
+    /// Alias of --level physical.
+    #[arg(long, conflicts_with = "level")]
+    pub physical_only: bool,
+    /// Check a running cluster (not yet supported).
+    #[arg(long)]
+    pub online: bool,
+    /// Read at most this many MB per second.
+    #[arg(long, value_name = "MB/s")]
+    pub max_rate: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ChecksumsArgs {
+    #[command(subcommand)]
+    pub action: ChecksumsAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ChecksumsAction {
+    /// Show the checksum state recorded in pg_control.
+    Status {
+        /// Data directory (default: $PGDATA).
+        #[arg(short = 'D', long = "pgdata", env = "PGDATA")]
+        pgdata: Option<PathBuf>,
+    },
+}
+
+/// Parses the command line. On a usage error prints one line and returns exit status 1; for
+/// `--help` and `--version` prints them and returns 0.
+pub fn parse() -> Result<Cli, u8> {
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            Err(0)
+        }
+        Err(e) => {
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or("invalid arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("pgcheckdb: error: {first} (try --help)");
+            Err(1)
+        }
+    }
+}
