@@ -6,8 +6,12 @@
 pub mod checksum;
 pub mod cluster;
 pub mod control;
+pub mod corrupt;
 pub mod datadir;
+pub mod enable;
 pub mod finding;
+pub mod inspect;
+pub mod layout;
 pub mod page;
 pub mod physical;
 pub mod relfile;

@@ -11,7 +11,7 @@ pub const PD_VALID_FLAG_BITS: u16 = 0x0007;
 pub const SECTOR_SIZE: usize = 512;
 
 /// The 24-byte page header, decoded (little-endian hosts).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct PageHeader {
     pub pd_lsn: u64,
     pub pd_checksum: u16,
