@@ -7,6 +7,7 @@ pub mod checksum;
 pub mod cluster;
 pub mod control;
 pub mod corrupt;
+pub mod corrupt;
 pub mod datadir;
 pub mod enable;
 pub mod finding;

@@ -1,0 +1,343 @@
+//! Damage injectors: deliberate, reproducible corruption of one block of a relation file, for
+//! tests and drills (`pgcheckdb corrupt`). Each injector works on a file path, a block number
+//! *inside that file* and the block size, and writes only the bytes it damages.
+//!
+//! The page checksum covers the absolute block number of the fork, so [`recompute_checksum`]
+//! takes that number separately; use [`segment_of`] to turn an absolute block number into a
+//! segment number and a block inside the segment file. Call `recompute_checksum` after a
+//! structural injection to make damage that only header or structure checks can see.
+//!
+//! These functions write to the cluster: only ever call them on a stopped, disposable cluster.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::checksum::pg_checksum_page;
+use crate::page::SIZE_OF_PAGE_HEADER_DATA;
+
+/// Byte offset of `pd_checksum` in the page header.
+const PD_CHECKSUM: usize = 8;
+/// Byte offset of `pd_flags`.
+const PD_FLAGS: usize = 10;
+/// Byte offset of `pd_lower`.
+const PD_LOWER: usize = 12;
+/// Byte offset of `pd_upper`.
+const PD_UPPER: usize = 14;
+/// Byte offset of `pd_special`.
+const PD_SPECIAL: usize = 16;
+
+/// One kind of damage to a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Damage {
+    /// XOR the byte at `offset` with 0xFF.
+    FlipByte { offset: usize },
+    /// XOR bit `bit` (0-7) of the byte at `offset`.
+    FlipBit { offset: usize, bit: u8 },
+    /// Overwrite the block with a copy of block `source` of the same file (a misplaced write).
+    CopyFrom { source: u64 },
+    /// Zero the block from byte `from` to its end (a torn write that lost the tail).
+    ZeroTail { from: usize },
+    /// Set `pd_upper` to 0 and keep the rest (a non-zero "new" page).
+    ZeroPdUpper,
+    /// Break one header rule the server checks on read.
+    Header(HeaderDamage),
+    /// Zero the whole block.
+    ZeroBlock,
+    /// Fill the whole block with pseudo-random bytes from `seed`.
+    Garbage { seed: u64 },
+}
+
+/// A header rule to break.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderDamage {
+    /// `pd_special = BLCKSZ + 8`.
+    SpecialBeyondBlock,
+    /// `pd_lower = pd_upper + 8` (lower above upper).
+    LowerAboveUpper,
+    /// Set a flag bit outside `PD_VALID_FLAG_BITS`.
+    UnknownFlag,
+}
+
+/// Applies `damage` to block `block` (counted inside the file) of `path`.
+pub fn inject(path: &Path, block: u64, blcksz: usize, damage: Damage) -> io::Result<()> {
+    match damage {
+        Damage::FlipByte { offset } => flip_bit_mask(path, block, blcksz, offset, 0xFF),
+        Damage::FlipBit { offset, bit } => flip_bit_mask(path, block, blcksz, offset, 1u8 << (bit & 7)),
+        Damage::CopyFrom { source } => copy_block(path, source, block, blcksz),
+        Damage::ZeroTail { from } => zero_tail(path, block, blcksz, from),
+        Damage::ZeroPdUpper => set_pd_upper_zero(path, block, blcksz),
+        Damage::Header(rule) => break_header(path, block, blcksz, rule),
+        Damage::ZeroBlock => zero_block(path, block, blcksz),
+        Damage::Garbage { seed } => fill_garbage(path, block, blcksz, seed),
+    }
+}
+
+/// Splits an absolute block number into (segment number, block inside the segment file).
+pub fn segment_of(absolute: u64, relseg_size: u64) -> (u64, u64) {
+    (absolute / relseg_size, absolute % relseg_size)
+}
+
+/// The path of segment `segno` of the fork whose first segment is `base` (`16384`, `16384.1`, ...).
+pub fn segment_path(base: &Path, segno: u64) -> PathBuf {
+    if segno == 0 {
+        return base.to_path_buf();
+    }
+    let mut name = base.as_os_str().to_os_string();
+    name.push(format!(".{segno}"));
+    PathBuf::from(name)
+}
+
+/// Reads block `block` of the file; fails if the file has no such whole block.
+pub fn read_block(path: &Path, block: u64, blcksz: usize) -> io::Result<Vec<u8>> {
+    let file = File::open(path)?;
+    let mut buf = vec![0u8; blcksz];
+    file.read_exact_at(&mut buf, block_offset(block, blcksz)?)?;
+    Ok(buf)
+}
+
+/// Writes `page` (exactly one block) over block `block` of the file.
+pub fn write_block(path: &Path, block: u64, page: &[u8]) -> io::Result<()> {
+    let file = open_existing_block(path, block, page.len())?;
+    file.write_all_at(page, block_offset(block, page.len())?)?;
+    file.sync_data()
+}
+
+/// XORs the byte at `offset` of the block with `mask`.
+pub fn flip_bit_mask(path: &Path, block: u64, blcksz: usize, offset: usize, mask: u8) -> io::Result<()> {
+    modify(path, block, blcksz, |page| {
+        let byte = page.get_mut(offset).ok_or_else(|| out_of_page(offset, blcksz))?;
+        *byte ^= mask;
+        Ok(())
+    })
+}
+
+/// Copies block `from` over block `to` in the same file.
+pub fn copy_block(path: &Path, from: u64, to: u64, blcksz: usize) -> io::Result<()> {
+    let page = read_block(path, from, blcksz)?;
+    write_block(path, to, &page)
+}
+
+/// Zeroes the block from byte `from` to its end.
+pub fn zero_tail(path: &Path, block: u64, blcksz: usize, from: usize) -> io::Result<()> {
+    modify(path, block, blcksz, |page| {
+        page.get_mut(from..).ok_or_else(|| out_of_page(from, blcksz))?.fill(0);
+        Ok(())
+    })
+}
+
+/// Sets `pd_upper` to 0 and keeps every other byte.
+pub fn set_pd_upper_zero(path: &Path, block: u64, blcksz: usize) -> io::Result<()> {
+    modify(path, block, blcksz, |page| {
+        put_u16(page, PD_UPPER, 0);
+        Ok(())
+    })
+}
+
+/// Breaks one header rule.
+pub fn break_header(path: &Path, block: u64, blcksz: usize, rule: HeaderDamage) -> io::Result<()> {
+    let size = u16::try_from(blcksz).ok();
+    modify(path, block, blcksz, |page| {
+        match rule {
+            HeaderDamage::SpecialBeyondBlock => {
+                let beyond = size.and_then(|s| s.checked_add(8)).unwrap_or(u16::MAX);
+                put_u16(page, PD_SPECIAL, beyond);
+            }
+            HeaderDamage::LowerAboveUpper => {
+                let upper = get_u16(page, PD_UPPER);
+                put_u16(page, PD_LOWER, upper.saturating_add(8));
+            }
+            HeaderDamage::UnknownFlag => {
+                let flags = get_u16(page, PD_FLAGS);
+                put_u16(page, PD_FLAGS, flags | 0x0100);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Zeroes the whole block.
+pub fn zero_block(path: &Path, block: u64, blcksz: usize) -> io::Result<()> {
+    write_block(path, block, &vec![0u8; blcksz])
+}
+
+/// Fills the block with pseudo-random bytes (xorshift64* from `seed`).
+pub fn fill_garbage(path: &Path, block: u64, blcksz: usize, seed: u64) -> io::Result<()> {
+    let mut state = seed | 1;
+    let mut page = vec![0u8; blcksz];
+    for chunk in page.chunks_mut(8) {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        let word = state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+        chunk.copy_from_slice(&word[..chunk.len()]);
+    }
+    write_block(path, block, &page)
+}
+
+/// Shortens the file by `bytes` (a partial trailing block unless `bytes` is a block multiple).
+pub fn truncate_by(path: &Path, bytes: u64) -> io::Result<()> {
+    let file = OpenOptions::new().write(true).open(path)?;
+    let len = file.metadata()?.len();
+    let new_len = len
+        .checked_sub(bytes)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("file is only {len} bytes, cannot cut {bytes}")))?;
+    file.set_len(new_len)?;
+    file.sync_all()
+}
+
+/// Sets the file length to `len` bytes.
+pub fn truncate_to(path: &Path, len: u64) -> io::Result<()> {
+    let file = OpenOptions::new().write(true).open(path)?;
+    file.set_len(len)?;
+    file.sync_all()
+}
+
+/// Stores the correct checksum for the block's current bytes, for absolute block number
+/// `absolute` of its fork: the damage left behind is then invisible to checksum checks.
+pub fn recompute_checksum(path: &Path, block: u64, blcksz: usize, absolute: u64) -> io::Result<u16> {
+    let blkno = u32::try_from(absolute)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("block number {absolute} is beyond 2^32")))?;
+    let mut stored = 0;
+    modify(path, block, blcksz, |page| {
+        stored = pg_checksum_page(page, blkno);
+        put_u16(page, PD_CHECKSUM, stored);
+        Ok(())
+    })?;
+    Ok(stored)
+}
+
+/// Reads a block, lets `change` edit it, and writes it back.
+fn modify(path: &Path, block: u64, blcksz: usize, change: impl FnOnce(&mut [u8]) -> io::Result<()>) -> io::Result<()> {
+    if blcksz < SIZE_OF_PAGE_HEADER_DATA || blcksz % 128 != 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("invalid block size {blcksz}")));
+    }
+    let mut page = read_block(path, block, blcksz)?;
+    change(&mut page)?;
+    write_block(path, block, &page)
+}
+
+/// Opens the file for writing, checking that block `block` exists as a whole block.
+fn open_existing_block(path: &Path, block: u64, blcksz: usize) -> io::Result<File> {
+    let file = OpenOptions::new().read(true).write(true).open(path)?;
+    let len = file.metadata()?.len();
+    let end = block_offset(block, blcksz)?.checked_add(blcksz as u64);
+    if end.map_or(true, |end| end > len) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("\"{}\" has no block {block} ({len} bytes)", path.display()),
+        ));
+    }
+    Ok(file)
+}
+
+fn block_offset(block: u64, blcksz: usize) -> io::Result<u64> {
+    block
+        .checked_mul(blcksz as u64)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("block {block} is out of range")))
+}
+
+fn out_of_page(offset: usize, blcksz: usize) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, format!("offset {offset} is outside a {blcksz}-byte block"))
+}
+
+fn get_u16(page: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes([page[off], page[off + 1]])
+}
+
+fn put_u16(page: &mut [u8], off: usize, value: u16) {
+    page[off..off + 2].copy_from_slice(&value.to_le_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::physical::{check_page, PageCheckConfig, PageProblem, PageVerdict};
+
+    const BS: usize = 8192;
+    const CFG: PageCheckConfig = PageCheckConfig { blcksz: BS, max_align: 8, checksums: true };
+
+    /// A heap-like page with tuple bytes from 3000 to the end and a valid checksum for `blkno`.
+    fn heap_page(blkno: u32, fill: u8) -> Vec<u8> {
+        let mut p = vec![0u8; BS];
+        put_u16(&mut p, PD_LOWER, 32);
+        put_u16(&mut p, PD_UPPER, 3000);
+        put_u16(&mut p, PD_SPECIAL, BS as u16);
+        put_u16(&mut p, 18, 0x2004);
+        for (i, b) in p[3000..].iter_mut().enumerate() {
+            *b = ((i % 251) as u8).wrapping_add(fill) | 1;
+        }
+        let c = pg_checksum_page(&p, blkno);
+        put_u16(&mut p, PD_CHECKSUM, c);
+        p
+    }
+
+    /// A file of `n` valid heap pages.
+    fn relation_file(n: u32) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("16384");
+        let mut bytes = Vec::new();
+        for b in 0..n {
+            bytes.extend(heap_page(b, b as u8));
+        }
+        std::fs::write(&path, bytes).expect("write");
+        (dir, path)
+    }
+
+    fn verdict(path: &Path, block: u64) -> PageVerdict {
+        check_page(&CFG, &read_block(path, block, BS).expect("read"), block as u32)
+    }
+
+    #[test]
+    fn each_damage_gives_its_problem() {
+        let (_dir, path) = relation_file(8);
+        inject(&path, 1, BS, Damage::FlipByte { offset: 5000 }).unwrap();
+        inject(&path, 5, BS, Damage::CopyFrom { source: 2 }).unwrap();
+        inject(&path, 3, BS, Damage::ZeroTail { from: 4096 }).unwrap();
+        inject(&path, 4, BS, Damage::Header(HeaderDamage::SpecialBeyondBlock)).unwrap();
+        inject(&path, 6, BS, Damage::ZeroPdUpper).unwrap();
+        inject(&path, 7, BS, Damage::ZeroBlock).unwrap();
+        assert!(matches!(verdict(&path, 1), PageVerdict::Problem(PageProblem::ChecksumMismatch { .. })));
+        assert!(matches!(verdict(&path, 5), PageVerdict::Problem(PageProblem::ChecksumMismatch { .. })));
+        assert!(matches!(verdict(&path, 3), PageVerdict::Problem(PageProblem::TornPage { zero_from: 4096, .. })));
+        assert!(matches!(verdict(&path, 4), PageVerdict::Problem(PageProblem::InvalidHeader { .. })));
+        assert!(matches!(verdict(&path, 6), PageVerdict::Problem(PageProblem::NonzeroNewPage { .. })));
+        assert_eq!(verdict(&path, 7), PageVerdict::New);
+        assert_eq!(verdict(&path, 0), PageVerdict::Valid);
+        assert_eq!(read_block(&path, 5, BS).unwrap(), read_block(&path, 2, BS).unwrap());
+    }
+
+    #[test]
+    fn recomputed_checksum_leaves_only_structural_damage() {
+        let (_dir, path) = relation_file(3);
+        inject(&path, 2, BS, Damage::Header(HeaderDamage::LowerAboveUpper)).unwrap();
+        recompute_checksum(&path, 2, BS, 2).unwrap();
+        match verdict(&path, 2) {
+            PageVerdict::Problem(PageProblem::InvalidHeader { checksum: Some(c), .. }) => assert_eq!(c.stored, c.calculated),
+            other => panic!("{other:?}"),
+        }
+        inject(&path, 1, BS, Damage::FlipBit { offset: 6000, bit: 3 }).unwrap();
+        recompute_checksum(&path, 1, BS, 1).unwrap();
+        assert_eq!(verdict(&path, 1), PageVerdict::Valid);
+    }
+
+    #[test]
+    fn garbage_and_truncation() {
+        let (_dir, path) = relation_file(3);
+        fill_garbage(&path, 1, BS, 42).unwrap();
+        assert!(matches!(verdict(&path, 1), PageVerdict::Problem(_)));
+        truncate_by(&path, 100).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 3 * BS as u64 - 100);
+        assert!(read_block(&path, 2, BS).is_err());
+        assert!(inject(&path, 2, BS, Damage::ZeroBlock).is_err(), "no whole block 2 any more");
+        assert!(inject(&path, 0, BS, Damage::FlipByte { offset: BS }).is_err());
+    }
+
+    #[test]
+    fn segments() {
+        assert_eq!(segment_of(131072 + 5, 131072), (1, 5));
+        assert_eq!(segment_path(Path::new("base/5/16384"), 0), PathBuf::from("base/5/16384"));
+        assert_eq!(segment_path(Path::new("base/5/16384"), 2), PathBuf::from("base/5/16384.2"));
+    }
+}
