@@ -6,7 +6,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(name = "pgcheckdb", version, about = "DBCC CHECKDB for PostgreSQL: find and name damaged pages, offline, in parallel")]
+#[command(
+    name = "pgcheckdb",
+    version,
+    about = "DBCC CHECKDB for PostgreSQL: find and name damaged pages, offline, in parallel"
+)]
 pub struct Cli {
     #[command(flatten)]
     pub common: Common,
@@ -49,6 +53,31 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Show or switch the cluster's data checksums.
     Checksums(ChecksumsArgs),
+    /// Show one page decoded: header, checksum, line pointers, tuple headers, special space.
+    Inspect(InspectArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// Data directory (default: $PGDATA).
+    #[arg(short = 'D', long = "pgdata", env = "PGDATA")]
+    pub pgdata: Option<PathBuf>,
+    /// Relation file, relative to the data directory or absolute (any segment of the fork).
+    #[arg(
+        long,
+        required_unless_present = "relation",
+        conflicts_with = "relation"
+    )]
+    pub file: Option<PathBuf>,
+    /// Relation by name (schema.name); needs the offline catalog reader.
+    #[arg(long)]
+    pub relation: Option<String>,
+    /// Absolute block number in the fork, as `verify` reports it.
+    #[arg(long)]
+    pub block: u64,
+    /// Fork to show (main, fsm, vm, init); default: the fork named by --file.
+    #[arg(long)]
+    pub fork: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -2,6 +2,7 @@
 //! results to the exit codes of the contract (0 clean, 1 could not run, 2 corruption found).
 
 mod cli;
+mod inspect_cmd;
 mod progress;
 mod verify_cmd;
 
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
 fn run(args: cli::Cli) -> anyhow::Result<u8> {
     match args.command {
         cli::Command::Verify(v) => verify_cmd::run(&args.common, &v),
+        cli::Command::Inspect(i) => inspect_cmd::run(&args.common, &i),
         cli::Command::Checksums(c) => verify_cmd::checksums(&args.common, &c),
     }
 }
