@@ -466,20 +466,72 @@ pub enum SwitchError {
     WriteControl { path: String, source: io::Error },
 }
 
-/// Runs `enable` on a stopped cluster whose `pg_control` was read as `control` and passed
-/// [`check_can_enable`]. See the module documentation for the order of operations.
+/// A planned `enable`: the cluster passed [`check_can_enable`] and its relation files are listed.
+pub struct Enabler {
+    datadir: PathBuf,
+    control: ControlFile,
+    plan: Plan,
+    files: Vec<ScanFile>,
+}
+
+impl Enabler {
+    /// Checks that the cluster may be switched and lists its relation files. Writes nothing.
+    pub fn prepare(datadir: &Path, control: ControlFile) -> Result<Enabler, SwitchError> {
+        check_can_enable(datadir, &control)?;
+        let plan = Plan::build(datadir, control.clone());
+        let files = plan.scan_files();
+        Ok(Enabler {
+            datadir: datadir.to_path_buf(),
+            control,
+            plan,
+            files,
+        })
+    }
+
+    /// Bytes the scan will read (whole blocks of every relation file).
+    pub fn total_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.len).sum()
+    }
+
+    /// Number of relation files.
+    pub fn file_count(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Runs the scan, the sync and (when allowed) the switch; see the module documentation.
+    pub fn run(
+        &self,
+        opts: &EnableOptions,
+        progress: &Progress,
+    ) -> Result<EnableReport, SwitchError> {
+        enable_planned(self, opts, progress)
+    }
+}
+
+/// Runs `enable` on a stopped cluster whose `pg_control` was read as `control`: prepare and run.
 pub fn enable(
     datadir: &Path,
     control: ControlFile,
     opts: &EnableOptions,
     progress: &Progress,
 ) -> Result<EnableReport, SwitchError> {
-    check_can_enable(datadir, &control)?;
+    Enabler::prepare(datadir, control)?.run(opts, progress)
+}
+
+fn enable_planned(
+    enabler: &Enabler,
+    opts: &EnableOptions,
+    progress: &Progress,
+) -> Result<EnableReport, SwitchError> {
+    let (datadir, control, plan, files) = (
+        &enabler.datadir,
+        &enabler.control,
+        &enabler.plan,
+        &enabler.files,
+    );
     let started = Instant::now();
-    let plan = Plan::build(datadir, control.clone());
     let bs = control.blcksz as usize;
-    let files = plan.scan_files();
-    let units = plan_units(&files, opts.unit_bytes, bs as u64);
+    let units = plan_units(files, opts.unit_bytes, bs as u64);
     let scan_opts = ScanOptions {
         jobs: opts.jobs.max(1),
         chunk_bytes: (opts.chunk_bytes / bs).max(1) * bs,
@@ -488,13 +540,13 @@ pub fn enable(
         max_bytes_per_sec: None,
     };
     let workers = pgcheckdb_scan::run(
-        &files,
+        files,
         &units,
         &scan_opts,
-        || Stamper::new(&plan, !opts.dry_run),
+        || Stamper::new(plan, !opts.dry_run),
         progress,
     );
-    let mut merged = Stamper::new(&plan, !opts.dry_run);
+    let mut merged = Stamper::new(plan, !opts.dry_run);
     for w in workers {
         merged.absorb(w);
     }
@@ -515,7 +567,7 @@ pub fn enable(
     } else if merged.damaged > 0 && !opts.allow_damaged {
         EnableOutcome::RefusedDamaged
     } else {
-        switch_control_file(datadir, &control, ChecksumState::ON_VERSION)?;
+        switch_control_file(datadir, control, ChecksumState::ON_VERSION)?;
         EnableOutcome::Enabled
     };
 

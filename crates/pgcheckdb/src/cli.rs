@@ -120,6 +120,10 @@ pub enum ChecksumsAction {
         #[arg(short = 'D', long = "pgdata", env = "PGDATA")]
         pgdata: Option<PathBuf>,
     },
+    /// Turn data checksums on in a stopped cluster: stamp every page, sync, then switch pg_control.
+    Enable(crate::checksums_cmd::EnableArgs),
+    /// Turn data checksums off in a stopped cluster: the pg_control change alone.
+    Disable(crate::checksums_cmd::DisableArgs),
 }
 
 /// Parses the command line. On a usage error prints one line and returns exit status 1; for

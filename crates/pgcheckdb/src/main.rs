@@ -1,6 +1,7 @@
 //! The `pgcheckdb` binary: parses arguments, wires the commands to the library crates and maps
 //! results to the exit codes of the contract (0 clean, 1 could not run, 2 corruption found).
 
+mod checksums_cmd;
 mod cli;
 mod inspect_cmd;
 mod progress;
@@ -33,6 +34,6 @@ fn run(args: cli::Cli) -> anyhow::Result<u8> {
     match args.command {
         cli::Command::Verify(v) => verify_cmd::run(&args.common, &v),
         cli::Command::Inspect(i) => inspect_cmd::run(&args.common, &i),
-        cli::Command::Checksums(c) => verify_cmd::checksums(&args.common, &c),
+        cli::Command::Checksums(c) => checksums_cmd::run(&args.common, &c),
     }
 }

@@ -1,4 +1,4 @@
-//! `pgcheckdb verify` and `pgcheckdb checksums status`: resolve the data directory, refuse
+//! `pgcheckdb verify`: resolve the data directory, refuse
 //! what cannot be checked safely, run the scan and print the report.
 
 use std::io::{self, Write};
@@ -11,7 +11,7 @@ use pgcheckdb_pg::verify::{self, Level, Plan, VerifyOptions};
 use pgcheckdb_report::{write_finding, write_summary, Format};
 use pgcheckdb_scan::Progress;
 
-use crate::cli::{ChecksumsAction, ChecksumsArgs, Common, LevelArg, OutputFormat, VerifyArgs};
+use crate::cli::{Common, LevelArg, OutputFormat, VerifyArgs};
 use crate::{progress, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
 
 /// The data directory from `-D` or `$PGDATA`, checked to look like one.
@@ -112,37 +112,4 @@ fn print_report(format: Format, quiet: bool, report: &verify::VerifyReport) -> i
     }
     write_summary(&mut out, format, &report.summary, &report.findings)?;
     out.flush()
-}
-
-pub fn checksums(common: &Common, args: &ChecksumsArgs) -> anyhow::Result<u8> {
-    match &args.action {
-        ChecksumsAction::Status { pgdata } => {
-            let datadir = resolve_datadir(pgdata.as_ref())?;
-            let control = read_control(&datadir)?;
-            let state = control.checksum_state();
-            match format(common) {
-                Format::Json => println!(
-                    "{}",
-                    serde_json::json!({
-                        "type": "checksums_status",
-                        "checksums": state.name(),
-                        "data_checksum_version": control.data_checksum_version,
-                        "postgres_version": control.major,
-                        "pg_control_version": control.pg_control_version,
-                        "catalog_version": control.catalog_version_no,
-                        "cluster_state": control.state.to_string(),
-                        "block_size": control.blcksz,
-                        "segment_blocks": control.relseg_size,
-                    })
-                ),
-                Format::Text => {
-                    println!("Data checksums: {state}");
-                    println!("Data checksum version: {}", control.data_checksum_version);
-                    println!("PostgreSQL version: {}", control.major.map_or("unknown".into(), |m| m.to_string()));
-                    println!("Database cluster state: {}", control.state);
-                }
-            }
-            Ok(EXIT_OK)
-        }
-    }
 }

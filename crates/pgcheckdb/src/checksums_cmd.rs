@@ -1,0 +1,275 @@
+//! `pgcheckdb checksums status|enable|disable`: show the page-verify switch and turn it on or off
+//! in a stopped cluster. The PostgreSQL side lives in `pgcheckdb_pg::enable`; this file resolves
+//! the arguments, prints and maps outcomes to exit codes.
+//!
+//! Exit codes of `enable`: 0 checksums are on (or a dry run found nothing in the way); 1 refused
+//! or could not finish (nothing switched; a rerun completes); 2 damaged pages found: they are
+//! named, and checksums were not enabled unless `--allow-damaged` was given.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use anyhow::bail;
+use clap::Args;
+use pgcheckdb_pg::enable::{self, EnableOptions, EnableOutcome, EnableReport, Enabler};
+use pgcheckdb_report::{human_bytes, write_finding, Format};
+use pgcheckdb_scan::Progress;
+use serde_json::json;
+
+use crate::cli::{ChecksumsAction, ChecksumsArgs, Common, OutputFormat};
+use crate::verify_cmd::{read_control, resolve_datadir};
+use crate::{progress, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
+
+/// `checksums enable` flags.
+#[derive(Debug, Args)]
+pub struct EnableArgs {
+    /// Data directory (default: $PGDATA).
+    #[arg(short = 'D', long = "pgdata", env = "PGDATA")]
+    pub pgdata: Option<PathBuf>,
+    /// Scan and report what would be written; change nothing.
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    /// Enable checksums even if damaged pages (bad header, non-zero page with pd_upper 0) are
+    /// found. They stay unstamped, so the server keeps rejecting them.
+    #[arg(long)]
+    pub allow_damaged: bool,
+}
+
+/// `checksums disable` flags.
+#[derive(Debug, Args)]
+pub struct DisableArgs {
+    /// Data directory (default: $PGDATA).
+    #[arg(short = 'D', long = "pgdata", env = "PGDATA")]
+    pub pgdata: Option<PathBuf>,
+}
+
+pub fn run(common: &Common, args: &ChecksumsArgs) -> anyhow::Result<u8> {
+    match &args.action {
+        ChecksumsAction::Status { pgdata } => status(common, pgdata.as_ref()),
+        ChecksumsAction::Enable(a) => enable_cmd(common, a),
+        ChecksumsAction::Disable(a) => disable_cmd(common, a),
+    }
+}
+
+fn format(common: &Common) -> Format {
+    match common.format {
+        OutputFormat::Text => Format::Text,
+        OutputFormat::Json => Format::Json,
+    }
+}
+
+fn jobs(common: &Common) -> usize {
+    common
+        .jobs
+        .map(|j| j as usize)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+fn status(common: &Common, pgdata: Option<&PathBuf>) -> anyhow::Result<u8> {
+    let datadir = resolve_datadir(pgdata)?;
+    let control = read_control(&datadir)?;
+    let state = control.checksum_state();
+    match format(common) {
+        Format::Json => println!(
+            "{}",
+            json!({
+                "type": "checksums_status",
+                "checksums": state.name(),
+                "data_checksum_version": control.data_checksum_version,
+                "postgres_version": control.major,
+                "pg_control_version": control.pg_control_version,
+                "catalog_version": control.catalog_version_no,
+                "cluster_state": control.state.to_string(),
+                "block_size": control.blcksz,
+                "segment_blocks": control.relseg_size,
+            })
+        ),
+        Format::Text => {
+            println!("Data checksums: {state}");
+            println!("Data checksum version: {}", control.data_checksum_version);
+            println!(
+                "PostgreSQL version: {}",
+                control.major.map_or("unknown".into(), |m| m.to_string())
+            );
+            println!("Database cluster state: {}", control.state);
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+fn enable_cmd(common: &Common, args: &EnableArgs) -> anyhow::Result<u8> {
+    let datadir = resolve_datadir(args.pgdata.as_ref())?;
+    let control = read_control(&datadir)?;
+    let major = control.major;
+    let enabler = match Enabler::prepare(&datadir, control) {
+        Ok(e) => e,
+        Err(e) => bail!(
+            "cannot enable data checksums in \"{}\": {e}",
+            datadir.display()
+        ),
+    };
+    let opts = EnableOptions {
+        jobs: jobs(common),
+        dry_run: args.dry_run,
+        allow_damaged: args.allow_damaged,
+        ..EnableOptions::default()
+    };
+    let fmt = format(common);
+    if !common.quiet {
+        eprintln!(
+            "pgcheckdb: {} data checksums in \"{}\": PostgreSQL {}, {} relation files, {}, {} jobs",
+            if opts.dry_run {
+                "dry run: would enable"
+            } else {
+                "enabling"
+            },
+            datadir.display(),
+            major.map_or("?".into(), |m| m.to_string()),
+            enabler.file_count(),
+            human_bytes(enabler.total_bytes()),
+            opts.jobs
+        );
+        if !opts.dry_run {
+            eprintln!(
+                "pgcheckdb: warning: standbys and copies of this cluster keep checksums off: rebuild them from this cluster \
+                 (pg_basebackup) or stop and enable each one too before they are used with it (pg_rewind, backups)"
+            );
+        }
+    }
+    let progress_state = Progress::default();
+    let result = progress::with_bar(
+        progress::wanted(common),
+        enabler.total_bytes(),
+        &progress_state,
+        || enabler.run(&opts, &progress_state),
+    );
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => bail!(
+            "{e}; data checksums are still off in \"{}\"",
+            datadir.display()
+        ),
+    };
+    print_enable_report(fmt, common.quiet, &report)?;
+    for e in &report.tool_errors {
+        eprintln!("pgcheckdb: error: {e}");
+    }
+    let s = &report.summary;
+    Ok(match report.outcome {
+        EnableOutcome::Enabled if s.damaged_blocks > 0 => {
+            eprintln!(
+                "pgcheckdb: warning: data checksums enabled with {} damaged page(s) left unstamped (--allow-damaged): the server will keep rejecting them",
+                s.damaged_blocks
+            );
+            EXIT_CORRUPT
+        }
+        EnableOutcome::Enabled => EXIT_OK,
+        EnableOutcome::DryRun if s.damaged_blocks > 0 => {
+            eprintln!(
+                "pgcheckdb: error: dry run: {} damaged page(s) found; enable would refuse to switch checksums on without --allow-damaged",
+                s.damaged_blocks
+            );
+            EXIT_CORRUPT
+        }
+        EnableOutcome::DryRun => EXIT_OK,
+        EnableOutcome::RefusedDamaged => {
+            eprintln!(
+                "pgcheckdb: error: {} damaged page(s) found: data checksums were NOT enabled (pg_control unchanged, checksums still off; \
+                 the sane pages were stamped and synced); repair or rebuild the relations named above and rerun, or rerun with --allow-damaged",
+                s.damaged_blocks
+            );
+            EXIT_CORRUPT
+        }
+        EnableOutcome::Incomplete => {
+            eprintln!(
+                "pgcheckdb: error: the run did not complete ({} error(s) above): data checksums were NOT enabled (still off); fix the cause and rerun",
+                report.tool_errors.len()
+            );
+            EXIT_FAILED
+        }
+    })
+}
+
+fn print_enable_report(fmt: Format, quiet: bool, report: &EnableReport) -> io::Result<()> {
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    for f in &report.findings {
+        write_finding(&mut out, fmt, f)?;
+    }
+    let s = &report.summary;
+    match fmt {
+        Format::Json => {
+            let mut v = serde_json::to_value(s).map_err(io::Error::other)?;
+            if let Some(o) = v.as_object_mut() {
+                let mut line = serde_json::Map::new();
+                line.insert("type".into(), json!("summary"));
+                line.insert("command".into(), json!("checksums enable"));
+                line.insert(
+                    "outcome".into(),
+                    serde_json::to_value(report.outcome).map_err(io::Error::other)?,
+                );
+                line.extend(std::mem::take(o));
+                serde_json::to_writer(&mut out, &line).map_err(io::Error::other)?;
+                out.write_all(b"\n")?;
+            }
+        }
+        Format::Text if !quiet || report.outcome == EnableOutcome::Enabled => {
+            let verb = if report.outcome == EnableOutcome::DryRun {
+                "to write"
+            } else {
+                "written"
+            };
+            writeln!(out, "Checksum operation completed")?;
+            writeln!(out, "Files scanned:   {}", s.files)?;
+            writeln!(out, "Blocks scanned:  {}", s.blocks)?;
+            writeln!(out, "Files {verb}:   {}", s.files_written)?;
+            writeln!(out, "Blocks {verb}:  {}", s.blocks_rewritten)?;
+            writeln!(out, "Blocks already valid: {}", s.blocks_already_valid)?;
+            writeln!(out, "New (all-zero) pages: {}", s.new_pages)?;
+            writeln!(out, "Damaged pages: {}", s.damaged_blocks)?;
+            writeln!(
+                out,
+                "{} in {:.2} s (scan {:.2} s, sync {:.2} s), {:.2} GB/s",
+                human_bytes(s.bytes),
+                s.seconds,
+                s.scan_seconds,
+                s.sync_seconds,
+                s.gb_per_second
+            )?;
+            match report.outcome {
+                EnableOutcome::Enabled => writeln!(out, "Checksums enabled in cluster")?,
+                EnableOutcome::DryRun => writeln!(out, "Dry run: nothing was written")?,
+                _ => writeln!(out, "Checksums NOT enabled in cluster")?,
+            }
+        }
+        Format::Text => {}
+    }
+    out.flush()
+}
+
+fn disable_cmd(common: &Common, args: &DisableArgs) -> anyhow::Result<u8> {
+    let datadir = resolve_datadir(args.pgdata.as_ref())?;
+    let control = read_control(&datadir)?;
+    if let Err(e) = enable::disable(&datadir, &control) {
+        bail!(
+            "cannot disable data checksums in \"{}\": {e}",
+            datadir.display()
+        );
+    }
+    match format(common) {
+        Format::Json => println!(
+            "{}",
+            json!({"type": "summary", "command": "checksums disable", "outcome": "disabled", "checksums": "off",
+                   "postgres_version": control.major})
+        ),
+        Format::Text => {
+            if !common.quiet {
+                eprintln!(
+                    "pgcheckdb: warning: standbys and copies of this cluster keep checksums on: disable them too or rebuild them"
+                );
+            }
+            println!("Checksums disabled in cluster");
+        }
+    }
+    Ok(EXIT_OK)
+}
