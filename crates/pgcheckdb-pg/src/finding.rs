@@ -48,6 +48,12 @@ pub enum FindingKind {
     UnexpectedFile,
     /// A tablespace version directory of another PostgreSQL version.
     ForeignVersionDirectory,
+    /// A non-empty relation file that no catalog row owns (left behind by a crash).
+    OrphanFile,
+    /// A system catalog could not be read (fully); findings may be unnamed.
+    CatalogUnreadable,
+    /// A relation map file (`pg_filenode.map`) has a wrong size, magic or CRC.
+    BadRelmap,
 }
 
 impl FindingKind {
@@ -67,11 +73,14 @@ impl FindingKind {
             FindingKind::InteriorZeroPages => "interior_zero_pages",
             FindingKind::UnexpectedFile => "unexpected_file",
             FindingKind::ForeignVersionDirectory => "foreign_version_directory",
+            FindingKind::OrphanFile => "orphan_file",
+            FindingKind::CatalogUnreadable => "catalog_unreadable",
+            FindingKind::BadRelmap => "bad_relmap",
         }
     }
 
     /// Every kind, for documentation tables and tests.
-    pub const ALL: [FindingKind; 13] = [
+    pub const ALL: [FindingKind; 16] = [
         FindingKind::ChecksumMismatch,
         FindingKind::MisplacedPage,
         FindingKind::TornPage,
@@ -85,6 +94,9 @@ impl FindingKind {
         FindingKind::InteriorZeroPages,
         FindingKind::UnexpectedFile,
         FindingKind::ForeignVersionDirectory,
+        FindingKind::OrphanFile,
+        FindingKind::CatalogUnreadable,
+        FindingKind::BadRelmap,
     ];
 }
 

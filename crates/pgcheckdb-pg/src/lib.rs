@@ -3,16 +3,17 @@
 //!
 //! Nothing here prints or parses arguments; the binary turns these results into output.
 
+pub mod catalog;
 pub mod checksum;
 pub mod cluster;
 pub mod control;
-pub mod corrupt;
 pub mod corrupt;
 pub mod datadir;
 pub mod enable;
 pub mod finding;
 pub mod inspect;
 pub mod layout;
+pub mod naming;
 pub mod page;
 pub mod physical;
 pub mod relfile;

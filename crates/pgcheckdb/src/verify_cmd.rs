@@ -5,8 +5,10 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use pgcheckdb_pg::catalog::Catalog;
 use pgcheckdb_pg::cluster::check_stopped;
 use pgcheckdb_pg::control::{read_pg_version, ControlFile};
+use pgcheckdb_pg::naming::name_findings;
 use pgcheckdb_pg::verify::{self, Level, Plan, VerifyOptions};
 use pgcheckdb_report::{write_finding, write_summary, Format};
 use pgcheckdb_scan::Progress;
@@ -19,12 +21,16 @@ pub fn resolve_datadir(arg: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
     let Some(dir) = arg else {
         bail!("no data directory specified: use -D DIR or set PGDATA");
     };
-    let meta = std::fs::metadata(dir).with_context(|| format!("could not access data directory \"{}\"", dir.display()))?;
+    let meta = std::fs::metadata(dir)
+        .with_context(|| format!("could not access data directory \"{}\"", dir.display()))?;
     if !meta.is_dir() {
         bail!("\"{}\" is not a directory", dir.display());
     }
     if !dir.join("global").join("pg_control").exists() {
-        bail!("\"{}\" is not a PostgreSQL data directory: global/pg_control is missing", dir.display());
+        bail!(
+            "\"{}\" is not a PostgreSQL data directory: global/pg_control is missing",
+            dir.display()
+        );
     }
     Ok(dir.clone())
 }
@@ -41,7 +47,10 @@ pub fn read_control(datadir: &Path) -> anyhow::Result<ControlFile> {
 }
 
 fn jobs(common: &Common) -> usize {
-    common.jobs.map(|j| j as usize).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    common
+        .jobs
+        .map(|j| j as usize)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 fn format(common: &Common) -> Format {
@@ -60,7 +69,11 @@ pub fn run(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     if let Err(reason) = check_stopped(&datadir, &control) {
         bail!("cannot verify \"{}\" offline: {reason}", datadir.display());
     }
-    let requested = if args.physical_only { LevelArg::Physical } else { args.level };
+    let requested = if args.physical_only {
+        LevelArg::Physical
+    } else {
+        args.level
+    };
     if requested != LevelArg::Physical && !common.quiet {
         eprintln!("pgcheckdb: warning: the {requested:?} level is not implemented yet; running the physical level");
     }
@@ -81,13 +94,21 @@ pub fn run(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
             opts.jobs
         );
         if control.data_checksum_version == 0 {
-            eprintln!("pgcheckdb: data checksums are off in this cluster: checking page headers only");
+            eprintln!(
+                "pgcheckdb: data checksums are off in this cluster: checking page headers only"
+            );
         }
     }
+    let started = std::time::Instant::now();
     let plan = Plan::build(&datadir, control);
     let total: u64 = plan.scan_files().iter().map(|f| f.len).sum();
     let progress_state = Progress::default();
-    let report = progress::with_bar(progress::wanted(common), total, &progress_state, || verify::run(&plan, &opts, &progress_state));
+    let mut report = progress::with_bar(progress::wanted(common), total, &progress_state, || {
+        verify::run(&plan, &opts, &progress_state)
+    });
+    let catalog = Catalog::read(&datadir, &plan.control);
+    name_findings(&mut report, &plan, &catalog);
+    report.summary.seconds = started.elapsed().as_secs_f64();
     for e in &report.tool_errors {
         eprintln!("pgcheckdb: error: {e}");
     }

@@ -1,0 +1,487 @@
+//! The offline catalog: database, schema and relation names read straight from the system
+//! catalogs' files (relation map files, `pg_database`, `pg_class`, `pg_namespace`, `pg_am`), so
+//! that every finding can name `database`, `schema.relation`, its kind and access method without a
+//! running server. Damage to a catalog becomes a finding; the rest is still named.
+
+pub mod heapscan;
+pub mod layouts;
+pub mod relmap;
+pub mod xact;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::control::ControlFile;
+use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
+use heapscan::{for_each_visible_row, read_relation, Row};
+use layouts::{layouts_for, oids, CatalogLayouts, NAMEDATALEN, OID_THEN_NAME};
+use xact::CommitLog;
+
+/// `pg_class.relkind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelKind {
+    Table,
+    Index,
+    Sequence,
+    Toast,
+    View,
+    MaterializedView,
+    CompositeType,
+    ForeignTable,
+    PartitionedTable,
+    PartitionedIndex,
+    Other(u8),
+}
+
+impl RelKind {
+    fn from_byte(b: u8) -> RelKind {
+        match b {
+            b'r' => RelKind::Table,
+            b'i' => RelKind::Index,
+            b'S' => RelKind::Sequence,
+            b't' => RelKind::Toast,
+            b'v' => RelKind::View,
+            b'm' => RelKind::MaterializedView,
+            b'c' => RelKind::CompositeType,
+            b'f' => RelKind::ForeignTable,
+            b'p' => RelKind::PartitionedTable,
+            b'I' => RelKind::PartitionedIndex,
+            other => RelKind::Other(other),
+        }
+    }
+
+    /// The name used in output (`table`, `index`, `toast_table`, ...).
+    pub fn name(self) -> String {
+        match self {
+            RelKind::Table => "table".into(),
+            RelKind::Index => "index".into(),
+            RelKind::Sequence => "sequence".into(),
+            RelKind::Toast => "toast_table".into(),
+            RelKind::View => "view".into(),
+            RelKind::MaterializedView => "materialized_view".into(),
+            RelKind::CompositeType => "composite_type".into(),
+            RelKind::ForeignTable => "foreign_table".into(),
+            RelKind::PartitionedTable => "partitioned_table".into(),
+            RelKind::PartitionedIndex => "partitioned_index".into(),
+            RelKind::Other(b) => format!("relkind_{}", b as char),
+        }
+    }
+}
+
+/// One database from `pg_database`.
+#[derive(Debug, Clone)]
+pub struct DatabaseInfo {
+    pub oid: u32,
+    pub name: String,
+    pub tablespace: u32,
+    pub frozenxid: u32,
+}
+
+/// One relation from `pg_class`.
+#[derive(Debug, Clone)]
+pub struct RelationInfo {
+    pub oid: u32,
+    /// `schema.name`.
+    pub name: String,
+    pub kind: RelKind,
+    pub relam: u32,
+    /// Access method name (`heap`, `btree`, ...), if it has one.
+    pub am: Option<String>,
+    pub relnatts: i16,
+    pub reltoastrelid: u32,
+    pub relfrozenxid: u32,
+    pub relminmxid: u32,
+    pub persistence: u8,
+    pub is_shared: bool,
+}
+
+/// Key of a relation's files: database oid (0 for shared), tablespace oid, file number.
+pub type FileKey = (u32, u32, u32);
+
+/// Names for everything the catalogs describe.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    pub databases: HashMap<u32, DatabaseInfo>,
+    pub relations: HashMap<FileKey, RelationInfo>,
+    /// Problems met while reading the catalogs.
+    pub findings: Vec<Finding>,
+}
+
+/// Context for reading one cluster's catalogs.
+struct Reader<'a> {
+    datadir: &'a Path,
+    control: &'a ControlFile,
+    layouts: CatalogLayouts,
+    clog: CommitLog,
+    catalog: Catalog,
+}
+
+impl Catalog {
+    /// Reads the catalogs of a stopped cluster. Never fails: what cannot be read becomes a
+    /// finding and is left unnamed.
+    pub fn read(datadir: &Path, control: &ControlFile) -> Catalog {
+        let Some(layouts) = control.major.and_then(layouts_for) else {
+            let mut c = Catalog::default();
+            c.findings.push(catalog_finding(
+                "global/pg_control",
+                "unknown PostgreSQL version: catalogs not read, findings are not named".into(),
+            ));
+            return c;
+        };
+        let mut reader = Reader {
+            datadir,
+            control,
+            layouts,
+            clog: CommitLog::new(datadir, control.blcksz),
+            catalog: Catalog::default(),
+        };
+        reader.read_databases();
+        let dbs: Vec<DatabaseInfo> = reader.catalog.databases.values().cloned().collect();
+        for db in &dbs {
+            reader.read_database_relations(db);
+        }
+        reader.catalog
+    }
+
+    /// The relation stored in `file` (a path relative to the data directory) under file number
+    /// `filenode` of database `db_oid`.
+    pub fn relation_for_file(
+        &self,
+        file: &str,
+        db_oid: u32,
+        filenode: u32,
+    ) -> Option<&RelationInfo> {
+        self.relations
+            .get(&(db_oid, tablespace_of_path(file), filenode))
+    }
+
+    /// Fills in the names of a finding's database and relation.
+    pub fn annotate(&self, f: &mut Finding) {
+        let Some(db_oid) = f.database.as_ref().and_then(|d| d.oid) else {
+            return;
+        };
+        if let Some(db) = self.databases.get(&db_oid) {
+            f.database = Some(DatabaseRef {
+                oid: Some(db_oid),
+                name: Some(db.name.clone()),
+            });
+        }
+        let Some(filenode) = f.relation.as_ref().and_then(|r| r.filenode) else {
+            return;
+        };
+        if let Some(rel) = self.relation_for_file(&f.file, db_oid, filenode) {
+            f.relation = Some(RelationRef {
+                filenode: Some(filenode),
+                oid: Some(rel.oid),
+                name: Some(rel.name.clone()),
+                kind: Some(rel.kind.name()),
+            });
+            if let Some(am) = &rel.am {
+                if let Some(obj) = f.detail.as_object_mut() {
+                    obj.insert("access_method".into(), json!(am));
+                }
+            }
+        }
+    }
+}
+
+/// Tablespace oid of a relation file from its path: `global/` is pg_global, `base/` pg_default.
+pub fn tablespace_of_path(file: &str) -> u32 {
+    if file.starts_with("global/") {
+        oids::GLOBALTABLESPACE
+    } else if let Some(rest) = file.strip_prefix("pg_tblspc/") {
+        rest.split('/')
+            .next()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    } else {
+        oids::DEFAULTTABLESPACE
+    }
+}
+
+fn catalog_finding(file: &str, message: String) -> Finding {
+    Finding::for_file(
+        FindingKind::CatalogUnreadable,
+        Severity::Warning,
+        file,
+        message,
+    )
+}
+
+fn u32_at(b: &[u8], off: usize) -> Option<u32> {
+    let s = b.get(off..off + 4)?;
+    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+fn i16_at(b: &[u8], off: usize) -> Option<i16> {
+    let s = b.get(off..off + 2)?;
+    Some(i16::from_le_bytes([s[0], s[1]]))
+}
+
+/// A `name` column: NUL-padded, at most `NAMEDATALEN - 1` bytes.
+fn name_at(b: &[u8], off: usize) -> Option<String> {
+    let s = b.get(off..off + NAMEDATALEN)?;
+    let end = s.iter().position(|&c| c == 0).unwrap_or(NAMEDATALEN);
+    Some(String::from_utf8_lossy(&s[..end]).into_owned())
+}
+
+/// Built-in access methods, used when `pg_am` cannot be read.
+fn builtin_am(oid: u32) -> Option<&'static str> {
+    Some(match oid {
+        2 => "heap",
+        403 => "btree",
+        405 => "hash",
+        783 => "gist",
+        2742 => "gin",
+        4000 => "spgist",
+        3580 => "brin",
+        _ => return None,
+    })
+}
+
+/// A `pg_class` row as read, before names are resolved.
+struct ClassRow {
+    oid: u32,
+    relname: String,
+    relnamespace: u32,
+    relam: u32,
+    relfilenode: u32,
+    reltablespace: u32,
+    reltoastrelid: u32,
+    relisshared: bool,
+    relpersistence: u8,
+    relkind: RelKind,
+    relnatts: i16,
+    relfrozenxid: u32,
+    relminmxid: u32,
+}
+
+impl Reader<'_> {
+    fn dir_of(&self, db_oid: u32, spc: u32) -> PathBuf {
+        match spc {
+            oids::GLOBALTABLESPACE => self.datadir.join("global"),
+            oids::DEFAULTTABLESPACE | 0 => self.datadir.join("base").join(db_oid.to_string()),
+            spc => {
+                let version = self
+                    .control
+                    .tablespace_version_directory()
+                    .unwrap_or_default();
+                self.datadir
+                    .join("pg_tblspc")
+                    .join(spc.to_string())
+                    .join(version)
+                    .join(db_oid.to_string())
+            }
+        }
+    }
+
+    fn shown(&self, dir: &Path, filenode: u32) -> String {
+        let rel = dir.strip_prefix(self.datadir).unwrap_or(dir);
+        format!("{}/{filenode}", rel.display())
+    }
+
+    /// Reads the visible rows of the relation `filenode` in `dir`, reporting trouble.
+    fn scan(&mut self, dir: &Path, filenode: u32, what: &str, f: impl FnMut(Row<'_>)) -> bool {
+        let shown = self.shown(dir, filenode);
+        let data = match read_relation(dir, filenode) {
+            Ok(d) => d,
+            Err(e) => {
+                self.catalog.findings.push(catalog_finding(
+                    &shown,
+                    format!("could not read {what}: {e}"),
+                ));
+                return false;
+            }
+        };
+        let (bs, ma) = (self.control.block_size(), self.control.max_align as usize);
+        let trouble = for_each_visible_row(&data, bs, ma, &self.clog, f);
+        if !trouble.bad_blocks.is_empty() {
+            let msg = format!(
+                "{what} has damaged pages {:?}; rows on them are not used for names",
+                trouble.bad_blocks
+            );
+            self.catalog.findings.push(
+                catalog_finding(&shown, msg).with_detail(json!({"blocks": trouble.bad_blocks})),
+            );
+        }
+        true
+    }
+
+    fn map_of(&mut self, dir: &Path) -> HashMap<u32, u32> {
+        match relmap::read_relmap(dir) {
+            Ok(m) => m,
+            Err(e) => {
+                let shown = format!(
+                    "{}/pg_filenode.map",
+                    dir.strip_prefix(self.datadir).unwrap_or(dir).display()
+                );
+                let mut f = catalog_finding(&shown, format!("relation map file is unusable: {e}"));
+                f.kind = FindingKind::BadRelmap;
+                f.severity = Severity::Error;
+                self.catalog.findings.push(f);
+                HashMap::new()
+            }
+        }
+    }
+
+    fn read_databases(&mut self) {
+        let global = self.datadir.join("global");
+        let map = self.map_of(&global);
+        let Some(&filenode) = map.get(&oids::PG_DATABASE) else {
+            return;
+        };
+        let layout = self.layouts.pg_database;
+        let mut dbs = Vec::new();
+        self.scan(&global, filenode, "pg_database", |row| {
+            let d = row.data;
+            if let (Some(oid), Some(name), Some(tablespace), Some(frozenxid)) = (
+                u32_at(d, layout.oid),
+                name_at(d, layout.datname),
+                u32_at(d, layout.dattablespace),
+                u32_at(d, layout.datfrozenxid),
+            ) {
+                dbs.push(DatabaseInfo {
+                    oid,
+                    name,
+                    tablespace,
+                    frozenxid,
+                });
+            }
+        });
+        for db in dbs {
+            self.catalog.databases.insert(db.oid, db);
+        }
+    }
+
+    fn read_class_rows(&mut self, dir: &Path, filenode: u32) -> Vec<ClassRow> {
+        let l = self.layouts.pg_class;
+        let mut rows = Vec::new();
+        self.scan(dir, filenode, "pg_class", |row| {
+            let d = row.data;
+            let byte = |off: usize| d.get(off).copied();
+            let parsed = (|| {
+                Some(ClassRow {
+                    oid: u32_at(d, l.oid)?,
+                    relname: name_at(d, l.relname)?,
+                    relnamespace: u32_at(d, l.relnamespace)?,
+                    relam: u32_at(d, l.relam)?,
+                    relfilenode: u32_at(d, l.relfilenode)?,
+                    reltablespace: u32_at(d, l.reltablespace)?,
+                    reltoastrelid: u32_at(d, l.reltoastrelid)?,
+                    relisshared: byte(l.relisshared)? != 0,
+                    relpersistence: byte(l.relpersistence)?,
+                    relkind: RelKind::from_byte(byte(l.relkind)?),
+                    relnatts: i16_at(d, l.relnatts)?,
+                    relfrozenxid: u32_at(d, l.relfrozenxid)?,
+                    relminmxid: u32_at(d, l.relminmxid)?,
+                })
+            })();
+            rows.extend(parsed);
+        });
+        rows
+    }
+
+    /// `oid -> name` from a catalog whose rows start with `oid, name` (pg_namespace, pg_am).
+    fn read_names(
+        &mut self,
+        dir: &Path,
+        filenode: Option<u32>,
+        what: &str,
+    ) -> HashMap<u32, String> {
+        let mut out = HashMap::new();
+        let Some(filenode) = filenode else { return out };
+        self.scan(dir, filenode, what, |row| {
+            if let (Some(oid), Some(name)) = (
+                u32_at(row.data, OID_THEN_NAME.0),
+                name_at(row.data, OID_THEN_NAME.1),
+            ) {
+                out.insert(oid, name);
+            }
+        });
+        out
+    }
+
+    fn read_database_relations(&mut self, db: &DatabaseInfo) {
+        let dir = self.dir_of(db.oid, db.tablespace);
+        if !dir.is_dir() {
+            return;
+        }
+        let local_map = self.map_of(&dir);
+        let Some(&class_node) = local_map.get(&oids::PG_CLASS) else {
+            return;
+        };
+        let rows = self.read_class_rows(&dir, class_node);
+        let node_of = |oid: u32| {
+            rows.iter()
+                .find(|r| r.oid == oid)
+                .map(|r| r.relfilenode)
+                .filter(|&n| n != 0)
+        };
+        let namespaces = self.read_names(&dir, node_of(oids::PG_NAMESPACE), "pg_namespace");
+        let ams = self.read_names(&dir, node_of(oids::PG_AM), "pg_am");
+        let global_map = if rows.iter().any(|r| r.relisshared) {
+            self.map_of(&self.datadir.join("global"))
+        } else {
+            HashMap::new()
+        };
+        for r in rows {
+            self.add_relation(db, &r, &namespaces, &ams, &local_map, &global_map);
+        }
+    }
+
+    fn add_relation(
+        &mut self,
+        db: &DatabaseInfo,
+        r: &ClassRow,
+        namespaces: &HashMap<u32, String>,
+        ams: &HashMap<u32, String>,
+        local_map: &HashMap<u32, u32>,
+        global_map: &HashMap<u32, u32>,
+    ) {
+        let filenode = match r.relfilenode {
+            0 if r.relisshared => global_map.get(&r.oid).copied(),
+            0 => local_map.get(&r.oid).copied(),
+            n => Some(n),
+        };
+        let Some(filenode) = filenode else { return };
+        let (db_oid, spc) = if r.relisshared {
+            (0, oids::GLOBALTABLESPACE)
+        } else {
+            (
+                db.oid,
+                if r.reltablespace == 0 {
+                    db.tablespace
+                } else {
+                    r.reltablespace
+                },
+            )
+        };
+        let schema = namespaces
+            .get(&r.relnamespace)
+            .cloned()
+            .unwrap_or_else(|| format!("namespace_{}", r.relnamespace));
+        let am = (r.relam != 0)
+            .then(|| {
+                ams.get(&r.relam)
+                    .cloned()
+                    .or_else(|| builtin_am(r.relam).map(String::from))
+            })
+            .flatten();
+        let info = RelationInfo {
+            oid: r.oid,
+            name: format!("{schema}.{}", r.relname),
+            kind: r.relkind,
+            relam: r.relam,
+            am,
+            relnatts: r.relnatts,
+            reltoastrelid: r.reltoastrelid,
+            relfrozenxid: r.relfrozenxid,
+            relminmxid: r.relminmxid,
+            persistence: r.relpersistence,
+            is_shared: r.relisshared,
+        };
+        self.catalog.relations.insert((db_oid, spc, filenode), info);
+    }
+}
