@@ -52,7 +52,11 @@ impl PgBinaries {
         if let Some(found) = pg_config_bindir().and_then(|dir| PgBinaries::at(major, &dir).ok()) {
             return Ok(found);
         }
-        Err(Error::BinariesNotFound { major, searched: searched.join(", "), hint: INSTALL_HINT })
+        Err(Error::BinariesNotFound {
+            major,
+            searched: searched.join(", "),
+            hint: INSTALL_HINT,
+        })
     }
 
     /// Uses `dir` as the binaries of `major`, checking the programs and the version.
@@ -66,9 +70,17 @@ impl PgBinaries {
         }
         let version = program_version(&dir.join("postgres"))?;
         if parse_major(&version) != Some(major) {
-            return Err(Error::WrongVersion { major, found: version, dir: dir.to_path_buf() });
+            return Err(Error::WrongVersion {
+                major,
+                found: version,
+                dir: dir.to_path_buf(),
+            });
         }
-        Ok(PgBinaries { major, bindir: dir.to_path_buf(), version })
+        Ok(PgBinaries {
+            major,
+            bindir: dir.to_path_buf(),
+            version,
+        })
     }
 
     /// The path of one program, e.g. `pg_checksums`.
@@ -84,7 +96,8 @@ impl PgBinaries {
 
 /// The fixed places to look, in order.
 fn candidate_dirs(major: u32) -> Vec<PathBuf> {
-    let cache = env::var_os("PGCHECKDB_CACHE").map_or_else(|| PathBuf::from(DEFAULT_CACHE), PathBuf::from);
+    let cache =
+        env::var_os("PGCHECKDB_CACHE").map_or_else(|| PathBuf::from(DEFAULT_CACHE), PathBuf::from);
     vec![
         cache.join("postgres").join(major.to_string()).join("bin"),
         PathBuf::from(format!("/usr/lib/postgresql/{major}/bin")),
@@ -107,7 +120,10 @@ fn program_version(program: &Path) -> Result<String> {
     let out = Command::new(program)
         .arg("--version")
         .output()
-        .map_err(crate::error::io_context(format!("could not run {} --version", program.display())))?;
+        .map_err(crate::error::io_context(format!(
+            "could not run {} --version",
+            program.display()
+        )))?;
     let text = String::from_utf8_lossy(&out.stdout);
     Ok(text.lines().next().unwrap_or_default().trim().to_string())
 }
@@ -125,7 +141,10 @@ mod tests {
 
     #[test]
     fn parses_version_lines() {
-        assert_eq!(parse_major("postgres (PostgreSQL) 15.14 (Debian 15.14-0+deb12u1)"), Some(15));
+        assert_eq!(
+            parse_major("postgres (PostgreSQL) 15.14 (Debian 15.14-0+deb12u1)"),
+            Some(15)
+        );
         assert_eq!(parse_major("postgres (PostgreSQL) 18.6"), Some(18));
         assert_eq!(parse_major("postgres (PostgreSQL) 19devel"), Some(19));
         assert_eq!(parse_major("something else"), None);

@@ -38,7 +38,11 @@ pub struct ClusterOptions {
 impl ClusterOptions {
     /// Options for `major` with or without data checksums and no extra settings.
     pub fn new(major: u32, checksums: bool) -> ClusterOptions {
-        ClusterOptions { major, checksums, settings: Vec::new() }
+        ClusterOptions {
+            major,
+            checksums,
+            settings: Vec::new(),
+        }
     }
 
     /// Adds one `postgresql.conf` setting (the value is written as given; quote strings).
@@ -81,7 +85,8 @@ impl Cluster {
     /// `initdb` a cluster in a new work directory under `$PGCHECKDB_TMPDIR` (default `/tmp`, not
     /// `$TMPDIR`: the directory must be reachable by the unprivileged user).
     pub fn init_temp(opts: &ClusterOptions) -> Result<Cluster> {
-        let parent = std::env::var_os("PGCHECKDB_TMPDIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+        let parent = std::env::var_os("PGCHECKDB_TMPDIR")
+            .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
         let dir = unique_dir(&parent)?;
         Cluster::init_with(opts, &dir)
     }
@@ -110,25 +115,46 @@ impl Cluster {
 
     fn run_initdb(&self) -> Result<()> {
         let mut cmd = self.command("initdb");
-        cmd.arg("-D").arg(&self.datadir).args(["-A", "trust", "-U", SUPERUSER, "-E", "UTF8", "--locale=C", "--no-sync"]);
+        cmd.arg("-D").arg(&self.datadir).args([
+            "-A",
+            "trust",
+            "-U",
+            SUPERUSER,
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        ]);
         if self.checksums {
             cmd.arg("-k");
         } else if self.bin.major >= 18 {
             cmd.arg("--no-data-checksums");
         }
-        exec::run(cmd, &format!("initdb (PostgreSQL {})", self.bin.major), None).map(drop)
+        exec::run(
+            cmd,
+            &format!("initdb (PostgreSQL {})", self.bin.major),
+            None,
+        )
+        .map(drop)
     }
 
     fn write_settings(&self, extra: &[(String, String)]) -> Result<()> {
         let mut text = String::from("\n# pgcheckdb-cluster\nlisten_addresses = ''\n");
-        text.push_str(&format!("unix_socket_directories = '{}'\nport = {PORT}\n", self.socket_dir.display()));
+        text.push_str(&format!(
+            "unix_socket_directories = '{}'\nport = {PORT}\n",
+            self.socket_dir.display()
+        ));
         for (name, value) in extra {
             text.push_str(&format!("{name} = {value}\n"));
         }
         let conf = self.datadir.join("postgresql.conf");
-        let mut current = fs::read_to_string(&conf).map_err(io_context(format!("could not read \"{}\"", conf.display())))?;
+        let mut current = fs::read_to_string(&conf)
+            .map_err(io_context(format!("could not read \"{}\"", conf.display())))?;
         current.push_str(&text);
-        fs::write(&conf, current).map_err(io_context(format!("could not write \"{}\"", conf.display())))
+        fs::write(&conf, current).map_err(io_context(format!(
+            "could not write \"{}\"",
+            conf.display()
+        )))
     }
 
     /// The PostgreSQL installation in use.
@@ -180,7 +206,10 @@ impl Cluster {
     /// tablespaces, which must live outside the data directory.
     pub fn make_dir(&self, name: &str) -> Result<PathBuf> {
         let dir = self.root.join(name);
-        fs::create_dir_all(&dir).map_err(io_context(format!("could not create \"{}\"", dir.display())))?;
+        fs::create_dir_all(&dir).map_err(io_context(format!(
+            "could not create \"{}\"",
+            dir.display()
+        )))?;
         if let Some(user) = &self.user {
             user.chown(&dir)?;
         }
@@ -205,7 +234,11 @@ impl Cluster {
             return Ok(());
         }
         let mut cmd = self.command("pg_ctl");
-        cmd.arg("-D").arg(&self.datadir).arg("-l").arg(&self.log_file).args(["-w", "-t", PG_CTL_TIMEOUT, "start"]);
+        cmd.arg("-D")
+            .arg(&self.datadir)
+            .arg("-l")
+            .arg(&self.log_file)
+            .args(["-w", "-t", PG_CTL_TIMEOUT, "start"]);
         if let Err(e) = exec::run(cmd, "pg_ctl start", None) {
             return Err(self.with_log(e));
         }
@@ -225,17 +258,33 @@ impl Cluster {
 
     fn pg_ctl_stop(&self, mode: &str) -> Result<()> {
         let mut cmd = self.command("pg_ctl");
-        cmd.arg("-D").arg(&self.datadir).args(["-m", mode, "-w", "-t", PG_CTL_TIMEOUT, "stop"]);
-        exec::run(cmd, "pg_ctl stop", None).map(drop).map_err(|e| self.with_log(e))
+        cmd.arg("-D")
+            .arg(&self.datadir)
+            .args(["-m", mode, "-w", "-t", PG_CTL_TIMEOUT, "stop"]);
+        exec::run(cmd, "pg_ctl stop", None)
+            .map(drop)
+            .map_err(|e| self.with_log(e))
     }
 
     /// Adds the end of the server log to a failure.
     fn with_log(&self, e: Error) -> Error {
         let log = fs::read_to_string(&self.log_file).unwrap_or_default();
         match e {
-            Error::Command { what, status, mut output } => {
-                output.push_str(&format!("\n--- {} ---\n{}", self.log_file.display(), exec::tail(&log, 40)));
-                Error::Command { what, status, output }
+            Error::Command {
+                what,
+                status,
+                mut output,
+            } => {
+                output.push_str(&format!(
+                    "\n--- {} ---\n{}",
+                    self.log_file.display(),
+                    exec::tail(&log, 40)
+                ));
+                Error::Command {
+                    what,
+                    status,
+                    output,
+                }
             }
             other => other,
         }
@@ -259,7 +308,10 @@ impl Cluster {
         let lines: Vec<&str> = text.lines().collect();
         match lines.as_slice() {
             [one] => Ok(one.trim().to_string()),
-            _ => Err(Error::Query(format!("{sql:?} returned {} lines, expected 1: {text:?}", lines.len()))),
+            _ => Err(Error::Query(format!(
+                "{sql:?} returned {} lines, expected 1: {text:?}",
+                lines.len()
+            ))),
         }
     }
 
@@ -275,9 +327,14 @@ impl Cluster {
     /// (`pg_relation_filepath`), e.g. `base/5/16384` or `pg_tblspc/16390/PG_15_.../5/16391`.
     pub fn relation_filepath(&self, db: &str, relname: &str) -> Result<String> {
         let quoted = relname.replace('\'', "''");
-        let path = self.query_value(db, &format!("SELECT pg_relation_filepath('{quoted}'::regclass)"))?;
+        let path = self.query_value(
+            db,
+            &format!("SELECT pg_relation_filepath('{quoted}'::regclass)"),
+        )?;
         if path.is_empty() {
-            return Err(Error::Query(format!("relation {relname} in database {db} has no file")));
+            return Err(Error::Query(format!(
+                "relation {relname} in database {db} has no file"
+            )));
         }
         Ok(path)
     }
@@ -298,15 +355,23 @@ impl Drop for Cluster {
 
 /// Creates `dir` (or checks that it is empty), mode 0700, owned by `user`.
 fn prepare_work_dir(dir: &Path, user: Option<&RunAs>) -> Result<()> {
-    fs::create_dir_all(dir).map_err(io_context(format!("could not create \"{}\"", dir.display())))?;
-    let mut entries = fs::read_dir(dir).map_err(io_context(format!("could not list \"{}\"", dir.display())))?;
+    fs::create_dir_all(dir).map_err(io_context(format!(
+        "could not create \"{}\"",
+        dir.display()
+    )))?;
+    let mut entries =
+        fs::read_dir(dir).map_err(io_context(format!("could not list \"{}\"", dir.display())))?;
     if entries.next().is_some() {
         return Err(Error::Io {
             context: format!("work directory \"{}\"", dir.display()),
-            source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "directory is not empty"),
+            source: std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "directory is not empty",
+            ),
         });
     }
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io_context(format!("could not chmod \"{}\"", dir.display())))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+        .map_err(io_context(format!("could not chmod \"{}\"", dir.display())))?;
     if let Some(user) = user {
         user.chown(dir)?;
     }
@@ -316,14 +381,21 @@ fn prepare_work_dir(dir: &Path, user: Option<&RunAs>) -> Result<()> {
 /// A new, uniquely named directory under `parent` (`pgcheckdb-<pid>-<n>`).
 fn unique_dir(parent: &Path) -> Result<PathBuf> {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
     loop {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let dir = parent.join(format!("pgcheckdb-{}-{n}-{nanos:x}", std::process::id()));
         match fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(io_context(format!("could not create a directory in \"{}\"", parent.display()))(e)),
+            Err(e) => {
+                return Err(io_context(format!(
+                    "could not create a directory in \"{}\"",
+                    parent.display()
+                ))(e))
+            }
         }
     }
 }

@@ -8,10 +8,18 @@ use std::path::PathBuf;
 pub enum Error {
     /// No usable binaries for the requested major version.
     #[error("PostgreSQL {major} binaries not found (looked in: {searched}); {hint}")]
-    BinariesNotFound { major: u32, searched: String, hint: &'static str },
+    BinariesNotFound {
+        major: u32,
+        searched: String,
+        hint: &'static str,
+    },
     /// A directory named by `PGCHECKDB_PG<major>_BIN` or found on disk holds another version.
     #[error("{dir} holds PostgreSQL {found}, not {major}")]
-    WrongVersion { major: u32, found: String, dir: PathBuf },
+    WrongVersion {
+        major: u32,
+        found: String,
+        dir: PathBuf,
+    },
     /// No unprivileged user to run the server as.
     #[error("cannot run PostgreSQL as root and no unprivileged user is available: {0}")]
     NoUser(String),
@@ -20,7 +28,11 @@ pub enum Error {
     Io { context: String, source: io::Error },
     /// A PostgreSQL program ran but failed.
     #[error("{what} failed ({status}){output}")]
-    Command { what: String, status: String, output: String },
+    Command {
+        what: String,
+        status: String,
+        output: String,
+    },
     /// A query returned something other than what was asked for.
     #[error("unexpected query result: {0}")]
     Query(String),

@@ -9,8 +9,18 @@ use crate::error::{io_context, Error, Result};
 use crate::user::RunAs;
 
 /// Environment variables that would redirect libpq or the server tools.
-const CLEARED_ENV: [&str; 10] =
-    ["PGDATA", "PGHOST", "PGHOSTADDR", "PGPORT", "PGUSER", "PGDATABASE", "PGPASSWORD", "PGSERVICE", "PGOPTIONS", "PSQLRC"];
+const CLEARED_ENV: [&str; 10] = [
+    "PGDATA",
+    "PGHOST",
+    "PGHOSTADDR",
+    "PGPORT",
+    "PGUSER",
+    "PGDATABASE",
+    "PGPASSWORD",
+    "PGSERVICE",
+    "PGOPTIONS",
+    "PSQLRC",
+];
 
 /// A command for `program`, run as `user` (if any) from `cwd` with `HOME=cwd`.
 pub fn command(program: &Path, user: Option<&RunAs>, cwd: &Path) -> Command {
@@ -27,17 +37,31 @@ pub fn command(program: &Path, user: Option<&RunAs>, cwd: &Path) -> Command {
 
 /// Runs `cmd` with `stdin` as its input and fails with its output if it exits non-zero.
 pub fn run(mut cmd: Command, what: &str, stdin: Option<&str>) -> Result<Output> {
-    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(io_context(format!("could not start {what}")))?;
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(io_context(format!("could not start {what}")))?;
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
         // A write error means the program exited early; its status and stderr say why.
         let _ = pipe.write_all(text.as_bytes());
     }
-    let out = child.wait_with_output().map_err(io_context(format!("could not wait for {what}")))?;
+    let out = child
+        .wait_with_output()
+        .map_err(io_context(format!("could not wait for {what}")))?;
     if out.status.success() {
         return Ok(out);
     }
-    Err(Error::Command { what: what.to_string(), status: out.status.to_string(), output: describe_output(&out) })
+    Err(Error::Command {
+        what: what.to_string(),
+        status: out.status.to_string(),
+        output: describe_output(&out),
+    })
 }
 
 /// The program's stderr and stdout, indented, for an error message.

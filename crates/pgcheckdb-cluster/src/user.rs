@@ -31,10 +31,14 @@ impl RunAs {
             return Ok(Some(user));
         }
         if name != DEFAULT_USER {
-            return Err(Error::NoUser(format!("user \"{name}\" from PGCHECKDB_PG_USER does not exist")));
+            return Err(Error::NoUser(format!(
+                "user \"{name}\" from PGCHECKDB_PG_USER does not exist"
+            )));
         }
         create_user(&name)?;
-        RunAs::lookup(&name).map(Some).ok_or_else(|| Error::NoUser(format!("useradd {name} ran but the user does not exist")))
+        RunAs::lookup(&name)
+            .map(Some)
+            .ok_or_else(|| Error::NoUser(format!("useradd {name} ran but the user does not exist")))
     }
 
     /// Looks a user up by name with `id`.
@@ -44,31 +48,26 @@ impl RunAs {
         if uid == 0 {
             return None;
         }
-        Some(RunAs { name: name.to_string(), uid, gid })
+        Some(RunAs {
+            name: name.to_string(),
+            uid,
+            gid,
+        })
     }
 
-    /// Makes `cmd` run as this user, with only the user's primary group.
+    /// Makes `cmd` run as this user. When we are root, std drops the supplementary groups
+    /// (`setgroups(0)`) before switching, so only the user's primary group remains.
     pub fn apply(&self, cmd: &mut Command) {
-        let gid = self.gid;
-        cmd.uid(self.uid).gid(gid);
-        // SAFETY: the closure runs in the forked child before exec and only calls setgroups(2),
-        // which is async-signal-safe, with a pointer to a local that outlives the call. Without
-        // it the child would keep root's supplementary groups.
-        unsafe {
-            cmd.pre_exec(move || {
-                let groups = [gid as libc::gid_t];
-                if libc::setgroups(1, groups.as_ptr()) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        cmd.uid(self.uid).gid(self.gid);
     }
 
     /// Gives `path` (not recursively) to this user.
     pub fn chown(&self, path: &Path) -> Result<()> {
-        std::os::unix::fs::chown(path, Some(self.uid), Some(self.gid))
-            .map_err(io_context(format!("could not chown \"{}\" to {}", path.display(), self.name)))
+        std::os::unix::fs::chown(path, Some(self.uid), Some(self.gid)).map_err(io_context(format!(
+            "could not chown \"{}\" to {}",
+            path.display(),
+            self.name
+        )))
     }
 }
 
@@ -88,11 +87,25 @@ fn id_field(name: &str, flag: &str) -> Option<u32> {
 
 fn create_user(name: &str) -> Result<()> {
     let out = Command::new("useradd")
-        .args(["--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name])
+        .args([
+            "--system",
+            "--user-group",
+            "--no-create-home",
+            "--home-dir",
+            "/nonexistent",
+            "--shell",
+            "/usr/sbin/nologin",
+            name,
+        ])
         .output()
-        .map_err(io_context(format!("could not run useradd to create user \"{name}\"")))?;
+        .map_err(io_context(format!(
+            "could not run useradd to create user \"{name}\""
+        )))?;
     if out.status.success() {
         return Ok(());
     }
-    Err(Error::NoUser(format!("useradd {name} failed: {}", String::from_utf8_lossy(&out.stderr).trim())))
+    Err(Error::NoUser(format!(
+        "useradd {name} failed: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    )))
 }

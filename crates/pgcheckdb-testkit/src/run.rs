@@ -1,0 +1,170 @@
+//! Runs the `pgcheckdb` binary and parses its JSON Lines output (DESIGN.md §3): finding
+//! objects, then one summary.
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::fmt;
+use std::path::Path;
+use std::process::Command;
+
+use pgcheckdb_cluster::RunAs;
+use serde_json::Value;
+
+/// One finished run of the binary.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// Exit status (-1 if killed by a signal).
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+    /// `type == "finding"` objects, in output order.
+    pub findings: Vec<Value>,
+    /// The `type == "summary"` object, if one was printed.
+    pub summary: Option<Value>,
+}
+
+/// A finding reduced to what tests compare: kind, file, absolute block.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Key {
+    pub kind: String,
+    pub file: String,
+    pub block: Option<u64>,
+}
+
+impl Key {
+    /// A key for `kind` at `file`, block `block`.
+    pub fn new(kind: &str, file: &str, block: Option<u64>) -> Key {
+        Key {
+            kind: kind.to_string(),
+            file: file.to_string(),
+            block,
+        }
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.block {
+            Some(b) => write!(f, "{} {} block {b}", self.kind, self.file),
+            None => write!(f, "{} {}", self.kind, self.file),
+        }
+    }
+}
+
+impl Run {
+    /// Findings of severity `error` or `warning`.
+    pub fn problems(&self) -> Vec<&Value> {
+        self.findings
+            .iter()
+            .filter(|f| matches!(f["severity"].as_str(), Some("error" | "warning")))
+            .collect()
+    }
+
+    /// Keys of the error and warning findings.
+    pub fn problem_keys(&self) -> BTreeSet<Key> {
+        self.problems().into_iter().map(key_of).collect()
+    }
+
+    /// `(file, block)` of every error finding that names a block.
+    pub fn error_blocks(&self) -> BTreeSet<(String, u64)> {
+        self.findings
+            .iter()
+            .filter(|f| f["severity"] == "error")
+            .filter_map(|f| Some((f["file"].as_str()?.to_string(), f["block"].as_u64()?)))
+            .collect()
+    }
+
+    /// The findings as compact JSON lines, for comparing runs.
+    pub fn findings_text(&self) -> Vec<String> {
+        self.findings.iter().map(|f| f.to_string()).collect()
+    }
+
+    /// The summary; panics with the output when there is none.
+    pub fn summary(&self) -> &Value {
+        self.summary
+            .as_ref()
+            .unwrap_or_else(|| panic!("no summary line in the output of pgcheckdb\n{self}"))
+    }
+
+    /// Non-empty stderr lines.
+    pub fn stderr_lines(&self) -> Vec<&str> {
+        self.stderr
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .collect()
+    }
+}
+
+impl fmt::Display for Run {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "exit status {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.status, self.stdout, self.stderr
+        )
+    }
+}
+
+/// The comparison key of one finding object.
+pub fn key_of(f: &Value) -> Key {
+    Key {
+        kind: f["kind"].as_str().unwrap_or("?").to_string(),
+        file: f["file"].as_str().unwrap_or("?").to_string(),
+        block: f["block"].as_u64(),
+    }
+}
+
+/// Runs `bin` with `args` (as `user` when given) with `PGDATA` unset, and parses stdout as
+/// JSON Lines when every line is JSON. Panics only if the program cannot be started.
+pub fn pgcheckdb<S: AsRef<OsStr>>(bin: &Path, args: &[S], user: Option<&RunAs>) -> Run {
+    let mut cmd = Command::new(bin);
+    cmd.args(args).env_remove("PGDATA").env("NO_COLOR", "1");
+    if let Some(user) = user {
+        user.apply(&mut cmd);
+        cmd.current_dir("/");
+    }
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("could not run {}: {e}", bin.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let mut run = Run {
+        status: out.status.code().unwrap_or(-1),
+        stdout,
+        stderr,
+        findings: Vec::new(),
+        summary: None,
+    };
+    let parsed: Option<Vec<Value>> = run
+        .stdout
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).ok())
+        .collect();
+    for value in parsed.unwrap_or_default() {
+        match value["type"].as_str() {
+            Some("finding") => run.findings.push(value),
+            Some("summary") => run.summary = Some(value),
+            _ => {}
+        }
+    }
+    run
+}
+
+/// `pgcheckdb verify -D <datadir> --format json --level physical --no-progress -j <jobs>`.
+pub fn verify(bin: &Path, datadir: &Path, jobs: u32, user: Option<&RunAs>) -> Run {
+    let jobs = jobs.to_string();
+    let args: Vec<&OsStr> = vec![
+        "verify".as_ref(),
+        "-D".as_ref(),
+        datadir.as_os_str(),
+        "--level".as_ref(),
+        "physical".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--no-progress".as_ref(),
+        "-j".as_ref(),
+        jobs.as_ref(),
+    ];
+    pgcheckdb(bin, &args, user)
+}

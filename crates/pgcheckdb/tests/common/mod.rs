@@ -1,0 +1,57 @@
+//! Helpers shared by the integration tests: the binary under test, verify runs with clear
+//! failure messages, and small assertions on findings.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use pgcheckdb_testkit::run::{self, Key, Run};
+use pgcheckdb_testkit::RunAs;
+
+/// The `pgcheckdb` binary built for this test run.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_pgcheckdb"))
+}
+
+/// `pgcheckdb verify --level physical --format json -j <jobs>` on `datadir`.
+pub fn verify(datadir: &Path, jobs: u32) -> Run {
+    run::verify(&bin(), datadir, jobs, None)
+}
+
+/// The same, run as `user`.
+pub fn verify_as(datadir: &Path, jobs: u32, user: Option<&RunAs>) -> Run {
+    run::verify(&bin(), datadir, jobs, user)
+}
+
+/// Asserts the exit status, showing the whole run otherwise.
+pub fn assert_status(run: &Run, expected: i32, what: &str) {
+    assert_eq!(
+        run.status, expected,
+        "{what}: expected exit {expected}\n{run}"
+    );
+}
+
+/// Asserts that the error and warning findings are exactly `expected`.
+pub fn assert_problems(run: &Run, expected: &BTreeSet<Key>, what: &str) {
+    let got = run.problem_keys();
+    let missing: Vec<String> = expected.difference(&got).map(|k| k.to_string()).collect();
+    let extra: Vec<String> = got.difference(expected).map(|k| k.to_string()).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "{what}: findings differ\n  missing: {missing:#?}\n  unexpected: {extra:#?}\n{run}"
+    );
+}
+
+/// The finding with this key; panics if absent.
+pub fn finding<'a>(run: &'a Run, key: &Key) -> &'a serde_json::Value {
+    run.findings
+        .iter()
+        .find(|f| run::key_of(f) == *key)
+        .unwrap_or_else(|| panic!("no finding {key}\n{run}"))
+}
+
+/// A key.
+pub fn key(kind: &str, file: &str, block: u64) -> Key {
+    Key::new(kind, file, Some(block))
+}
