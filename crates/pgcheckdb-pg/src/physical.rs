@@ -50,6 +50,13 @@ pub enum PageVerdict {
 
 /// Checks one block at absolute block number `blkno` of its fork.
 pub fn check_page(cfg: &PageCheckConfig, page: &[u8], blkno: u32) -> PageVerdict {
+    check_page_with_sum(cfg, page, blkno, || raw_block_sum(page))
+}
+
+/// [`check_page`] with the page's raw block sum supplied by the caller, who may have computed
+/// it in bulk ([`crate::checksum::raw_block_sums`]); `raw_sum` is called only when the
+/// checksum is needed and must return `raw_block_sum(page)`.
+pub fn check_page_with_sum(cfg: &PageCheckConfig, page: &[u8], blkno: u32, raw_sum: impl FnOnce() -> u32) -> PageVerdict {
     let Some(header) = PageHeader::parse(page) else {
         return PageVerdict::Problem(PageProblem::NonzeroNewPage { zero_prefix: 0 });
     };
@@ -60,7 +67,7 @@ pub fn check_page(cfg: &PageCheckConfig, page: &[u8], blkno: u32) -> PageVerdict
         return PageVerdict::Problem(PageProblem::NonzeroNewPage { zero_prefix: zero_prefix_len(page) });
     }
     let checksum = cfg.checksums.then(|| {
-        let raw = raw_block_sum(page);
+        let raw = raw_sum();
         ChecksumPair { stored: header.pd_checksum, calculated: checksum_from_raw(raw, blkno), raw }
     });
     let checksum_failed = checksum.filter(|c| c.stored != c.calculated);

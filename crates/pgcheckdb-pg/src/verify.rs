@@ -16,7 +16,8 @@ use pgcheckdb_scan::{plan_units, DirtyRange, Progress, ScanFile, ScanOptions, Vi
 use crate::control::ControlFile;
 use crate::datadir::{check_segments, group_forks, list_relation_files, DataDirectory, ForkFiles, RelationFile};
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
-use crate::physical::{check_page, ChecksumPair, MisplacedEvidence, PageCheckConfig, PageProblem, PageVerdict};
+use crate::checksum::raw_block_sums;
+use crate::physical::{check_page_with_sum, ChecksumPair, MisplacedEvidence, PageCheckConfig, PageProblem, PageVerdict};
 
 /// Check level (DESIGN.md §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -237,6 +238,8 @@ struct BlockChecker<'a> {
     new_blocks: Vec<(usize, u64)>,
     /// Highest non-new block per fork.
     last_used: HashMap<usize, u64>,
+    /// Raw block sums of the current chunk, reused across chunks.
+    sums: Vec<u32>,
 }
 
 impl<'a> BlockChecker<'a> {
@@ -251,6 +254,7 @@ impl<'a> BlockChecker<'a> {
             skipped_blocks: 0,
             new_blocks: Vec::new(),
             last_used: HashMap::new(),
+            sums: Vec::new(),
         }
     }
 
@@ -276,19 +280,22 @@ impl<'a> BlockChecker<'a> {
         finding
     }
 
-    fn check_block(&mut self, file: usize, blkno: u64, page: &[u8]) {
+    /// Checks one block given its raw block sum (if checksums are on); returns whether the
+    /// block is in use (not a new page).
+    fn check_block(&mut self, file: usize, fork: usize, blkno: u64, page: &[u8], raw: Option<u32>) -> bool {
         self.blocks += 1;
-        let fork = self.plan.fork_of_file[file];
-        match check_page(&self.cfg, page, blkno as u32) {
-            PageVerdict::Valid => self.note_used(fork, blkno),
+        let raw_sum = || raw.unwrap_or_else(|| crate::checksum::raw_block_sum(page));
+        match check_page_with_sum(&self.cfg, page, blkno as u32, raw_sum) {
+            PageVerdict::Valid => true,
             PageVerdict::New => {
                 self.new_pages += 1;
                 self.new_blocks.push((fork, blkno));
+                false
             }
             PageVerdict::Problem(problem) => {
-                self.note_used(fork, blkno);
                 let finding = self.problem_finding(file, fork, blkno, page, problem);
                 self.findings.push(finding);
+                true
             }
         }
     }
@@ -449,8 +456,22 @@ impl Visitor for BlockChecker<'_> {
     fn chunk(&mut self, file: usize, offset: u64, data: &mut [u8]) -> Vec<DirtyRange> {
         let bs = self.cfg.blcksz;
         let first = self.plan.absolute_block(&self.plan.dir.files[file], offset / bs as u64);
+        let fork = self.plan.fork_of_file[file];
+        // All checksums of the chunk first, two pages at a time (see `raw_block_sums`).
+        let mut sums = std::mem::take(&mut self.sums);
+        if self.cfg.checksums {
+            raw_block_sums(&data[..data.len() / bs * bs], bs, &mut sums);
+        }
+        let mut last_used = None;
         for (i, page) in data.chunks_exact(bs).enumerate() {
-            self.check_block(file, first + i as u64, page);
+            let blkno = first + i as u64;
+            if self.check_block(file, fork, blkno, page, sums.get(i).copied()) {
+                last_used = Some(blkno);
+            }
+        }
+        self.sums = sums;
+        if let Some(blkno) = last_used {
+            self.note_used(fork, blkno);
         }
         Vec::new()
     }
