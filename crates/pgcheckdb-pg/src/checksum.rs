@@ -140,7 +140,10 @@ fn select_kernel() -> Kernel {
     {
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY (both closures): the CPU was just checked for AVX2.
-            return Kernel { single: |page| unsafe { block_sum_avx2(page) }, pair: |a, b| unsafe { block_sum_pair_avx2(a, b) } };
+            return Kernel {
+                single: |page| unsafe { block_sum_avx2(page) },
+                pair: |a, b| unsafe { block_sum_pair_avx2(a, b) },
+            };
         }
         if std::is_x86_feature_detected!("sse4.1") {
             // SAFETY (both closures): the CPU was just checked for SSE4.1.
@@ -150,7 +153,10 @@ fn select_kernel() -> Kernel {
             };
         }
     }
-    Kernel { single: block_sum_portable, pair: |a, b| [block_sum_portable(a), block_sum_portable(b)] }
+    Kernel {
+        single: block_sum_portable,
+        pair: |a, b| [block_sum_portable(a), block_sum_portable(b)],
+    }
 }
 
 /// Name of the kernel in use, for `--verbose` output and benchmarks.
@@ -183,7 +189,11 @@ pub fn raw_block_sum(page: &[u8]) -> u32 {
 /// Panics if `block_size` is not a positive multiple of 128 or `blocks.len()` not a multiple of it.
 pub fn raw_block_sums(blocks: &[u8], block_size: usize, out: &mut Vec<u32>) {
     assert_block_size(block_size);
-    assert!(blocks.len() % block_size == 0, "{} bytes are not whole blocks of {block_size}", blocks.len());
+    assert!(
+        blocks.len() % block_size == 0,
+        "{} bytes are not whole blocks of {block_size}",
+        blocks.len()
+    );
     let k = kernel();
     out.clear();
     let mut pairs = blocks.chunks_exact(2 * block_size);
@@ -197,7 +207,10 @@ pub fn raw_block_sums(blocks: &[u8], block_size: usize, out: &mut Vec<u32>) {
 }
 
 fn assert_block_size(len: usize) {
-    assert!(len != 0 && len % (4 * N_SUMS) == 0, "page length {len} is not a block size");
+    assert!(
+        len != 0 && len % (4 * N_SUMS) == 0,
+        "page length {len} is not a block size"
+    );
 }
 
 /// Mixes a block number into a raw sum and reduces it to PostgreSQL's 16-bit checksum.
@@ -300,7 +313,12 @@ mod tests {
 
     #[test]
     fn pair_kernels_agree_with_single_page() {
-        let pages = [page_filled(0x01), page_pattern(), page_empty_heap(), page_filled(0xFF)];
+        let pages = [
+            page_filled(0x01),
+            page_pattern(),
+            page_empty_heap(),
+            page_filled(0xFF),
+        ];
         for a in &pages {
             for b in &pages {
                 let expected = [block_sum_portable(a), block_sum_portable(b)];
@@ -316,7 +334,13 @@ mod tests {
 
     #[test]
     fn bulk_sums_cover_odd_and_even_block_counts() {
-        let pages = [page_filled(0x01), page_pattern(), page_empty_heap(), page_filled(0xFF), page_filled(0x00)];
+        let pages = [
+            page_filled(0x01),
+            page_pattern(),
+            page_empty_heap(),
+            page_filled(0xFF),
+            page_filled(0x00),
+        ];
         let mut out = vec![7];
         for n in 0..=pages.len() {
             let blocks: Vec<u8> = pages[..n].concat();

@@ -52,7 +52,9 @@ pub fn check_stopped(datadir: &Path, control: &ControlFile) -> Result<(), Runnin
         }
     }
     if !control.state.is_clean_shutdown() {
-        return Err(RunningReason::NotShutDown { state: control.state.to_string() });
+        return Err(RunningReason::NotShutDown {
+            state: control.state.to_string(),
+        });
     }
     Ok(())
 }

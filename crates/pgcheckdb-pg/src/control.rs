@@ -43,9 +43,18 @@ struct ControlLayout {
 
 /// Layouts pgcheckdb can read: 1300 (PostgreSQL 13–16), 1700 (17) and 1800 (18).
 const LAYOUTS: [ControlLayout; 3] = [
-    ControlLayout { pg_control_version: 1300, crc_offset: 288 },
-    ControlLayout { pg_control_version: 1700, crc_offset: 288 },
-    ControlLayout { pg_control_version: 1800, crc_offset: 292 },
+    ControlLayout {
+        pg_control_version: 1300,
+        crc_offset: 288,
+    },
+    ControlLayout {
+        pg_control_version: 1700,
+        crc_offset: 288,
+    },
+    ControlLayout {
+        pg_control_version: 1800,
+        crc_offset: 292,
+    },
 ];
 
 /// Catalog versions of the released majors; they tell 14, 15 and 16 apart (all 1300).
@@ -152,7 +161,10 @@ impl fmt::Display for ChecksumState {
 #[derive(Debug, thiserror::Error)]
 pub enum ControlFileError {
     #[error("could not read control file \"{path}\": {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("control file \"{path}\" is too short ({len} bytes, need at least {CONTROL_FILE_DATA_SIZE})")]
     TooShort { path: String, len: usize },
     #[error("control file \"{path}\" has the wrong byte order (pg_control_version {version:#x})")]
@@ -160,7 +172,11 @@ pub enum ControlFileError {
     #[error("control file \"{path}\" has unsupported pg_control_version {version} (pgcheckdb reads PostgreSQL 14-18)")]
     UnsupportedVersion { path: String, version: u32 },
     #[error("control file \"{path}\" is corrupt: CRC is {stored:#010x}, calculated {calculated:#010x} (torn or damaged pg_control)")]
-    Crc { path: String, stored: u32, calculated: u32 },
+    Crc {
+        path: String,
+        stored: u32,
+        calculated: u32,
+    },
     #[error("control file \"{path}\" is not sane: {what}")]
     Insane { path: String, what: String },
 }
@@ -209,7 +225,10 @@ impl ControlFile {
     /// Reads and validates a control file.
     pub fn read(path: &Path) -> Result<ControlFile, ControlFileError> {
         let shown = path.display().to_string();
-        let bytes = fs::read(path).map_err(|source| ControlFileError::Io { path: shown.clone(), source })?;
+        let bytes = fs::read(path).map_err(|source| ControlFileError::Io {
+            path: shown.clone(),
+            source,
+        })?;
         Self::parse(bytes, &shown)
     }
 
@@ -217,7 +236,10 @@ impl ControlFile {
     pub fn parse(raw: Vec<u8>, path: &str) -> Result<ControlFile, ControlFileError> {
         let path = path.to_string();
         if raw.len() < CONTROL_FILE_DATA_SIZE {
-            return Err(ControlFileError::TooShort { path, len: raw.len() });
+            return Err(ControlFileError::TooShort {
+                path,
+                len: raw.len(),
+            });
         }
         let version = read_u32(&raw, offset::PG_CONTROL_VERSION);
         if version % 65536 == 0 && version / 65536 != 0 {
@@ -226,11 +248,18 @@ impl ControlFile {
         let layout = LAYOUTS
             .iter()
             .find(|l| l.pg_control_version == version)
-            .ok_or(ControlFileError::UnsupportedVersion { path: path.clone(), version })?;
+            .ok_or(ControlFileError::UnsupportedVersion {
+                path: path.clone(),
+                version,
+            })?;
         let stored = read_u32(&raw, layout.crc_offset);
         let calculated = crc32c::crc32c(&raw[..layout.crc_offset]);
         if stored != calculated {
-            return Err(ControlFileError::Crc { path, stored, calculated });
+            return Err(ControlFileError::Crc {
+                path,
+                stored,
+                calculated,
+            });
         }
         let catalog_version_no = read_u32(&raw, offset::CATALOG_VERSION_NO);
         let control = ControlFile {
@@ -253,7 +282,9 @@ impl ControlFile {
             data_checksum_version: read_u32(&raw, offset::DATA_CHECKSUM_VERSION),
             raw,
         };
-        control.check_sanity().map_err(|what| ControlFileError::Insane { path, what })?;
+        control
+            .check_sanity()
+            .map_err(|what| ControlFileError::Insane { path, what })?;
         Ok(control)
     }
 
@@ -264,10 +295,15 @@ impl ControlFile {
                 .map_err(|_| "floatFormat unreadable".to_string())?,
         );
         if float != FLOATFORMAT_VALUE {
-            return Err(format!("floatFormat is {float}, expected {FLOATFORMAT_VALUE}"));
+            return Err(format!(
+                "floatFormat is {float}, expected {FLOATFORMAT_VALUE}"
+            ));
         }
         if !self.blcksz.is_power_of_two() || !(1024..=32768).contains(&self.blcksz) {
-            return Err(format!("block size {} is not a power of two in 1024..32768", self.blcksz));
+            return Err(format!(
+                "block size {} is not a power of two in 1024..32768",
+                self.blcksz
+            ));
         }
         if self.relseg_size == 0 {
             return Err("relseg_size is 0".into());
@@ -275,8 +311,13 @@ impl ControlFile {
         if !matches!(self.max_align, 4 | 8) {
             return Err(format!("maxAlign {} is not 4 or 8", self.max_align));
         }
-        if !self.xlog_seg_size.is_power_of_two() || !(1 << 20..=1 << 30).contains(&self.xlog_seg_size) {
-            return Err(format!("WAL segment size {} is not a power of two in 1MB..1GB", self.xlog_seg_size));
+        if !self.xlog_seg_size.is_power_of_two()
+            || !(1 << 20..=1 << 30).contains(&self.xlog_seg_size)
+        {
+            return Err(format!(
+                "WAL segment size {} is not a power of two in 1MB..1GB",
+                self.xlog_seg_size
+            ));
         }
         Ok(())
     }
@@ -292,7 +333,8 @@ impl ControlFile {
 
     /// Tablespace version directory name, `PG_<major>_<catversion>`, if the major is known.
     pub fn tablespace_version_directory(&self) -> Option<String> {
-        self.major.map(|m| format!("PG_{m}_{}", self.catalog_version_no))
+        self.major
+            .map(|m| format!("PG_{m}_{}", self.catalog_version_no))
     }
 
     /// The control-file bytes with a new `data_checksum_version`, a new `time` and a fresh CRC,
@@ -301,7 +343,8 @@ impl ControlFile {
         let mut out = vec![0u8; PG_CONTROL_FILE_SIZE];
         let n = self.crc_offset + 4;
         out[..n].copy_from_slice(&self.raw[..n]);
-        out[offset::DATA_CHECKSUM_VERSION..offset::DATA_CHECKSUM_VERSION + 4].copy_from_slice(&version.to_le_bytes());
+        out[offset::DATA_CHECKSUM_VERSION..offset::DATA_CHECKSUM_VERSION + 4]
+            .copy_from_slice(&version.to_le_bytes());
         out[offset::TIME..offset::TIME + 8].copy_from_slice(&now.to_le_bytes());
         let crc = crc32c::crc32c(&out[..self.crc_offset]);
         out[self.crc_offset..self.crc_offset + 4].copy_from_slice(&crc.to_le_bytes());
@@ -311,7 +354,10 @@ impl ControlFile {
 
 /// Major version for a control-file version and catalog version.
 fn major_for(pg_control_version: u32, catalog_version_no: u32) -> Option<u32> {
-    if let Some((_, major)) = CATALOG_VERSIONS.iter().find(|(cat, _)| *cat == catalog_version_no) {
+    if let Some((_, major)) = CATALOG_VERSIONS
+        .iter()
+        .find(|(cat, _)| *cat == catalog_version_no)
+    {
         return Some(*major);
     }
     match pg_control_version {
@@ -323,7 +369,11 @@ fn major_for(pg_control_version: u32, catalog_version_no: u32) -> Option<u32> {
 
 /// Reads the `PG_VERSION` file of a data directory (`"15\n"`), if present and numeric.
 pub fn read_pg_version(datadir: &Path) -> Option<u32> {
-    fs::read_to_string(datadir.join("PG_VERSION")).ok()?.trim().parse().ok()
+    fs::read_to_string(datadir.join("PG_VERSION"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]
@@ -355,7 +405,12 @@ mod tests {
 
     #[test]
     fn parses_each_layout() {
-        for (v, cat, major) in [(1300, 202107181, 14), (1300, 202307071, 16), (1700, 202406281, 17), (1800, 202506291, 18)] {
+        for (v, cat, major) in [
+            (1300, 202107181, 14),
+            (1300, 202307071, 16),
+            (1700, 202406281, 17),
+            (1800, 202506291, 18),
+        ] {
             let c = ControlFile::parse(image(v, cat, 1), "x").expect("valid image");
             assert_eq!(c.major, Some(major));
             assert_eq!(c.checksum_state(), ChecksumState::On);
@@ -367,13 +422,19 @@ mod tests {
     fn torn_file_is_a_crc_error() {
         let mut b = image(1300, 202209061, 0);
         b[40] ^= 1;
-        assert!(matches!(ControlFile::parse(b, "x"), Err(ControlFileError::Crc { .. })));
+        assert!(matches!(
+            ControlFile::parse(b, "x"),
+            Err(ControlFileError::Crc { .. })
+        ));
     }
 
     #[test]
     fn unknown_version_is_refused() {
         let b = image(1902, 202605131, 0);
-        assert!(matches!(ControlFile::parse(b, "x"), Err(ControlFileError::UnsupportedVersion { .. })));
+        assert!(matches!(
+            ControlFile::parse(b, "x"),
+            Err(ControlFileError::UnsupportedVersion { .. })
+        ));
     }
 
     #[test]

@@ -64,7 +64,9 @@ pub enum HeaderDamage {
 pub fn inject(path: &Path, block: u64, blcksz: usize, damage: Damage) -> io::Result<()> {
     match damage {
         Damage::FlipByte { offset } => flip_bit_mask(path, block, blcksz, offset, 0xFF),
-        Damage::FlipBit { offset, bit } => flip_bit_mask(path, block, blcksz, offset, 1u8 << (bit & 7)),
+        Damage::FlipBit { offset, bit } => {
+            flip_bit_mask(path, block, blcksz, offset, 1u8 << (bit & 7))
+        }
         Damage::CopyFrom { source } => copy_block(path, source, block, blcksz),
         Damage::ZeroTail { from } => zero_tail(path, block, blcksz, from),
         Damage::ZeroPdUpper => set_pd_upper_zero(path, block, blcksz),
@@ -105,9 +107,17 @@ pub fn write_block(path: &Path, block: u64, page: &[u8]) -> io::Result<()> {
 }
 
 /// XORs the byte at `offset` of the block with `mask`.
-pub fn flip_bit_mask(path: &Path, block: u64, blcksz: usize, offset: usize, mask: u8) -> io::Result<()> {
+pub fn flip_bit_mask(
+    path: &Path,
+    block: u64,
+    blcksz: usize,
+    offset: usize,
+    mask: u8,
+) -> io::Result<()> {
     modify(path, block, blcksz, |page| {
-        let byte = page.get_mut(offset).ok_or_else(|| out_of_page(offset, blcksz))?;
+        let byte = page
+            .get_mut(offset)
+            .ok_or_else(|| out_of_page(offset, blcksz))?;
         *byte ^= mask;
         Ok(())
     })
@@ -122,7 +132,9 @@ pub fn copy_block(path: &Path, from: u64, to: u64, blcksz: usize) -> io::Result<
 /// Zeroes the block from byte `from` to its end.
 pub fn zero_tail(path: &Path, block: u64, blcksz: usize, from: usize) -> io::Result<()> {
     modify(path, block, blcksz, |page| {
-        page.get_mut(from..).ok_or_else(|| out_of_page(from, blcksz))?.fill(0);
+        page.get_mut(from..)
+            .ok_or_else(|| out_of_page(from, blcksz))?
+            .fill(0);
         Ok(())
     })
 }
@@ -180,9 +192,12 @@ pub fn fill_garbage(path: &Path, block: u64, blcksz: usize, seed: u64) -> io::Re
 pub fn truncate_by(path: &Path, bytes: u64) -> io::Result<()> {
     let file = OpenOptions::new().write(true).open(path)?;
     let len = file.metadata()?.len();
-    let new_len = len
-        .checked_sub(bytes)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("file is only {len} bytes, cannot cut {bytes}")))?;
+    let new_len = len.checked_sub(bytes).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("file is only {len} bytes, cannot cut {bytes}"),
+        )
+    })?;
     file.set_len(new_len)?;
     file.sync_all()
 }
@@ -196,9 +211,18 @@ pub fn truncate_to(path: &Path, len: u64) -> io::Result<()> {
 
 /// Stores the correct checksum for the block's current bytes, for absolute block number
 /// `absolute` of its fork: the damage left behind is then invisible to checksum checks.
-pub fn recompute_checksum(path: &Path, block: u64, blcksz: usize, absolute: u64) -> io::Result<u16> {
-    let blkno = u32::try_from(absolute)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("block number {absolute} is beyond 2^32")))?;
+pub fn recompute_checksum(
+    path: &Path,
+    block: u64,
+    blcksz: usize,
+    absolute: u64,
+) -> io::Result<u16> {
+    let blkno = u32::try_from(absolute).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("block number {absolute} is beyond 2^32"),
+        )
+    })?;
     let mut stored = 0;
     modify(path, block, blcksz, |page| {
         stored = pg_checksum_page(page, blkno);
@@ -209,9 +233,17 @@ pub fn recompute_checksum(path: &Path, block: u64, blcksz: usize, absolute: u64)
 }
 
 /// Reads a block, lets `change` edit it, and writes it back.
-fn modify(path: &Path, block: u64, blcksz: usize, change: impl FnOnce(&mut [u8]) -> io::Result<()>) -> io::Result<()> {
+fn modify(
+    path: &Path,
+    block: u64,
+    blcksz: usize,
+    change: impl FnOnce(&mut [u8]) -> io::Result<()>,
+) -> io::Result<()> {
     if blcksz < SIZE_OF_PAGE_HEADER_DATA || blcksz % 128 != 0 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("invalid block size {blcksz}")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid block size {blcksz}"),
+        ));
     }
     let mut page = read_block(path, block, blcksz)?;
     change(&mut page)?;
@@ -233,13 +265,19 @@ fn open_existing_block(path: &Path, block: u64, blcksz: usize) -> io::Result<Fil
 }
 
 fn block_offset(block: u64, blcksz: usize) -> io::Result<u64> {
-    block
-        .checked_mul(blcksz as u64)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("block {block} is out of range")))
+    block.checked_mul(blcksz as u64).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("block {block} is out of range"),
+        )
+    })
 }
 
 fn out_of_page(offset: usize, blcksz: usize) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, format!("offset {offset} is outside a {blcksz}-byte block"))
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("offset {offset} is outside a {blcksz}-byte block"),
+    )
 }
 
 fn get_u16(page: &[u8], off: usize) -> u16 {
@@ -256,7 +294,11 @@ mod tests {
     use crate::physical::{check_page, PageCheckConfig, PageProblem, PageVerdict};
 
     const BS: usize = 8192;
-    const CFG: PageCheckConfig = PageCheckConfig { blcksz: BS, max_align: 8, checksums: true };
+    const CFG: PageCheckConfig = PageCheckConfig {
+        blcksz: BS,
+        max_align: 8,
+        checksums: true,
+    };
 
     /// A heap-like page with tuple bytes from 3000 to the end and a valid checksum for `blkno`.
     fn heap_page(blkno: u32, fill: u8) -> Vec<u8> {
@@ -286,7 +328,11 @@ mod tests {
     }
 
     fn verdict(path: &Path, block: u64) -> PageVerdict {
-        check_page(&CFG, &read_block(path, block, BS).expect("read"), block as u32)
+        check_page(
+            &CFG,
+            &read_block(path, block, BS).expect("read"),
+            block as u32,
+        )
     }
 
     #[test]
@@ -295,17 +341,44 @@ mod tests {
         inject(&path, 1, BS, Damage::FlipByte { offset: 5000 }).unwrap();
         inject(&path, 5, BS, Damage::CopyFrom { source: 2 }).unwrap();
         inject(&path, 3, BS, Damage::ZeroTail { from: 4096 }).unwrap();
-        inject(&path, 4, BS, Damage::Header(HeaderDamage::SpecialBeyondBlock)).unwrap();
+        inject(
+            &path,
+            4,
+            BS,
+            Damage::Header(HeaderDamage::SpecialBeyondBlock),
+        )
+        .unwrap();
         inject(&path, 6, BS, Damage::ZeroPdUpper).unwrap();
         inject(&path, 7, BS, Damage::ZeroBlock).unwrap();
-        assert!(matches!(verdict(&path, 1), PageVerdict::Problem(PageProblem::ChecksumMismatch { .. })));
-        assert!(matches!(verdict(&path, 5), PageVerdict::Problem(PageProblem::ChecksumMismatch { .. })));
-        assert!(matches!(verdict(&path, 3), PageVerdict::Problem(PageProblem::TornPage { zero_from: 4096, .. })));
-        assert!(matches!(verdict(&path, 4), PageVerdict::Problem(PageProblem::InvalidHeader { .. })));
-        assert!(matches!(verdict(&path, 6), PageVerdict::Problem(PageProblem::NonzeroNewPage { .. })));
+        assert!(matches!(
+            verdict(&path, 1),
+            PageVerdict::Problem(PageProblem::ChecksumMismatch { .. })
+        ));
+        assert!(matches!(
+            verdict(&path, 5),
+            PageVerdict::Problem(PageProblem::ChecksumMismatch { .. })
+        ));
+        assert!(matches!(
+            verdict(&path, 3),
+            PageVerdict::Problem(PageProblem::TornPage {
+                zero_from: 4096,
+                ..
+            })
+        ));
+        assert!(matches!(
+            verdict(&path, 4),
+            PageVerdict::Problem(PageProblem::InvalidHeader { .. })
+        ));
+        assert!(matches!(
+            verdict(&path, 6),
+            PageVerdict::Problem(PageProblem::NonzeroNewPage { .. })
+        ));
         assert_eq!(verdict(&path, 7), PageVerdict::New);
         assert_eq!(verdict(&path, 0), PageVerdict::Valid);
-        assert_eq!(read_block(&path, 5, BS).unwrap(), read_block(&path, 2, BS).unwrap());
+        assert_eq!(
+            read_block(&path, 5, BS).unwrap(),
+            read_block(&path, 2, BS).unwrap()
+        );
     }
 
     #[test]
@@ -314,10 +387,21 @@ mod tests {
         inject(&path, 2, BS, Damage::Header(HeaderDamage::LowerAboveUpper)).unwrap();
         recompute_checksum(&path, 2, BS, 2).unwrap();
         match verdict(&path, 2) {
-            PageVerdict::Problem(PageProblem::InvalidHeader { checksum: Some(c), .. }) => assert_eq!(c.stored, c.calculated),
+            PageVerdict::Problem(PageProblem::InvalidHeader {
+                checksum: Some(c), ..
+            }) => assert_eq!(c.stored, c.calculated),
             other => panic!("{other:?}"),
         }
-        inject(&path, 1, BS, Damage::FlipBit { offset: 6000, bit: 3 }).unwrap();
+        inject(
+            &path,
+            1,
+            BS,
+            Damage::FlipBit {
+                offset: 6000,
+                bit: 3,
+            },
+        )
+        .unwrap();
         recompute_checksum(&path, 1, BS, 1).unwrap();
         assert_eq!(verdict(&path, 1), PageVerdict::Valid);
     }
@@ -330,14 +414,23 @@ mod tests {
         truncate_by(&path, 100).unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 3 * BS as u64 - 100);
         assert!(read_block(&path, 2, BS).is_err());
-        assert!(inject(&path, 2, BS, Damage::ZeroBlock).is_err(), "no whole block 2 any more");
+        assert!(
+            inject(&path, 2, BS, Damage::ZeroBlock).is_err(),
+            "no whole block 2 any more"
+        );
         assert!(inject(&path, 0, BS, Damage::FlipByte { offset: BS }).is_err());
     }
 
     #[test]
     fn segments() {
         assert_eq!(segment_of(131072 + 5, 131072), (1, 5));
-        assert_eq!(segment_path(Path::new("base/5/16384"), 0), PathBuf::from("base/5/16384"));
-        assert_eq!(segment_path(Path::new("base/5/16384"), 2), PathBuf::from("base/5/16384.2"));
+        assert_eq!(
+            segment_path(Path::new("base/5/16384"), 0),
+            PathBuf::from("base/5/16384")
+        );
+        assert_eq!(
+            segment_path(Path::new("base/5/16384"), 2),
+            PathBuf::from("base/5/16384.2")
+        );
     }
 }

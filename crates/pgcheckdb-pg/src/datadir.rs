@@ -60,7 +60,13 @@ const PG_TEMP_FILE_PREFIX: &str = "pgsql_tmp";
 
 fn is_skipped_name(name: &str) -> bool {
     name.starts_with(PG_TEMP_FILE_PREFIX)
-        || SKIPPED_FILES.iter().any(|(skip, prefix)| if *prefix { name.starts_with(skip) } else { name == *skip })
+        || SKIPPED_FILES.iter().any(|(skip, prefix)| {
+            if *prefix {
+                name.starts_with(skip)
+            } else {
+                name == *skip
+            }
+        })
 }
 
 /// The result of listing a data directory.
@@ -82,18 +88,34 @@ pub fn list_relation_files(datadir: &Path, version_dir: Option<&str>) -> DataDir
     let mut out = DataDirectory::default();
     scan_relation_dir(datadir, "global", Location::Global, &mut out);
     for (db_oid, name) in numbered_subdirs(datadir, "base", &mut out) {
-        scan_relation_dir(datadir, &format!("base/{name}"), Location::Database { db_oid }, &mut out);
+        scan_relation_dir(
+            datadir,
+            &format!("base/{name}"),
+            Location::Database { db_oid },
+            &mut out,
+        );
     }
     for (spc_oid, spc_name) in numbered_subdirs(datadir, "pg_tblspc", &mut out) {
         scan_tablespace(datadir, spc_oid, &spc_name, version_dir, &mut out);
     }
     out.files.sort_by(|a, b| {
-        (a.location, a.name.relfilenode, a.name.fork, a.name.segno).cmp(&(b.location, b.name.relfilenode, b.name.fork, b.name.segno))
+        (a.location, a.name.relfilenode, a.name.fork, a.name.segno).cmp(&(
+            b.location,
+            b.name.relfilenode,
+            b.name.fork,
+            b.name.segno,
+        ))
     });
     out
 }
 
-fn scan_tablespace(datadir: &Path, spc_oid: u32, spc_name: &str, version_dir: Option<&str>, out: &mut DataDirectory) {
+fn scan_tablespace(
+    datadir: &Path,
+    spc_oid: u32,
+    spc_name: &str,
+    version_dir: Option<&str>,
+    out: &mut DataDirectory,
+) {
     let spc_rel = format!("pg_tblspc/{spc_name}");
     for entry in read_dir_sorted(datadir, &spc_rel, out) {
         let ours = match version_dir {
@@ -111,7 +133,12 @@ fn scan_tablespace(datadir: &Path, spc_oid: u32, spc_name: &str, version_dir: Op
             continue;
         }
         for (db_oid, db_name) in numbered_subdirs(datadir, &rel, out) {
-            scan_relation_dir(datadir, &format!("{rel}/{db_name}"), Location::Tablespace { spc_oid, db_oid }, out);
+            scan_relation_dir(
+                datadir,
+                &format!("{rel}/{db_name}"),
+                Location::Tablespace { spc_oid, db_oid },
+                out,
+            );
         }
     }
 }
@@ -121,8 +148,15 @@ fn numbered_subdirs(datadir: &Path, rel: &str, out: &mut DataDirectory) -> Vec<(
     read_dir_sorted(datadir, rel, out)
         .into_iter()
         .filter_map(|name| {
-            let oid: u32 = name.parse().ok().filter(|_| name.bytes().all(|b| b.is_ascii_digit()))?;
-            datadir.join(rel).join(&name).is_dir().then_some((oid, name))
+            let oid: u32 = name
+                .parse()
+                .ok()
+                .filter(|_| name.bytes().all(|b| b.is_ascii_digit()))?;
+            datadir
+                .join(rel)
+                .join(&name)
+                .is_dir()
+                .then_some((oid, name))
         })
         .collect()
 }
@@ -137,7 +171,10 @@ fn read_dir_sorted(datadir: &Path, rel: &str, out: &mut DataDirectory) -> Vec<St
             return Vec::new();
         }
     };
-    let mut names: Vec<String> = entries.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).collect();
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
     names.sort();
     names
 }
@@ -165,7 +202,13 @@ fn scan_relation_dir(datadir: &Path, rel: &str, location: Location, out: &mut Da
         }
         match parse_relation_file_name(&name) {
             Some(parsed) if parsed.temp_backend.is_some() => out.skipped_temp_files += 1,
-            Some(parsed) => out.files.push(RelationFile { path, rel_path, location, name: parsed, size: meta.len() }),
+            Some(parsed) => out.files.push(RelationFile {
+                path,
+                rel_path,
+                location,
+                name: parsed,
+                size: meta.len(),
+            }),
             None => out.findings.push(unexpected(&rel_path, "file")),
         }
     }
@@ -194,22 +237,41 @@ pub struct ForkFiles {
 pub fn group_forks(files: &[RelationFile]) -> Vec<ForkFiles> {
     let mut map: BTreeMap<(Location, u32, ForkNumber), Vec<usize>> = BTreeMap::new();
     for (i, f) in files.iter().enumerate() {
-        map.entry((f.location, f.name.relfilenode, f.name.fork)).or_default().push(i);
+        map.entry((f.location, f.name.relfilenode, f.name.fork))
+            .or_default()
+            .push(i);
     }
     map.into_iter()
         .map(|((location, relfilenode, fork), mut segments)| {
             segments.sort_by_key(|&i| files[i].name.segno);
-            ForkFiles { location, relfilenode, fork, segments }
+            ForkFiles {
+                location,
+                relfilenode,
+                fork,
+                segments,
+            }
         })
         .collect()
 }
 
 /// Checks the segment structure of a fork the way `md.c` relies on it: full segments, then one
 /// partial one, then only empty ones. Returns the findings.
-pub fn check_segments(fork: &ForkFiles, files: &[RelationFile], blcksz: u64, relseg_size: u64) -> Vec<Finding> {
+pub fn check_segments(
+    fork: &ForkFiles,
+    files: &[RelationFile],
+    blcksz: u64,
+    relseg_size: u64,
+) -> Vec<Finding> {
     let mut findings = Vec::new();
-    let last_nonempty = fork.segments.iter().rev().find(|&&i| files[i].size > 0).map(|&i| files[i].name.segno);
-    let Some(last_nonempty) = last_nonempty else { return findings };
+    let last_nonempty = fork
+        .segments
+        .iter()
+        .rev()
+        .find(|&&i| files[i].size > 0)
+        .map(|&i| files[i].name.segno);
+    let Some(last_nonempty) = last_nonempty else {
+        return findings;
+    };
     let mut expected_segno = 0u32;
     for &i in &fork.segments {
         let f = &files[i];
@@ -255,13 +317,23 @@ pub fn check_segments(fork: &ForkFiles, files: &[RelationFile], blcksz: u64, rel
 }
 
 fn missing_segment(next: &RelationFile, missing: u32, relseg_size: u64) -> Finding {
-    let base = next.rel_path.rsplit_once('.').map_or(next.rel_path.as_str(), |(b, _)| b);
-    let file = if missing == 0 { base.to_string() } else { format!("{base}.{missing}") };
+    let base = next
+        .rel_path
+        .rsplit_once('.')
+        .map_or(next.rel_path.as_str(), |(b, _)| b);
+    let file = if missing == 0 {
+        base.to_string()
+    } else {
+        format!("{base}.{missing}")
+    };
     Finding::for_file(
         FindingKind::SegmentGap,
         Severity::Error,
         &file,
-        format!("segment \"{file}\" is missing but \"{}\" exists; the server cannot see the later data", next.rel_path),
+        format!(
+            "segment \"{file}\" is missing but \"{}\" exists; the server cannot see the later data",
+            next.rel_path
+        ),
     )
     .with_detail(serde_json::json!({"missing_segment": missing, "relseg_size": relseg_size}))
     .at_segment(missing)

@@ -13,8 +13,8 @@ use crate::control::{ChecksumState, ControlFile};
 use crate::layout::btree::{BtMetaPage, BtPageOpaque, BTREE_MAGIC};
 use crate::layout::heap::{HeapTupleHeader, ItemPointer};
 use crate::layout::itemid::{line_pointers, ItemId};
-use crate::layout::special::{guess_page_kind, PageKind};
 use crate::layout::le_u16;
+use crate::layout::special::{guess_page_kind, PageKind};
 use crate::page::{is_all_zero, PageHeader};
 use crate::physical::{check_page, PageCheckConfig, PageVerdict};
 
@@ -77,25 +77,45 @@ pub struct PageDump {
 
 /// Reads block `block_in_file` of the segment file at `path` and decodes it. `segno` gives the
 /// absolute block number used for the checksum.
-pub fn inspect_block(path: &Path, shown: &str, segno: u32, block_in_file: u64, control: &ControlFile) -> io::Result<PageDump> {
+pub fn inspect_block(
+    path: &Path,
+    shown: &str,
+    segno: u32,
+    block_in_file: u64,
+    control: &ControlFile,
+) -> io::Result<PageDump> {
     let bs = control.block_size();
     let mut page = vec![0u8; bs];
     let file = File::open(path)?;
-    file.read_exact_at(&mut page, block_in_file * bs as u64).map_err(|e| {
-        if e.kind() == io::ErrorKind::UnexpectedEof {
-            io::Error::new(e.kind(), format!("block {block_in_file} is beyond the end of \"{shown}\""))
-        } else {
-            e
-        }
-    })?;
+    file.read_exact_at(&mut page, block_in_file * bs as u64)
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                io::Error::new(
+                    e.kind(),
+                    format!("block {block_in_file} is beyond the end of \"{shown}\""),
+                )
+            } else {
+                e
+            }
+        })?;
     let block = segno as u64 * control.relseg_size as u64 + block_in_file;
     Ok(decode_page(&page, shown, block, block_in_file, control))
 }
 
 /// Decodes a page image.
-pub fn decode_page(page: &[u8], shown: &str, block: u64, block_in_file: u64, control: &ControlFile) -> PageDump {
+pub fn decode_page(
+    page: &[u8],
+    shown: &str,
+    block: u64,
+    block_in_file: u64,
+    control: &ControlFile,
+) -> PageDump {
     let enabled = control.checksum_state() == ChecksumState::On;
-    let cfg = PageCheckConfig { blcksz: page.len(), max_align: control.max_align as usize, checksums: enabled };
+    let cfg = PageCheckConfig {
+        blcksz: page.len(),
+        max_align: control.max_align as usize,
+        checksums: enabled,
+    };
     let header = PageHeader::parse(page);
     let all_zero = is_all_zero(page);
     let verdict = describe_verdict(&check_page(&cfg, page, block as u32));
@@ -113,18 +133,31 @@ pub fn decode_page(page: &[u8], shown: &str, block: u64, block_in_file: u64, con
         btree_flags: Vec::new(),
         btree_meta: None,
     };
-    let Some(h) = header.filter(|h| !h.is_new()) else { return dump };
+    let Some(h) = header.filter(|h| !h.is_new()) else {
+        return dump;
+    };
     let kind = guess_page_kind(page, &h);
     dump.page_kind = Some(kind);
-    dump.checksum = Some(ChecksumView { stored: h.pd_checksum, calculated: pg_checksum_page(page, block as u32), enabled });
+    dump.checksum = Some(ChecksumView {
+        stored: h.pd_checksum,
+        calculated: pg_checksum_page(page, block as u32),
+        enabled,
+    });
     if kind == PageKind::Btree {
         dump.btree = BtPageOpaque::parse(page, h.pd_special as usize);
-        dump.btree_flags = dump.btree.map(|o| crate::layout::btree::flags::names(o.btpo_flags)).unwrap_or_default();
-        dump.btree_meta = BtMetaPage::parse(page).filter(|m| m.btm_magic == BTREE_MAGIC && block == 0);
+        dump.btree_flags = dump
+            .btree
+            .map(|o| crate::layout::btree::flags::names(o.btpo_flags))
+            .unwrap_or_default();
+        dump.btree_meta =
+            BtMetaPage::parse(page).filter(|m| m.btm_magic == BTREE_MAGIC && block == 0);
     }
     let is_meta = dump.btree_meta.is_some();
     if !is_meta {
-        dump.items = line_pointers(page, &h).into_iter().map(|item| item_view(page, &h, kind, item)).collect();
+        dump.items = line_pointers(page, &h)
+            .into_iter()
+            .map(|item| item_view(page, &h, kind, item))
+            .collect();
     }
     dump
 }
@@ -138,14 +171,22 @@ fn describe_verdict(v: &PageVerdict) -> String {
 }
 
 fn item_view(page: &[u8], h: &PageHeader, kind: PageKind, item: ItemId) -> ItemView {
-    let mut view = ItemView { item, problem: None, heap_tuple: None, index_tuple: None };
+    let mut view = ItemView {
+        item,
+        problem: None,
+        heap_tuple: None,
+        index_tuple: None,
+    };
     if !item.has_storage() {
         return view;
     }
     let start = item.lp_off as usize;
     let end = start + item.lp_len as usize;
     if start < h.pd_upper as usize || end > h.pd_special as usize || end > page.len() {
-        view.problem = Some(format!("storage {start}..{end} is outside the tuple area {}..{}", h.pd_upper, h.pd_special));
+        view.problem = Some(format!(
+            "storage {start}..{end} is outside the tuple area {}..{}",
+            h.pd_upper, h.pd_special
+        ));
         return view;
     }
     let tuple = &page[start..end];
@@ -158,7 +199,10 @@ fn item_view(page: &[u8], h: &PageHeader, kind: PageKind, item: ItemId) -> ItemV
                 header,
             });
             if view.heap_tuple.is_none() {
-                view.problem = Some(format!("lp_len {} is shorter than a tuple header", item.lp_len));
+                view.problem = Some(format!(
+                    "lp_len {} is shorter than a tuple header",
+                    item.lp_len
+                ));
             }
         }
         PageKind::Btree | PageKind::Hash | PageKind::Gist => view.index_tuple = index_tuple(tuple),
@@ -180,7 +224,10 @@ fn index_tuple(tuple: &[u8]) -> Option<IndexTupleView> {
 
 /// Multi-line text rendering of a dump.
 pub fn render_text(d: &PageDump) -> String {
-    let mut out = format!("file \"{}\", block {} (block {} of this segment file)\n", d.file, d.block, d.block_in_file);
+    let mut out = format!(
+        "file \"{}\", block {} (block {} of this segment file)\n",
+        d.file, d.block, d.block_in_file
+    );
     out += &format!("verdict: {}\n", d.verdict);
     let Some(h) = d.header.filter(|_| !d.all_zero) else {
         out += "page is all zero (new, never initialised)\n";
@@ -199,8 +246,17 @@ pub fn render_text(d: &PageDump) -> String {
         h.pd_prune_xid
     );
     if let Some(c) = &d.checksum {
-        let state = if !c.enabled { " (checksums off in this cluster)" } else if c.stored == c.calculated { " (ok)" } else { " (MISMATCH)" };
-        out += &format!("checksum: stored {} calculated {}{state}\n", c.stored, c.calculated);
+        let state = if !c.enabled {
+            " (checksums off in this cluster)"
+        } else if c.stored == c.calculated {
+            " (ok)"
+        } else {
+            " (MISMATCH)"
+        };
+        out += &format!(
+            "checksum: stored {} calculated {}{state}\n",
+            c.stored, c.calculated
+        );
     }
     if let Some(k) = d.page_kind {
         out += &format!("page kind (from special space): {k:?}\n");
@@ -233,7 +289,10 @@ pub fn render_text(d: &PageDump) -> String {
 
 fn item_line(it: &ItemView) -> String {
     let i = &it.item;
-    let mut line = format!("  lp {:>3}: {:?} off {} len {}", i.offnum, i.lp_flags, i.lp_off, i.lp_len);
+    let mut line = format!(
+        "  lp {:>3}: {:?} off {} len {}",
+        i.offnum, i.lp_flags, i.lp_off, i.lp_len
+    );
     if let Some(t) = &it.heap_tuple {
         line += &format!(
             "  xmin {} xmax {} ctid ({},{}) natts {} t_hoff {} infomask [{}]",
@@ -243,11 +302,19 @@ fn item_line(it: &ItemView) -> String {
             t.header.t_ctid.offset,
             t.natts,
             t.header.t_hoff,
-            t.infomask_flags.iter().chain(&t.infomask2_flags).copied().collect::<Vec<_>>().join("|")
+            t.infomask_flags
+                .iter()
+                .chain(&t.infomask2_flags)
+                .copied()
+                .collect::<Vec<_>>()
+                .join("|")
         );
     }
     if let Some(t) = &it.index_tuple {
-        line += &format!("  tid ({},{}) size {}", t.t_tid.block, t.t_tid.offset, t.size);
+        line += &format!(
+            "  tid ({},{}) size {}",
+            t.t_tid.block, t.t_tid.offset, t.size
+        );
     }
     if let Some(p) = &it.problem {
         line += &format!("  !! {p}");

@@ -68,7 +68,11 @@ impl PageHeader {
 
     /// The first header rule the server would reject the page for, if any.
     pub fn server_rule_violation(&self, blcksz: usize, max_align: usize) -> Option<HeaderRule> {
-        let (lower, upper, special) = (self.pd_lower as usize, self.pd_upper as usize, self.pd_special as usize);
+        let (lower, upper, special) = (
+            self.pd_lower as usize,
+            self.pd_upper as usize,
+            self.pd_special as usize,
+        );
         if self.pd_flags & !PD_VALID_FLAG_BITS != 0 {
             Some(HeaderRule::UnknownFlagBits)
         } else if lower > upper {
@@ -130,17 +134,38 @@ impl HeaderRule {
     pub fn describe(self, h: &PageHeader, blcksz: usize) -> String {
         match self {
             HeaderRule::UnknownFlagBits => format!("pd_flags {:#06x} has unknown bits", h.pd_flags),
-            HeaderRule::LowerAboveUpper => format!("pd_lower {} > pd_upper {}", h.pd_lower, h.pd_upper),
-            HeaderRule::UpperAboveSpecial => format!("pd_upper {} > pd_special {}", h.pd_upper, h.pd_special),
-            HeaderRule::SpecialBeyondBlock => format!("pd_special {} > block size {}", h.pd_special, blcksz),
-            HeaderRule::SpecialMisaligned => format!("pd_special {} is not MAXALIGNed", h.pd_special),
+            HeaderRule::LowerAboveUpper => {
+                format!("pd_lower {} > pd_upper {}", h.pd_lower, h.pd_upper)
+            }
+            HeaderRule::UpperAboveSpecial => {
+                format!("pd_upper {} > pd_special {}", h.pd_upper, h.pd_special)
+            }
+            HeaderRule::SpecialBeyondBlock => {
+                format!("pd_special {} > block size {}", h.pd_special, blcksz)
+            }
+            HeaderRule::SpecialMisaligned => {
+                format!("pd_special {} is not MAXALIGNed", h.pd_special)
+            }
             HeaderRule::WrongPageSize => {
-                format!("pd_pagesize_version {:#06x} gives page size {} not {}", h.pd_pagesize_version, h.page_size(), blcksz)
+                format!(
+                    "pd_pagesize_version {:#06x} gives page size {} not {}",
+                    h.pd_pagesize_version,
+                    h.page_size(),
+                    blcksz
+                )
             }
             HeaderRule::WrongLayoutVersion => {
-                format!("pd_pagesize_version {:#06x} gives layout version {} not {}", h.pd_pagesize_version, h.layout_version(), PG_PAGE_LAYOUT_VERSION)
+                format!(
+                    "pd_pagesize_version {:#06x} gives layout version {} not {}",
+                    h.pd_pagesize_version,
+                    h.layout_version(),
+                    PG_PAGE_LAYOUT_VERSION
+                )
             }
-            HeaderRule::LowerInsideHeader => format!("pd_lower {} < header size {}", h.pd_lower, SIZE_OF_PAGE_HEADER_DATA),
+            HeaderRule::LowerInsideHeader => format!(
+                "pd_lower {} < header size {}",
+                h.pd_lower, SIZE_OF_PAGE_HEADER_DATA
+            ),
         }
     }
 }
@@ -150,7 +175,9 @@ impl HeaderRule {
 pub fn is_all_zero(page: &[u8]) -> bool {
     // Compare in 8-byte words; the compiler vectorises this.
     let (chunks, rest) = page.split_at(page.len() & !7);
-    chunks.chunks_exact(8).all(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) == 0)
+    chunks
+        .chunks_exact(8)
+        .all(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) == 0)
         && rest.iter().all(|&b| b == 0)
 }
 
@@ -189,10 +216,16 @@ mod tests {
         let mut p = empty_page();
         p[12..14].copy_from_slice(&9000u16.to_le_bytes());
         let h = PageHeader::parse(&p).expect("header");
-        assert_eq!(h.server_rule_violation(8192, 8), Some(HeaderRule::LowerAboveUpper));
+        assert_eq!(
+            h.server_rule_violation(8192, 8),
+            Some(HeaderRule::LowerAboveUpper)
+        );
         p[10] = 0x80;
         let h = PageHeader::parse(&p).expect("header");
-        assert_eq!(h.server_rule_violation(8192, 8), Some(HeaderRule::UnknownFlagBits));
+        assert_eq!(
+            h.server_rule_violation(8192, 8),
+            Some(HeaderRule::UnknownFlagBits)
+        );
     }
 
     #[test]

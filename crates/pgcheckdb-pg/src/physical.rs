@@ -4,7 +4,9 @@
 use serde_json::json;
 
 use crate::checksum::{checksum_from_raw, matching_block_numbers, raw_block_sum};
-use crate::page::{is_all_zero, zero_prefix_len, zero_tail_sector_start, HeaderRule, PageHeader, SECTOR_SIZE};
+use crate::page::{
+    is_all_zero, zero_prefix_len, zero_tail_sector_start, HeaderRule, PageHeader, SECTOR_SIZE,
+};
 
 /// Cluster facts the block check needs.
 #[derive(Debug, Clone, Copy)]
@@ -30,9 +32,17 @@ pub enum PageProblem {
     /// `pd_upper == 0` but not all zero.
     NonzeroNewPage { zero_prefix: usize },
     /// A header rule the server checks on read is broken.
-    InvalidHeader { rule: HeaderRule, text: String, checksum: Option<ChecksumPair> },
+    InvalidHeader {
+        rule: HeaderRule,
+        text: String,
+        checksum: Option<ChecksumPair>,
+    },
     /// Header sane, data area zero from a sector boundary to the end.
-    TornPage { zero_from: usize, pd_upper: u16, checksum: Option<ChecksumPair> },
+    TornPage {
+        zero_from: usize,
+        pd_upper: u16,
+        checksum: Option<ChecksumPair>,
+    },
     /// Header sane, checksum wrong.
     ChecksumMismatch { checksum: ChecksumPair },
     /// A rule PostgreSQL never breaks but the server does not check.
@@ -56,7 +66,12 @@ pub fn check_page(cfg: &PageCheckConfig, page: &[u8], blkno: u32) -> PageVerdict
 /// [`check_page`] with the page's raw block sum supplied by the caller, who may have computed
 /// it in bulk ([`crate::checksum::raw_block_sums`]); `raw_sum` is called only when the
 /// checksum is needed and must return `raw_block_sum(page)`.
-pub fn check_page_with_sum(cfg: &PageCheckConfig, page: &[u8], blkno: u32, raw_sum: impl FnOnce() -> u32) -> PageVerdict {
+pub fn check_page_with_sum(
+    cfg: &PageCheckConfig,
+    page: &[u8],
+    blkno: u32,
+    raw_sum: impl FnOnce() -> u32,
+) -> PageVerdict {
     let Some(header) = PageHeader::parse(page) else {
         return PageVerdict::Problem(PageProblem::NonzeroNewPage { zero_prefix: 0 });
     };
@@ -64,22 +79,36 @@ pub fn check_page_with_sum(cfg: &PageCheckConfig, page: &[u8], blkno: u32, raw_s
         if is_all_zero(page) {
             return PageVerdict::New;
         }
-        return PageVerdict::Problem(PageProblem::NonzeroNewPage { zero_prefix: zero_prefix_len(page) });
+        return PageVerdict::Problem(PageProblem::NonzeroNewPage {
+            zero_prefix: zero_prefix_len(page),
+        });
     }
     let checksum = cfg.checksums.then(|| {
         let raw = raw_sum();
-        ChecksumPair { stored: header.pd_checksum, calculated: checksum_from_raw(raw, blkno), raw }
+        ChecksumPair {
+            stored: header.pd_checksum,
+            calculated: checksum_from_raw(raw, blkno),
+            raw,
+        }
     });
     let checksum_failed = checksum.filter(|c| c.stored != c.calculated);
     if let Some(rule) = header.server_rule_violation(cfg.blcksz, cfg.max_align) {
         let text = rule.describe(&header, cfg.blcksz);
-        return PageVerdict::Problem(PageProblem::InvalidHeader { rule, text, checksum });
+        return PageVerdict::Problem(PageProblem::InvalidHeader {
+            rule,
+            text,
+            checksum,
+        });
     }
     if checksum.is_some() && checksum_failed.is_none() {
         return strict_verdict(&header, cfg.blcksz);
     }
     if let Some(zero_from) = torn_tail(&header, page) {
-        return PageVerdict::Problem(PageProblem::TornPage { zero_from, pd_upper: header.pd_upper, checksum: checksum_failed });
+        return PageVerdict::Problem(PageProblem::TornPage {
+            zero_from,
+            pd_upper: header.pd_upper,
+            checksum: checksum_failed,
+        });
     }
     match checksum_failed {
         Some(checksum) => PageVerdict::Problem(PageProblem::ChecksumMismatch { checksum }),
@@ -89,7 +118,10 @@ pub fn check_page_with_sum(cfg: &PageCheckConfig, page: &[u8], blkno: u32, raw_s
 
 fn strict_verdict(header: &PageHeader, blcksz: usize) -> PageVerdict {
     match header.strict_rule_violation(blcksz) {
-        Some(rule) => PageVerdict::Problem(PageProblem::SuspiciousHeader { rule, text: rule.describe(header, blcksz) }),
+        Some(rule) => PageVerdict::Problem(PageProblem::SuspiciousHeader {
+            rule,
+            text: rule.describe(header, blcksz),
+        }),
         None => PageVerdict::Valid,
     }
 }
@@ -133,18 +165,26 @@ impl MisplacedEvidence {
     ) -> MisplacedEvidence {
         let candidates = matching_block_numbers(checksum.raw, checksum.stored, fork_blocks, blkno);
         let identical_copy_at = if candidates.len() <= Self::MAX_CANDIDATES {
-            candidates.iter().copied().find(|&b| read_block(b).is_some_and(|other| other == page))
+            candidates
+                .iter()
+                .copied()
+                .find(|&b| read_block(b).is_some_and(|other| other == page))
         } else {
             None
         };
-        MisplacedEvidence { candidates, expected_false_matches: fork_blocks as f64 / 65535.0, identical_copy_at }
+        MisplacedEvidence {
+            candidates,
+            expected_false_matches: fork_blocks as f64 / 65535.0,
+            identical_copy_at,
+        }
     }
 
     /// True when the evidence is strong enough to call the page misplaced.
     pub fn is_convincing(&self) -> bool {
         !self.candidates.is_empty()
             && self.candidates.len() <= Self::MAX_CANDIDATES
-            && (self.identical_copy_at.is_some() || self.expected_false_matches <= Self::MAX_EXPECTED_FALSE)
+            && (self.identical_copy_at.is_some()
+                || self.expected_false_matches <= Self::MAX_EXPECTED_FALSE)
     }
 
     /// JSON detail fields.
@@ -162,7 +202,11 @@ mod tests {
     use super::*;
     use crate::checksum::pg_checksum_page;
 
-    const CFG: PageCheckConfig = PageCheckConfig { blcksz: 8192, max_align: 8, checksums: true };
+    const CFG: PageCheckConfig = PageCheckConfig {
+        blcksz: 8192,
+        max_align: 8,
+        checksums: true,
+    };
 
     /// A heap-like page: header, two line pointers, tuple bytes at the end, checksum set.
     fn heap_page(blkno: u32) -> Vec<u8> {
@@ -194,7 +238,10 @@ mod tests {
     fn flipped_bit_is_a_checksum_mismatch() {
         let mut p = heap_page(3);
         p[7500] ^= 0x10;
-        assert!(matches!(check_page(&CFG, &p, 3), PageVerdict::Problem(PageProblem::ChecksumMismatch { .. })));
+        assert!(matches!(
+            check_page(&CFG, &p, 3),
+            PageVerdict::Problem(PageProblem::ChecksumMismatch { .. })
+        ));
     }
 
     #[test]
@@ -202,7 +249,9 @@ mod tests {
         let mut p = heap_page(3);
         p[4096..].fill(0);
         match check_page(&CFG, &p, 3) {
-            PageVerdict::Problem(PageProblem::TornPage { zero_from, .. }) => assert_eq!(zero_from, 4096),
+            PageVerdict::Problem(PageProblem::TornPage { zero_from, .. }) => {
+                assert_eq!(zero_from, 4096)
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -211,16 +260,24 @@ mod tests {
     fn nonzero_new_page() {
         let mut p = vec![0u8; 8192];
         p[5000] = 1;
-        assert_eq!(check_page(&CFG, &p, 0), PageVerdict::Problem(PageProblem::NonzeroNewPage { zero_prefix: 5000 }));
+        assert_eq!(
+            check_page(&CFG, &p, 0),
+            PageVerdict::Problem(PageProblem::NonzeroNewPage { zero_prefix: 5000 })
+        );
     }
 
     #[test]
     fn bad_header_is_named_even_without_checksums() {
         let mut p = heap_page(3);
         p[16..18].copy_from_slice(&8193u16.to_le_bytes());
-        let cfg = PageCheckConfig { checksums: false, ..CFG };
+        let cfg = PageCheckConfig {
+            checksums: false,
+            ..CFG
+        };
         match check_page(&cfg, &p, 3) {
-            PageVerdict::Problem(PageProblem::InvalidHeader { rule, .. }) => assert_eq!(rule, HeaderRule::SpecialBeyondBlock),
+            PageVerdict::Problem(PageProblem::InvalidHeader { rule, .. }) => {
+                assert_eq!(rule, HeaderRule::SpecialBeyondBlock)
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -228,7 +285,9 @@ mod tests {
     #[test]
     fn copy_of_another_block_is_misplaced() {
         let p = heap_page(2);
-        let PageVerdict::Problem(PageProblem::ChecksumMismatch { checksum }) = check_page(&CFG, &p, 3) else {
+        let PageVerdict::Problem(PageProblem::ChecksumMismatch { checksum }) =
+            check_page(&CFG, &p, 3)
+        else {
             panic!("expected mismatch");
         };
         let ev = MisplacedEvidence::gather(&p, &checksum, 3, 10, |b| (b == 2).then(|| p.clone()));

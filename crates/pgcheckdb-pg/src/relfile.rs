@@ -62,7 +62,10 @@ fn parse_permanent(name: &str) -> Option<(u32, ForkNumber, u32)> {
         None => (name, 0),
     };
     let (node, fork) = match stem.split_once('_') {
-        Some((node, fork)) => (node, ForkNumber::from_name(fork).filter(|f| *f != ForkNumber::Main)?),
+        Some((node, fork)) => (
+            node,
+            ForkNumber::from_name(fork).filter(|f| *f != ForkNumber::Main)?,
+        ),
         None => (stem, ForkNumber::Main),
     };
     Some((parse_oid(node)?, fork, segno))
@@ -74,10 +77,20 @@ pub fn parse_relation_file_name(name: &str) -> Option<RelFileName> {
         let (backend, tail) = rest.split_once('_')?;
         let backend = parse_oid(backend)?;
         let (relfilenode, fork, segno) = parse_permanent(tail)?;
-        return Some(RelFileName { relfilenode, fork, segno, temp_backend: Some(backend) });
+        return Some(RelFileName {
+            relfilenode,
+            fork,
+            segno,
+            temp_backend: Some(backend),
+        });
     }
     let (relfilenode, fork, segno) = parse_permanent(name)?;
-    Some(RelFileName { relfilenode, fork, segno, temp_backend: None })
+    Some(RelFileName {
+        relfilenode,
+        fork,
+        segno,
+        temp_backend: None,
+    })
 }
 
 #[cfg(test)]
@@ -87,21 +100,45 @@ mod tests {
     #[test]
     fn permanent_names() {
         let r = parse_relation_file_name("16384").expect("main fork");
-        assert_eq!((r.relfilenode, r.fork, r.segno, r.temp_backend), (16384, ForkNumber::Main, 0, None));
+        assert_eq!(
+            (r.relfilenode, r.fork, r.segno, r.temp_backend),
+            (16384, ForkNumber::Main, 0, None)
+        );
         let r = parse_relation_file_name("16384_vm.2").expect("vm segment");
         assert_eq!((r.fork, r.segno), (ForkNumber::Vm, 2));
-        assert_eq!(parse_relation_file_name("16384_init").map(|r| r.fork), Some(ForkNumber::Init));
+        assert_eq!(
+            parse_relation_file_name("16384_init").map(|r| r.fork),
+            Some(ForkNumber::Init)
+        );
     }
 
     #[test]
     fn temporary_names() {
         let r = parse_relation_file_name("t3_16384_fsm.1").expect("temp");
-        assert_eq!((r.temp_backend, r.relfilenode, r.fork, r.segno), (Some(3), 16384, ForkNumber::Fsm, 1));
+        assert_eq!(
+            (r.temp_backend, r.relfilenode, r.fork, r.segno),
+            (Some(3), 16384, ForkNumber::Fsm, 1)
+        );
     }
 
     #[test]
     fn rejects_everything_else() {
-        for bad in ["", "0", "016384", "16384.0", "16384.", "16384_main", "16384_foo", "foo.bar", "16384.1.2", "99999999999", "pg_filenode.map", "PG_VERSION", "t_1", "16384_vm_fsm"] {
+        for bad in [
+            "",
+            "0",
+            "016384",
+            "16384.0",
+            "16384.",
+            "16384_main",
+            "16384_foo",
+            "foo.bar",
+            "16384.1.2",
+            "99999999999",
+            "pg_filenode.map",
+            "PG_VERSION",
+            "t_1",
+            "16384_vm_fsm",
+        ] {
             assert_eq!(parse_relation_file_name(bad), None, "{bad}");
         }
     }

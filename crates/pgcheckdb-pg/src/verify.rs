@@ -13,11 +13,15 @@ use serde_json::json;
 
 use pgcheckdb_scan::{plan_units, DirtyRange, Progress, ScanFile, ScanOptions, Visitor};
 
-use crate::control::ControlFile;
-use crate::datadir::{check_segments, group_forks, list_relation_files, DataDirectory, ForkFiles, RelationFile};
-use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
 use crate::checksum::raw_block_sums;
-use crate::physical::{check_page_with_sum, ChecksumPair, MisplacedEvidence, PageCheckConfig, PageProblem, PageVerdict};
+use crate::control::ControlFile;
+use crate::datadir::{
+    check_segments, group_forks, list_relation_files, DataDirectory, ForkFiles, RelationFile,
+};
+use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
+use crate::physical::{
+    check_page_with_sum, ChecksumPair, MisplacedEvidence, PageCheckConfig, PageProblem, PageVerdict,
+};
 
 /// Check level (DESIGN.md §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -52,7 +56,13 @@ pub struct VerifyOptions {
 
 impl Default for VerifyOptions {
     fn default() -> Self {
-        VerifyOptions { jobs: 1, level: Level::Physical, max_bytes_per_sec: None, unit_bytes: 8 << 20, chunk_bytes: 256 << 10 }
+        VerifyOptions {
+            jobs: 1,
+            level: Level::Physical,
+            max_bytes_per_sec: None,
+            unit_bytes: 8 << 20,
+            chunk_bytes: 256 << 10,
+        }
     }
 }
 
@@ -89,7 +99,10 @@ pub struct VerifyReport {
 impl VerifyReport {
     /// Findings of error severity.
     pub fn error_count(&self) -> usize {
-        self.findings.iter().filter(|f| f.severity == Severity::Error).count()
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .count()
     }
 }
 
@@ -131,13 +144,28 @@ impl Plan {
                 findings.push(partial_block_finding(datadir, file, &control));
             }
         }
-        Plan { datadir: datadir.to_path_buf(), control, dir, forks, fork_of_file, fork_blocks, findings }
+        Plan {
+            datadir: datadir.to_path_buf(),
+            control,
+            dir,
+            forks,
+            fork_of_file,
+            fork_blocks,
+            findings,
+        }
     }
 
     /// The files and lengths (whole blocks only) to scan.
     pub fn scan_files(&self) -> Vec<ScanFile> {
         let bs = self.control.blcksz as u64;
-        self.dir.files.iter().map(|f| ScanFile { path: f.path.clone(), len: f.size / bs * bs }).collect()
+        self.dir
+            .files
+            .iter()
+            .map(|f| ScanFile {
+                path: f.path.clone(),
+                len: f.size / bs * bs,
+            })
+            .collect()
     }
 
     /// Absolute block number of block `index` of `file`.
@@ -150,7 +178,10 @@ impl Plan {
         let relseg = self.control.relseg_size as u64;
         let bs = self.control.blcksz as u64;
         let segno = u32::try_from(blkno / relseg).ok()?;
-        let &i = self.forks[fork].segments.iter().find(|&&i| self.dir.files[i].name.segno == segno)?;
+        let &i = self.forks[fork]
+            .segments
+            .iter()
+            .find(|&&i| self.dir.files[i].name.segno == segno)?;
         let mut buf = vec![0u8; bs as usize];
         let file = File::open(&self.dir.files[i].path).ok()?;
         file.read_exact_at(&mut buf, (blkno % relseg) * bs).ok()?;
@@ -159,8 +190,14 @@ impl Plan {
 }
 
 fn attach_names(f: &mut Finding, db_oid: u32, relfilenode: u32) {
-    f.database = Some(DatabaseRef { oid: Some(db_oid), name: None });
-    f.relation = Some(RelationRef { filenode: Some(relfilenode), ..Default::default() });
+    f.database = Some(DatabaseRef {
+        oid: Some(db_oid),
+        name: None,
+    });
+    f.relation = Some(RelationRef {
+        filenode: Some(relfilenode),
+        ..Default::default()
+    });
 }
 
 fn partial_block_finding(datadir: &Path, file: &RelationFile, control: &ControlFile) -> Finding {
@@ -192,11 +229,14 @@ fn read_tail_header(_datadir: &Path, file: &RelationFile, offset: u64, len: u64)
         return false;
     }
     let mut buf = [0u8; crate::page::SIZE_OF_PAGE_HEADER_DATA];
-    let Ok(f) = File::open(&file.path) else { return false };
+    let Ok(f) = File::open(&file.path) else {
+        return false;
+    };
     if f.read_exact_at(&mut buf, offset).is_err() {
         return false;
     }
-    crate::page::PageHeader::parse(&buf).is_some_and(|h| !h.is_new() && h.pd_lower <= h.pd_upper && h.pd_upper <= h.pd_special)
+    crate::page::PageHeader::parse(&buf)
+        .is_some_and(|h| !h.is_new() && h.pd_lower <= h.pd_upper && h.pd_upper <= h.pd_special)
 }
 
 /// Runs the physical check of every block in the plan.
@@ -217,7 +257,13 @@ pub fn run(plan: &Plan, opts: &VerifyOptions, progress: &Progress) -> VerifyRepo
         write: false,
         max_bytes_per_sec: opts.max_bytes_per_sec,
     };
-    let workers = pgcheckdb_scan::run(&files, &units, &scan_opts, || BlockChecker::new(plan, cfg), progress);
+    let workers = pgcheckdb_scan::run(
+        &files,
+        &units,
+        &scan_opts,
+        || BlockChecker::new(plan, cfg),
+        progress,
+    );
     let mut merged = BlockChecker::new(plan, cfg);
     for w in workers {
         merged.absorb(w);
@@ -271,9 +317,19 @@ impl<'a> BlockChecker<'a> {
         }
     }
 
-    fn block_finding(&self, file: usize, blkno: u64, kind: FindingKind, severity: Severity, message: String, detail: serde_json::Value) -> Finding {
+    fn block_finding(
+        &self,
+        file: usize,
+        blkno: u64,
+        kind: FindingKind,
+        severity: Severity,
+        message: String,
+        detail: serde_json::Value,
+    ) -> Finding {
         let f = &self.plan.dir.files[file];
-        let mut finding = Finding::for_file(kind, severity, &f.rel_path, message).with_detail(detail).at_segment(f.name.segno);
+        let mut finding = Finding::for_file(kind, severity, &f.rel_path, message)
+            .with_detail(detail)
+            .at_segment(f.name.segno);
         finding.fork = Some(f.name.fork);
         finding.block = Some(blkno);
         attach_names(&mut finding, f.location.db_oid(), f.name.relfilenode);
@@ -282,7 +338,14 @@ impl<'a> BlockChecker<'a> {
 
     /// Checks one block given its raw block sum (if checksums are on); returns whether the
     /// block is in use (not a new page).
-    fn check_block(&mut self, file: usize, fork: usize, blkno: u64, page: &[u8], raw: Option<u32>) -> bool {
+    fn check_block(
+        &mut self,
+        file: usize,
+        fork: usize,
+        blkno: u64,
+        page: &[u8],
+        raw: Option<u32>,
+    ) -> bool {
         self.blocks += 1;
         let raw_sum = || raw.unwrap_or_else(|| crate::checksum::raw_block_sum(page));
         match check_page_with_sum(&self.cfg, page, blkno as u32, raw_sum) {
@@ -305,7 +368,14 @@ impl<'a> BlockChecker<'a> {
         *e = (*e).max(blkno);
     }
 
-    fn problem_finding(&self, file: usize, fork: usize, blkno: u64, page: &[u8], problem: PageProblem) -> Finding {
+    fn problem_finding(
+        &self,
+        file: usize,
+        fork: usize,
+        blkno: u64,
+        page: &[u8],
+        problem: PageProblem,
+    ) -> Finding {
         use FindingKind as K;
         let (kind, severity, message, detail) = match problem {
             PageProblem::NonzeroNewPage { zero_prefix } => (
@@ -337,46 +407,87 @@ impl<'a> BlockChecker<'a> {
         self.block_finding(file, blkno, kind, severity, message, detail)
     }
 
-    fn mismatch_finding(&self, file: usize, fork: usize, blkno: u64, page: &[u8], c: ChecksumPair) -> Finding {
+    fn mismatch_finding(
+        &self,
+        file: usize,
+        fork: usize,
+        blkno: u64,
+        page: &[u8],
+        c: ChecksumPair,
+    ) -> Finding {
         let fork_blocks = u32::try_from(self.plan.fork_blocks[fork]).unwrap_or(u32::MAX);
-        let evidence = MisplacedEvidence::gather(page, &c, blkno as u32, fork_blocks, |b| self.plan.read_fork_block(fork, b as u64));
+        let evidence = MisplacedEvidence::gather(page, &c, blkno as u32, fork_blocks, |b| {
+            self.plan.read_fork_block(fork, b as u64)
+        });
         let mut detail = json!({"expected": c.stored, "calculated": c.calculated});
         if c.stored == 0 {
-            detail["hint"] = json!("pd_checksum is 0: the page was probably written while checksums were off");
+            detail["hint"] =
+                json!("pd_checksum is 0: the page was probably written while checksums were off");
         }
         if evidence.is_convincing() {
             merge(&mut detail, evidence.detail());
             let at = evidence.identical_copy_at.unwrap_or(evidence.candidates[0]);
             let why = match evidence.identical_copy_at {
                 Some(b) => format!("block {b} holds an identical copy"),
-                None => format!("{:.4} chance matches expected among {} blocks", evidence.expected_false_matches, fork_blocks),
+                None => format!(
+                    "{:.4} chance matches expected among {} blocks",
+                    evidence.expected_false_matches, fork_blocks
+                ),
             };
             let message = format!(
                 "misplaced page: stored checksum {} is wrong for block {blkno} (calculated {}) but right for block {at}; {why}",
                 c.stored, c.calculated
             );
-            return self.block_finding(file, blkno, FindingKind::MisplacedPage, Severity::Error, message, detail);
+            return self.block_finding(
+                file,
+                blkno,
+                FindingKind::MisplacedPage,
+                Severity::Error,
+                message,
+                detail,
+            );
         }
-        if !evidence.candidates.is_empty() && evidence.candidates.len() <= MisplacedEvidence::MAX_CANDIDATES {
+        if !evidence.candidates.is_empty()
+            && evidence.candidates.len() <= MisplacedEvidence::MAX_CANDIDATES
+        {
             merge(&mut detail, evidence.detail());
         }
-        let message = format!("page verification failed, calculated checksum {} but expected {}", c.calculated, c.stored);
-        self.block_finding(file, blkno, FindingKind::ChecksumMismatch, Severity::Error, message, detail)
+        let message = format!(
+            "page verification failed, calculated checksum {} but expected {}",
+            c.calculated, c.stored
+        );
+        self.block_finding(
+            file,
+            blkno,
+            FindingKind::ChecksumMismatch,
+            Severity::Error,
+            message,
+            detail,
+        )
     }
 
     fn finish(mut self, plan: &Plan, opts: &VerifyOptions, started: Instant) -> VerifyReport {
         self.findings.extend(plan.findings.iter().cloned());
         let interior = self.interior_zero_findings();
-        let interior_count = interior.iter().map(|f| f.detail["count"].as_u64().unwrap_or(0)).sum();
+        let interior_count = interior
+            .iter()
+            .map(|f| f.detail["count"].as_u64().unwrap_or(0))
+            .sum();
         self.findings.extend(interior);
-        self.findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+        self.findings
+            .sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
         for (rel, e) in &plan.dir.errors {
-            self.tool_errors.push(format!("could not read \"{rel}\": {e}"));
+            self.tool_errors
+                .push(format!("could not read \"{rel}\": {e}"));
         }
         let mut corrupt: Vec<(&str, u64)> = self
             .findings
             .iter()
-            .filter(|f| f.severity == Severity::Error && f.block.is_some() && f.kind != FindingKind::PartialBlock)
+            .filter(|f| {
+                f.severity == Severity::Error
+                    && f.block.is_some()
+                    && f.kind != FindingKind::PartialBlock
+            })
             .map(|f| (f.file.as_str(), f.block.unwrap_or(0)))
             .collect();
         corrupt.dedup();
@@ -398,7 +509,11 @@ impl<'a> BlockChecker<'a> {
             findings: self.findings.len() as u64,
             seconds: started.elapsed().as_secs_f64(),
         };
-        VerifyReport { findings: self.findings, summary, tool_errors: self.tool_errors }
+        VerifyReport {
+            findings: self.findings,
+            summary,
+            tool_errors: self.tool_errors,
+        }
     }
 
     /// One info finding per fork that has all-zero pages before its last used page.
@@ -408,9 +523,16 @@ impl<'a> BlockChecker<'a> {
         let mut i = 0;
         while i < self.new_blocks.len() {
             let fork = self.new_blocks[i].0;
-            let end = self.new_blocks[i..].iter().position(|(f, _)| *f != fork).map_or(self.new_blocks.len(), |n| i + n);
+            let end = self.new_blocks[i..]
+                .iter()
+                .position(|(f, _)| *f != fork)
+                .map_or(self.new_blocks.len(), |n| i + n);
             if let Some(&last) = self.last_used.get(&fork) {
-                let interior: Vec<u64> = self.new_blocks[i..end].iter().map(|(_, b)| *b).filter(|&b| b < last).collect();
+                let interior: Vec<u64> = self.new_blocks[i..end]
+                    .iter()
+                    .map(|(_, b)| *b)
+                    .filter(|&b| b < last)
+                    .collect();
                 if !interior.is_empty() {
                     out.push(self.interior_finding(fork, &interior));
                 }
@@ -424,8 +546,19 @@ impl<'a> BlockChecker<'a> {
         let relseg = self.plan.control.relseg_size as u64;
         let f = &self.plan.forks[fork];
         let seg = (blocks[0] / relseg) as u32;
-        let file = f.segments.iter().map(|&i| &self.plan.dir.files[i]).find(|x| x.name.segno == seg).unwrap_or(&self.plan.dir.files[f.segments[0]]);
-        let index = self.plan.dir.files.iter().position(|x| std::ptr::eq(x, file)).unwrap_or(0);
+        let file = f
+            .segments
+            .iter()
+            .map(|&i| &self.plan.dir.files[i])
+            .find(|x| x.name.segno == seg)
+            .unwrap_or(&self.plan.dir.files[f.segments[0]]);
+        let index = self
+            .plan
+            .dir
+            .files
+            .iter()
+            .position(|x| std::ptr::eq(x, file))
+            .unwrap_or(0);
         let shown: Vec<u64> = blocks.iter().copied().take(20).collect();
         self.block_finding(
             index,
@@ -438,7 +571,10 @@ impl<'a> BlockChecker<'a> {
     }
 }
 
-fn with_checksum(mut detail: serde_json::Value, checksum: Option<ChecksumPair>) -> serde_json::Value {
+fn with_checksum(
+    mut detail: serde_json::Value,
+    checksum: Option<ChecksumPair>,
+) -> serde_json::Value {
     if let Some(c) = checksum {
         detail["expected"] = json!(c.stored);
         detail["calculated"] = json!(c.calculated);
@@ -455,7 +591,9 @@ fn merge(into: &mut serde_json::Value, from: serde_json::Value) {
 impl Visitor for BlockChecker<'_> {
     fn chunk(&mut self, file: usize, offset: u64, data: &mut [u8]) -> Vec<DirtyRange> {
         let bs = self.cfg.blcksz;
-        let first = self.plan.absolute_block(&self.plan.dir.files[file], offset / bs as u64);
+        let first = self
+            .plan
+            .absolute_block(&self.plan.dir.files[file], offset / bs as u64);
         let fork = self.plan.fork_of_file[file];
         // All checksums of the chunk first, two pages at a time (see `raw_block_sums`).
         let mut sums = std::mem::take(&mut self.sums);
@@ -495,12 +633,18 @@ impl Visitor for BlockChecker<'_> {
         let f = &self.plan.dir.files[file];
         self.skipped_blocks += f.size / self.cfg.blcksz as u64;
         if matches!(err.kind(), io::ErrorKind::PermissionDenied) {
-            self.tool_errors.push(format!("could not open file \"{}\": {err}", f.rel_path));
+            self.tool_errors
+                .push(format!("could not open file \"{}\": {err}", f.rel_path));
             return;
         }
-        let mut finding = Finding::for_file(FindingKind::ReadError, Severity::Error, &f.rel_path, format!("could not open file: {err}"))
-            .with_detail(json!({"os_error": err.raw_os_error()}))
-            .at_segment(f.name.segno);
+        let mut finding = Finding::for_file(
+            FindingKind::ReadError,
+            Severity::Error,
+            &f.rel_path,
+            format!("could not open file: {err}"),
+        )
+        .with_detail(json!({"os_error": err.raw_os_error()}))
+        .at_segment(f.name.segno);
         finding.fork = Some(f.name.fork);
         attach_names(&mut finding, f.location.db_oid(), f.name.relfilenode);
         self.findings.push(finding);
@@ -508,7 +652,10 @@ impl Visitor for BlockChecker<'_> {
 
     fn short_file(&mut self, file: usize, offset: u64) {
         let f = &self.plan.dir.files[file];
-        self.tool_errors.push(format!("file \"{}\" shrank to {offset} bytes during the scan", f.rel_path));
+        self.tool_errors.push(format!(
+            "file \"{}\" shrank to {offset} bytes during the scan",
+            f.rel_path
+        ));
     }
 
     fn write_failed(&mut self, _file: usize, _offset: u64, _err: &io::Error) {}

@@ -32,7 +32,12 @@ pub fn write_finding(out: &mut dyn Write, format: Format, f: &Finding) -> io::Re
 }
 
 /// Writes the summary (last line of the JSON stream).
-pub fn write_summary(out: &mut dyn Write, format: Format, s: &Summary, findings: &[Finding]) -> io::Result<()> {
+pub fn write_summary(
+    out: &mut dyn Write,
+    format: Format,
+    s: &Summary,
+    findings: &[Finding],
+) -> io::Result<()> {
     match format {
         Format::Json => json_line(out, "summary", s),
         Format::Text => writeln!(out, "{}", summary_text(s, findings)),
@@ -78,7 +83,12 @@ fn relation_text(f: &Finding) -> String {
 
 /// One line: `error: checksum_mismatch in "base/5/16384.1" (database 5, relfilenode 16384, fork main) block 131075: ...`.
 pub fn finding_text(f: &Finding) -> String {
-    let mut line = format!("{}: {} in \"{}\"", severity_word(f.severity), f.kind.name(), f.file);
+    let mut line = format!(
+        "{}: {} in \"{}\"",
+        severity_word(f.severity),
+        f.kind.name(),
+        f.file
+    );
     let rel = relation_text(f);
     if !rel.is_empty() {
         line.push_str(&format!(" ({rel})"));
@@ -109,9 +119,19 @@ pub fn human_bytes(bytes: u64) -> String {
 
 /// The closing sentence, in the spirit of CHECKDB.
 pub fn summary_text(s: &Summary, findings: &[Finding]) -> String {
-    let errors: Vec<&Finding> = findings.iter().filter(|f| f.severity == Severity::Error).collect();
-    let relations: BTreeSet<(Option<u32>, Option<u32>)> =
-        errors.iter().map(|f| (f.database.as_ref().and_then(|d| d.oid), f.relation.as_ref().and_then(|r| r.filenode))).collect();
+    let errors: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .collect();
+    let relations: BTreeSet<(Option<u32>, Option<u32>)> = errors
+        .iter()
+        .map(|f| {
+            (
+                f.database.as_ref().and_then(|d| d.oid),
+                f.relation.as_ref().and_then(|r| r.filenode),
+            )
+        })
+        .collect();
     let databases: BTreeSet<String> = errors
         .iter()
         .filter_map(|f| f.database.as_ref())
@@ -130,14 +150,29 @@ pub fn summary_text(s: &Summary, findings: &[Finding]) -> String {
         s.level,
         s.checksums
     );
-    let warnings = findings.iter().filter(|f| f.severity == Severity::Warning).count();
-    let warn = if warnings > 0 { format!("; {warnings} warning(s)") } else { String::new() };
+    let warnings = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Warning)
+        .count();
+    let warn = if warnings > 0 {
+        format!("; {warnings} warning(s)")
+    } else {
+        String::new()
+    };
     if errors.is_empty() {
         return format!("pgcheckdb found no corruption ({scanned}){warn}");
     }
     let other = errors.len() as u64 - s.corrupt_blocks.min(errors.len() as u64);
-    let other_text = if other > 0 { format!(" and {other} other problem(s)") } else { String::new() };
-    let db_word = if databases.len() == 1 { "database" } else { "databases" };
+    let other_text = if other > 0 {
+        format!(" and {other} other problem(s)")
+    } else {
+        String::new()
+    };
+    let db_word = if databases.len() == 1 {
+        "database"
+    } else {
+        "databases"
+    };
     format!(
         "pgcheckdb found {} corrupt page(s){other_text} in {} relation(s) of {db_word} {} ({scanned}){warn}",
         s.corrupt_blocks,
@@ -153,13 +188,24 @@ mod tests {
     use pgcheckdb_pg::relfile::ForkNumber;
 
     fn finding() -> Finding {
-        let mut f = Finding::for_file(FindingKind::ChecksumMismatch, Severity::Error, "base/5/16384.1", "page verification failed".into())
-            .with_detail(serde_json::json!({"expected": 18766, "calculated": 6527}))
-            .at_segment(1);
+        let mut f = Finding::for_file(
+            FindingKind::ChecksumMismatch,
+            Severity::Error,
+            "base/5/16384.1",
+            "page verification failed".into(),
+        )
+        .with_detail(serde_json::json!({"expected": 18766, "calculated": 6527}))
+        .at_segment(1);
         f.fork = Some(ForkNumber::Main);
         f.block = Some(131075);
-        f.database = Some(DatabaseRef { oid: Some(5), name: None });
-        f.relation = Some(RelationRef { filenode: Some(16384), ..Default::default() });
+        f.database = Some(DatabaseRef {
+            oid: Some(5),
+            name: None,
+        });
+        f.relation = Some(RelationRef {
+            filenode: Some(16384),
+            ..Default::default()
+        });
         f
     }
 
@@ -191,9 +237,19 @@ mod tests {
 
     #[test]
     fn summary_sentence() {
-        let s = Summary { blocks: 10, bytes: 81920, corrupt_blocks: 1, level: "physical".into(), checksums: "on".into(), ..Default::default() };
+        let s = Summary {
+            blocks: 10,
+            bytes: 81920,
+            corrupt_blocks: 1,
+            level: "physical".into(),
+            checksums: "on".into(),
+            ..Default::default()
+        };
         let text = summary_text(&s, &[finding()]);
-        assert!(text.starts_with("pgcheckdb found 1 corrupt page(s) in 1 relation(s) of database 5"), "{text}");
+        assert!(
+            text.starts_with("pgcheckdb found 1 corrupt page(s) in 1 relation(s) of database 5"),
+            "{text}"
+        );
         assert!(summary_text(&s, &[]).starts_with("pgcheckdb found no corruption"));
     }
 }

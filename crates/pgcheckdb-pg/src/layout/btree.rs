@@ -37,7 +37,11 @@ pub mod flags {
             (BTP_INCOMPLETE_SPLIT, "INCOMPLETE_SPLIT"),
             (BTP_HAS_FULLXID, "HAS_FULLXID"),
         ];
-        NAMES.iter().filter(|(b, _)| mask & b != 0).map(|(_, n)| *n).collect()
+        NAMES
+            .iter()
+            .filter(|(b, _)| mask & b != 0)
+            .map(|(_, n)| *n)
+            .collect()
     }
 }
 

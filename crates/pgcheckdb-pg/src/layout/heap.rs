@@ -49,7 +49,11 @@ pub mod infomask {
             (HEAP_MOVED_OFF, "MOVED_OFF"),
             (HEAP_MOVED_IN, "MOVED_IN"),
         ];
-        NAMES.iter().filter(|(bit, _)| mask & bit != 0).map(|(_, n)| *n).collect()
+        NAMES
+            .iter()
+            .filter(|(bit, _)| mask & bit != 0)
+            .map(|(_, n)| *n)
+            .collect()
     }
 }
 
@@ -61,11 +65,15 @@ pub mod infomask2 {
 
     /// Names of the flag bits set in `mask`.
     pub fn names(mask: u16) -> Vec<&'static str> {
-        [(HEAP_KEYS_UPDATED, "KEYS_UPDATED"), (HEAP_HOT_UPDATED, "HOT_UPDATED"), (HEAP_ONLY_TUPLE, "HEAP_ONLY_TUPLE")]
-            .iter()
-            .filter(|(bit, _)| mask & bit != 0)
-            .map(|(_, n)| *n)
-            .collect()
+        [
+            (HEAP_KEYS_UPDATED, "KEYS_UPDATED"),
+            (HEAP_HOT_UPDATED, "HOT_UPDATED"),
+            (HEAP_ONLY_TUPLE, "HEAP_ONLY_TUPLE"),
+        ]
+        .iter()
+        .filter(|(bit, _)| mask & bit != 0)
+        .map(|(_, n)| *n)
+        .collect()
     }
 }
 
@@ -81,7 +89,10 @@ impl ItemPointer {
     pub fn parse(b: &[u8], off: usize) -> Option<ItemPointer> {
         let hi = le_u16(b, off)? as u32;
         let lo = le_u16(b, off + 2)? as u32;
-        Some(ItemPointer { block: (hi << 16) | lo, offset: le_u16(b, off + 4)? })
+        Some(ItemPointer {
+            block: (hi << 16) | lo,
+            offset: le_u16(b, off + 4)?,
+        })
     }
 }
 
@@ -126,7 +137,11 @@ impl HeapTupleHeader {
 
     /// The `t_hoff` PostgreSQL would compute: MAXALIGN(23 + null bitmap bytes).
     pub fn expected_hoff(&self, max_align: usize) -> usize {
-        let bitmap = if self.has_nulls() { (self.natts() as usize).div_ceil(8) } else { 0 };
+        let bitmap = if self.has_nulls() {
+            (self.natts() as usize).div_ceil(8)
+        } else {
+            0
+        };
         (SIZEOF_HEAP_TUPLE_HEADER + bitmap).next_multiple_of(max_align.max(1))
     }
 
@@ -136,7 +151,9 @@ impl HeapTupleHeader {
             return false;
         }
         let i = attnum - 1;
-        tuple.get(SIZEOF_HEAP_TUPLE_HEADER + i / 8).is_some_and(|byte| byte & (1 << (i % 8)) == 0)
+        tuple
+            .get(SIZEOF_HEAP_TUPLE_HEADER + i / 8)
+            .is_some_and(|byte| byte & (1 << (i % 8)) == 0)
     }
 }
 
@@ -152,14 +169,25 @@ mod tests {
         t[14..16].copy_from_slice(&3u16.to_le_bytes());
         t[16..18].copy_from_slice(&7u16.to_le_bytes());
         t[18..20].copy_from_slice(&(2u16 | infomask2::HEAP_HOT_UPDATED).to_le_bytes());
-        t[20..22].copy_from_slice(&(infomask::HEAP_XMIN_COMMITTED | infomask::HEAP_XMAX_INVALID).to_le_bytes());
+        t[20..22].copy_from_slice(
+            &(infomask::HEAP_XMIN_COMMITTED | infomask::HEAP_XMAX_INVALID).to_le_bytes(),
+        );
         t[22] = 24;
         let h = HeapTupleHeader::parse(&t).expect("header");
         assert_eq!(h.t_xmin, 750);
-        assert_eq!(h.t_ctid, ItemPointer { block: 3, offset: 7 });
+        assert_eq!(
+            h.t_ctid,
+            ItemPointer {
+                block: 3,
+                offset: 7
+            }
+        );
         assert_eq!(h.natts(), 2);
         assert_eq!(h.expected_hoff(8), 24);
-        assert_eq!(infomask::names(h.t_infomask), vec!["XMIN_COMMITTED", "XMAX_INVALID"]);
+        assert_eq!(
+            infomask::names(h.t_infomask),
+            vec!["XMIN_COMMITTED", "XMAX_INVALID"]
+        );
         assert_eq!(infomask2::names(h.t_infomask2), vec!["HOT_UPDATED"]);
         assert!(HeapTupleHeader::parse(&t[..20]).is_none());
     }

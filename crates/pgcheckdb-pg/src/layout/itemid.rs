@@ -41,7 +41,12 @@ impl ItemId {
             2 => LpFlags::Redirect,
             _ => LpFlags::Dead,
         };
-        ItemId { offnum, lp_off: (w & 0x7FFF) as u16, lp_flags, lp_len: (w >> 17) as u16 }
+        ItemId {
+            offnum,
+            lp_off: (w & 0x7FFF) as u16,
+            lp_flags,
+            lp_len: (w >> 17) as u16,
+        }
     }
 
     /// True if the pointer claims storage on the page.
@@ -75,7 +80,10 @@ mod tests {
         // lp_off 8152, normal, lp_len 40
         let w = 8152 | (1 << 15) | (40 << 17);
         let id = ItemId::from_word(1, w);
-        assert_eq!((id.lp_off, id.lp_flags, id.lp_len), (8152, LpFlags::Normal, 40));
+        assert_eq!(
+            (id.lp_off, id.lp_flags, id.lp_len),
+            (8152, LpFlags::Normal, 40)
+        );
         assert!(id.has_storage());
         let r = ItemId::from_word(2, 5 | (2 << 15));
         assert_eq!((r.lp_off, r.lp_flags), (5, LpFlags::Redirect));
