@@ -197,22 +197,27 @@ fn inject_block_damage(sc: &StandardCluster) -> BTreeSet<Key> {
         0,
     );
 
-    // The free space map and the visibility map.
-    damage(
-        &sc.fork_file("postgres", "vacuumed", "fsm", 0),
+    // The free space map (its root page) and the visibility map.
+    let fsm = sc.fork_file("postgres", "vacuumed", "fsm", 0);
+    let fsm_block = sc.blocks("postgres", "vacuumed", "fsm") - 1;
+    assert_ne!(
+        header_of(&fsm, fsm_block).pd_upper,
         0,
-        Damage::FlipByte { offset: 100 },
+        "FSM block {fsm_block} of vacuumed is not initialized"
     );
+    damage(&fsm, fsm_block, Damage::FlipByte { offset: 100 });
     add(
         "checksum_mismatch",
         sc.fork_rel("postgres", "vacuumed", "fsm", 0),
-        0,
+        fsm_block,
     );
-    damage(
-        &sc.fork_file("postgres", "vacuumed", "vm", 0),
-        0,
-        Damage::FlipByte { offset: 100 },
+    let vm = sc.fork_file("postgres", "vacuumed", "vm", 0);
+    let vm_header = header_of(&vm, 0);
+    assert_ne!(
+        vm_header.pd_upper, 0,
+        "VM block 0 of vacuumed is not initialized (did VACUUM set all-visible?)"
     );
+    damage(&vm, 0, Damage::FlipByte { offset: 100 });
     add(
         "checksum_mismatch",
         sc.fork_rel("postgres", "vacuumed", "vm", 0),
@@ -281,13 +286,14 @@ fn damaged(sc: &StandardCluster, major: u32, expected: &BTreeSet<Key>) {
             .is_some_and(|f| f.starts_with("pg_tblspc/")),
         "{spc}"
     );
-    for fork in ["fsm", "vm"] {
+    let fsm_block = sc.blocks("postgres", "vacuumed", "fsm") - 1;
+    for (fork, block) in [("fsm", fsm_block), ("vm", 0)] {
         let f = finding(
             &run,
             &key(
                 "checksum_mismatch",
                 &sc.fork_rel("postgres", "vacuumed", fork, 0),
-                0,
+                block,
             ),
         );
         assert_eq!(f["fork"], fork, "{f}");
