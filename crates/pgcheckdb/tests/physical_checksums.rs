@@ -347,6 +347,20 @@ fn cross_check_pg_checksums(sc: &StandardCluster, major: u32, expected: &BTreeSe
         "pg_checksums {major} reports blocks pgcheckdb does not: {missed:?}\n{}\n{run}",
         pgc.stderr
     );
+    for ((file, block), failure) in &pgc.failures {
+        let ours = run
+            .findings
+            .iter()
+            .find(|f| {
+                f["file"] == file.as_str() && f["block"] == *block && f["severity"] == "error"
+            })
+            .unwrap_or_else(|| panic!("no finding for {file} block {block}"));
+        assert_eq!(
+            (ours["detail"]["calculated"].as_u64(), ours["detail"]["expected"].as_u64()),
+            (Some(failure.calculated as u64), Some(failure.stored as u64)),
+            "pgcheckdb and pg_checksums {major} disagree on the checksums of {file} block {block}: {ours}"
+        );
+    }
     let extra: BTreeSet<Key> = expected
         .iter()
         .filter(|k| {
