@@ -15,7 +15,6 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::checksum::pg_checksum_page;
-use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 
 /// Byte offset of `pd_checksum` in the page header.
 const PD_CHECKSUM: usize = 8;
@@ -239,7 +238,8 @@ fn modify(
     blcksz: usize,
     change: impl FnOnce(&mut [u8]) -> io::Result<()>,
 ) -> io::Result<()> {
-    if blcksz < SIZE_OF_PAGE_HEADER_DATA || blcksz % 128 != 0 {
+    // PostgreSQL's block sizes: powers of two from 1 kB to 32 kB.
+    if !blcksz.is_power_of_two() || !(1024..=32768).contains(&blcksz) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("invalid block size {blcksz}"),
@@ -255,7 +255,8 @@ fn open_existing_block(path: &Path, block: u64, blcksz: usize) -> io::Result<Fil
     let file = OpenOptions::new().read(true).write(true).open(path)?;
     let len = file.metadata()?.len();
     let end = block_offset(block, blcksz)?.checked_add(blcksz as u64);
-    if end.map_or(true, |end| end > len) {
+    let exists = matches!(end, Some(end) if end <= len);
+    if !exists {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("\"{}\" has no block {block} ({len} bytes)", path.display()),
