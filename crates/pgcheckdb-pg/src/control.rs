@@ -25,6 +25,9 @@ mod offset {
     pub const REDO: usize = 40;
     pub const NEXT_XID: usize = 64;
     pub const NEXT_OID: usize = 72;
+    pub const NEXT_MULTI: usize = 76;
+    pub const OLDEST_XID: usize = 84;
+    pub const OLDEST_MULTI: usize = 92;
     pub const MIN_RECOVERY_POINT: usize = 136;
     pub const MAX_ALIGN: usize = 204;
     pub const FLOAT_FORMAT: usize = 208;
@@ -198,6 +201,12 @@ pub struct ControlFile {
     pub redo: u64,
     pub next_xid: u64,
     pub next_oid: u32,
+    /// `checkPointCopy.nextMulti`.
+    pub next_multi: u32,
+    /// `checkPointCopy.oldestXid`.
+    pub oldest_xid: u32,
+    /// `checkPointCopy.oldestMulti`.
+    pub oldest_multi: u32,
     pub min_recovery_point: u64,
     pub max_align: u32,
     pub blcksz: u32,
@@ -274,6 +283,9 @@ impl ControlFile {
             redo: read_u64(&raw, offset::REDO),
             next_xid: read_u64(&raw, offset::NEXT_XID),
             next_oid: read_u32(&raw, offset::NEXT_OID),
+            next_multi: read_u32(&raw, offset::NEXT_MULTI),
+            oldest_xid: read_u32(&raw, offset::OLDEST_XID),
+            oldest_multi: read_u32(&raw, offset::OLDEST_MULTI),
             min_recovery_point: read_u64(&raw, offset::MIN_RECOVERY_POINT),
             max_align: read_u32(&raw, offset::MAX_ALIGN),
             blcksz: read_u32(&raw, offset::BLCKSZ),

@@ -54,6 +54,34 @@ pub enum FindingKind {
     CatalogUnreadable,
     /// A relation map file (`pg_filenode.map`) has a wrong size, magic or CRC.
     BadRelmap,
+    /// A line pointer's offset, length or flags are impossible.
+    LinePointerInvalid,
+    /// Two items' storage overlaps.
+    LinePointerOverlap,
+    /// A HOT redirect points nowhere valid.
+    RedirectInvalid,
+    /// A heap tuple header is inconsistent (`t_hoff`, infomask bits).
+    TupleHeaderInvalid,
+    /// A tuple has more attributes than its relation.
+    TupleNattsInvalid,
+    /// A transaction or multixact id is outside the cluster's or relation's bounds.
+    XidInvalid,
+    /// An attribute runs past the tuple or has a bad varlena header.
+    AttributeInvalid,
+    /// A TOAST pointer is malformed or points at another relation.
+    ToastPointerInvalid,
+    /// A B-tree page's special space, flags, level, links or metapage are wrong.
+    BtreePageInvalid,
+    /// A B-tree index tuple has a bad size or posting list.
+    BtreeItemInvalid,
+    /// A hash, GiST, GIN, SP-GiST or BRIN page does not look like one.
+    IndexPageInvalid,
+    /// A sequence page lacks its magic or its single tuple.
+    SequencePageInvalid,
+    /// A visibility-map page has an impossible format or bit pattern.
+    VisibilityMapInvalid,
+    /// A free-space-map page has an impossible format (warning: the server rebuilds it).
+    FreeSpaceMapInvalid,
 }
 
 impl FindingKind {
@@ -76,11 +104,25 @@ impl FindingKind {
             FindingKind::OrphanFile => "orphan_file",
             FindingKind::CatalogUnreadable => "catalog_unreadable",
             FindingKind::BadRelmap => "bad_relmap",
+            FindingKind::LinePointerInvalid => "line_pointer_invalid",
+            FindingKind::LinePointerOverlap => "line_pointer_overlap",
+            FindingKind::RedirectInvalid => "redirect_invalid",
+            FindingKind::TupleHeaderInvalid => "tuple_header_invalid",
+            FindingKind::TupleNattsInvalid => "tuple_natts_invalid",
+            FindingKind::XidInvalid => "xid_invalid",
+            FindingKind::AttributeInvalid => "attribute_invalid",
+            FindingKind::ToastPointerInvalid => "toast_pointer_invalid",
+            FindingKind::BtreePageInvalid => "btree_page_invalid",
+            FindingKind::BtreeItemInvalid => "btree_item_invalid",
+            FindingKind::IndexPageInvalid => "index_page_invalid",
+            FindingKind::SequencePageInvalid => "sequence_page_invalid",
+            FindingKind::VisibilityMapInvalid => "visibility_map_invalid",
+            FindingKind::FreeSpaceMapInvalid => "free_space_map_invalid",
         }
     }
 
     /// Every kind, for documentation tables and tests.
-    pub const ALL: [FindingKind; 16] = [
+    pub const ALL: [FindingKind; 30] = [
         FindingKind::ChecksumMismatch,
         FindingKind::MisplacedPage,
         FindingKind::TornPage,
@@ -97,6 +139,20 @@ impl FindingKind {
         FindingKind::OrphanFile,
         FindingKind::CatalogUnreadable,
         FindingKind::BadRelmap,
+        FindingKind::LinePointerInvalid,
+        FindingKind::LinePointerOverlap,
+        FindingKind::RedirectInvalid,
+        FindingKind::TupleHeaderInvalid,
+        FindingKind::TupleNattsInvalid,
+        FindingKind::XidInvalid,
+        FindingKind::AttributeInvalid,
+        FindingKind::ToastPointerInvalid,
+        FindingKind::BtreePageInvalid,
+        FindingKind::BtreeItemInvalid,
+        FindingKind::IndexPageInvalid,
+        FindingKind::SequencePageInvalid,
+        FindingKind::VisibilityMapInvalid,
+        FindingKind::FreeSpaceMapInvalid,
     ];
 }
 
@@ -127,6 +183,12 @@ pub struct Finding {
     pub segment: Option<u32>,
     /// Absolute block number in the fork (segment × blocks per segment + block in file).
     pub block: Option<u64>,
+    /// Line pointer (1-based offset number) inside the page, where it applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u16>,
+    /// Attribute number (1-based), where it applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attnum: Option<u16>,
     pub database: Option<DatabaseRef>,
     pub relation: Option<RelationRef>,
     pub detail: Value,
@@ -143,6 +205,8 @@ impl Finding {
             fork: None,
             segment: None,
             block: None,
+            offset: None,
+            attnum: None,
             database: None,
             relation: None,
             detail: Value::Object(Default::default()),
@@ -163,7 +227,13 @@ impl Finding {
     }
 
     /// Ordering key that makes output independent of the thread count.
-    pub fn sort_key(&self) -> (&str, u64, FindingKind) {
-        (&self.file, self.block.unwrap_or(0), self.kind)
+    pub fn sort_key(&self) -> (&str, u64, u16, u16, FindingKind) {
+        (
+            &self.file,
+            self.block.unwrap_or(0),
+            self.offset.unwrap_or(0),
+            self.attnum.unwrap_or(0),
+            self.kind,
+        )
     }
 }

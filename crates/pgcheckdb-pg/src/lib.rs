@@ -17,4 +17,5 @@ pub mod naming;
 pub mod page;
 pub mod physical;
 pub mod relfile;
+pub mod standard;
 pub mod verify;

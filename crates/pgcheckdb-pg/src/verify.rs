@@ -13,8 +13,11 @@ use serde_json::json;
 
 use pgcheckdb_scan::{plan_units, DirtyRange, Progress, ScanFile, ScanOptions, Visitor};
 
+use crate::catalog::xact::CommitLog;
+use crate::catalog::Catalog;
 use crate::checksum::raw_block_sums;
-use crate::control::ControlFile;
+use crate::control::{ControlFile, DbState};
+use crate::standard::{check_page_structure, ClusterFacts, FileStructure, PageFormat, StructureProblem};
 use crate::datadir::{
     check_segments, group_forks, list_relation_files, DataDirectory, ForkFiles, RelationFile,
 };
@@ -239,8 +242,63 @@ fn read_tail_header(_datadir: &Path, file: &RelationFile, offset: u64, len: u64)
         .is_some_and(|h| !h.is_new() && h.pd_lower <= h.pd_upper && h.pd_upper <= h.pd_special)
 }
 
-/// Runs the physical check of every block in the plan.
-pub fn run(plan: &Plan, opts: &VerifyOptions, progress: &Progress) -> VerifyReport {
+/// Inputs of the standard level: what each file must hold, and the cluster facts.
+pub struct Structure<'c> {
+    /// Per file of the plan: its page format, or `None` when it has no structure checks.
+    pub files: Vec<Option<FileStructure>>,
+    pub facts: ClusterFacts,
+    pub clog: &'c CommitLog,
+}
+
+impl<'c> Structure<'c> {
+    /// Derives every file's page format from the catalog.
+    pub fn from_catalog(plan: &Plan, catalog: &'c Catalog) -> Structure<'c> {
+        let control = &plan.control;
+        let files = plan
+            .dir
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let rel = catalog.relation_for_file(
+                    &f.rel_path,
+                    f.location.db_oid(),
+                    f.name.relfilenode,
+                )?;
+                let format = PageFormat::for_relation(rel, f.name.fork)?;
+                Some(FileStructure {
+                    format,
+                    fork_blocks: plan.fork_blocks[plan.fork_of_file[i]],
+                })
+            })
+            .collect();
+        let facts = ClusterFacts {
+            blcksz: control.blcksz as usize,
+            max_align: control.max_align as usize,
+            next_xid: control.next_xid as u32,
+            next_multi: control.next_multi,
+            xid_severity: if control.state == DbState::Shutdowned {
+                Severity::Error
+            } else {
+                Severity::Warning
+            },
+        };
+        Structure {
+            files,
+            facts,
+            clog: &catalog.clog,
+        }
+    }
+}
+
+/// Runs the physical check of every block in the plan, and the structure checks of the
+/// standard level when `structure` is given.
+pub fn run(
+    plan: &Plan,
+    opts: &VerifyOptions,
+    progress: &Progress,
+    structure: Option<&Structure<'_>>,
+) -> VerifyReport {
     let started = Instant::now();
     let control = &plan.control;
     let cfg = PageCheckConfig {
@@ -261,10 +319,10 @@ pub fn run(plan: &Plan, opts: &VerifyOptions, progress: &Progress) -> VerifyRepo
         &files,
         &units,
         &scan_opts,
-        || BlockChecker::new(plan, cfg),
+        || BlockChecker::new(plan, cfg, structure),
         progress,
     );
-    let mut merged = BlockChecker::new(plan, cfg);
+    let mut merged = BlockChecker::new(plan, cfg, structure);
     for w in workers {
         merged.absorb(w);
     }
@@ -275,6 +333,9 @@ pub fn run(plan: &Plan, opts: &VerifyOptions, progress: &Progress) -> VerifyRepo
 struct BlockChecker<'a> {
     plan: &'a Plan,
     cfg: PageCheckConfig,
+    structure: Option<&'a Structure<'a>>,
+    /// Scratch list of structure problems of the current page.
+    problems: Vec<StructureProblem>,
     findings: Vec<Finding>,
     tool_errors: Vec<String>,
     blocks: u64,
@@ -289,10 +350,12 @@ struct BlockChecker<'a> {
 }
 
 impl<'a> BlockChecker<'a> {
-    fn new(plan: &'a Plan, cfg: PageCheckConfig) -> Self {
+    fn new(plan: &'a Plan, cfg: PageCheckConfig, structure: Option<&'a Structure<'a>>) -> Self {
         BlockChecker {
             plan,
             cfg,
+            structure,
+            problems: Vec::new(),
             findings: Vec::new(),
             tool_errors: Vec::new(),
             blocks: 0,
@@ -349,7 +412,10 @@ impl<'a> BlockChecker<'a> {
         self.blocks += 1;
         let raw_sum = || raw.unwrap_or_else(|| crate::checksum::raw_block_sum(page));
         match check_page_with_sum(&self.cfg, page, blkno as u32, raw_sum) {
-            PageVerdict::Valid => true,
+            PageVerdict::Valid => {
+                self.check_structure(file, blkno, page);
+                true
+            }
             PageVerdict::New => {
                 self.new_pages += 1;
                 self.new_blocks.push((fork, blkno));
@@ -361,6 +427,33 @@ impl<'a> BlockChecker<'a> {
                 true
             }
         }
+    }
+
+    /// The standard level's checks of a physically valid page.
+    fn check_structure(&mut self, file: usize, blkno: u64, page: &[u8]) {
+        let Some(structure) = self.structure else {
+            return;
+        };
+        let Some(fs) = structure.files.get(file).and_then(Option::as_ref) else {
+            return;
+        };
+        let mut problems = std::mem::take(&mut self.problems);
+        check_page_structure(
+            page,
+            blkno,
+            fs,
+            &structure.facts,
+            structure.clog,
+            &mut problems,
+        );
+        for p in problems.drain(..) {
+            let mut finding =
+                self.block_finding(file, blkno, p.kind, p.severity, p.message, p.detail);
+            finding.offset = p.offset;
+            finding.attnum = p.attnum;
+            self.findings.push(finding);
+        }
+        self.problems = problems;
     }
 
     fn note_used(&mut self, fork: usize, blkno: u64) {
@@ -517,7 +610,11 @@ impl<'a> BlockChecker<'a> {
     }
 
     /// One info finding per fork that has all-zero pages before its last used page.
+    /// Only main forks count: free-space-map pages are written lazily and upper levels stay
+    /// zero until needed, so zero pages inside an FSM fork are normal.
     fn interior_zero_findings(&mut self) -> Vec<Finding> {
+        let forks = &self.plan.forks;
+        self.new_blocks.retain(|(f, _)| forks[*f].fork == crate::relfile::ForkNumber::Main);
         self.new_blocks.sort_unstable();
         let mut out = Vec::new();
         let mut i = 0;

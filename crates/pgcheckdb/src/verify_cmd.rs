@@ -9,7 +9,7 @@ use pgcheckdb_pg::catalog::Catalog;
 use pgcheckdb_pg::cluster::check_stopped;
 use pgcheckdb_pg::control::{read_pg_version, ControlFile};
 use pgcheckdb_pg::naming::name_findings;
-use pgcheckdb_pg::verify::{self, Level, Plan, VerifyOptions};
+use pgcheckdb_pg::verify::{self, Level, Plan, Structure, VerifyOptions};
 use pgcheckdb_report::{write_finding, write_summary, Format};
 use pgcheckdb_scan::Progress;
 
@@ -74,12 +74,19 @@ pub fn run(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     } else {
         args.level
     };
-    if requested != LevelArg::Physical && !common.quiet {
-        eprintln!("pgcheckdb: warning: the {requested:?} level is not implemented yet; running the physical level");
-    }
+    let level = match requested {
+        LevelArg::Physical => Level::Physical,
+        LevelArg::Standard => Level::Standard,
+        LevelArg::Extended => {
+            if !common.quiet {
+                eprintln!("pgcheckdb: warning: the cross-page checks of the extended level are not implemented yet; running the standard level");
+            }
+            Level::Standard
+        }
+    };
     let opts = VerifyOptions {
         jobs: jobs(common),
-        level: Level::Physical,
+        level,
         max_bytes_per_sec: args.max_rate.map(|mb| (mb * 1e6) as u64),
         ..VerifyOptions::default()
     };
@@ -101,12 +108,13 @@ pub fn run(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     }
     let started = std::time::Instant::now();
     let plan = Plan::build(&datadir, control);
+    let catalog = Catalog::read(&datadir, &plan.control);
+    let structure = (level != Level::Physical).then(|| Structure::from_catalog(&plan, &catalog));
     let total: u64 = plan.scan_files().iter().map(|f| f.len).sum();
     let progress_state = Progress::default();
     let mut report = progress::with_bar(progress::wanted(common), total, &progress_state, || {
-        verify::run(&plan, &opts, &progress_state)
+        verify::run(&plan, &opts, &progress_state, structure.as_ref())
     });
-    let catalog = Catalog::read(&datadir, &plan.control);
     name_findings(&mut report, &plan, &catalog);
     report.summary.seconds = started.elapsed().as_secs_f64();
     for e in &report.tool_errors {

@@ -108,6 +108,7 @@ pub fn layouts_for(major: u32) -> Option<CatalogLayouts> {
 pub mod oids {
     pub const PG_DATABASE: u32 = 1262;
     pub const PG_CLASS: u32 = 1259;
+    pub const PG_ATTRIBUTE: u32 = 1249;
     pub const PG_NAMESPACE: u32 = 2615;
     pub const PG_AM: u32 = 2601;
     pub const PG_TABLESPACE: u32 = 1213;

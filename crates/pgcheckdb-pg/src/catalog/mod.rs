@@ -3,6 +3,7 @@
 //! that every finding can name `database`, `schema.relation`, its kind and access method without a
 //! running server. Damage to a catalog becomes a finding; the rest is still named.
 
+pub mod attributes;
 pub mod heapscan;
 pub mod layouts;
 pub mod relmap;
@@ -10,11 +11,13 @@ pub mod xact;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::json;
 
 use crate::control::ControlFile;
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
+use attributes::{align_of, attribute_layout, Attribute};
 use heapscan::{for_each_visible_row, read_relation, Row};
 use layouts::{layouts_for, oids, CatalogLayouts, NAMEDATALEN, OID_THEN_NAME};
 use xact::CommitLog;
@@ -95,6 +98,8 @@ pub struct RelationInfo {
     pub relminmxid: u32,
     pub persistence: u8,
     pub is_shared: bool,
+    /// Columns 1..=relnatts, if `pg_attribute` described them completely.
+    pub attributes: Option<Arc<[Attribute]>>,
 }
 
 /// Key of a relation's files: database oid (0 for shared), tablespace oid, file number.
@@ -105,6 +110,8 @@ pub type FileKey = (u32, u32, u32);
 pub struct Catalog {
     pub databases: HashMap<u32, DatabaseInfo>,
     pub relations: HashMap<FileKey, RelationInfo>,
+    /// The commit log, for tuple visibility.
+    pub clog: CommitLog,
     /// Problems met while reading the catalogs.
     pub findings: Vec<Finding>,
 }
@@ -114,7 +121,6 @@ struct Reader<'a> {
     datadir: &'a Path,
     control: &'a ControlFile,
     layouts: CatalogLayouts,
-    clog: CommitLog,
     catalog: Catalog,
 }
 
@@ -134,8 +140,10 @@ impl Catalog {
             datadir,
             control,
             layouts,
-            clog: CommitLog::new(datadir, control.blcksz),
-            catalog: Catalog::default(),
+            catalog: Catalog {
+                clog: CommitLog::new(datadir, control.blcksz),
+                ..Catalog::default()
+            },
         };
         reader.read_databases();
         let dbs: Vec<DatabaseInfo> = reader.catalog.databases.values().cloned().collect();
@@ -241,6 +249,21 @@ fn builtin_am(oid: u32) -> Option<&'static str> {
     })
 }
 
+/// Columns `1..=relnatts` in order, or `None` if any is missing or doubled.
+fn complete_columns(
+    rows: Option<Vec<(i16, Attribute)>>,
+    relnatts: i16,
+) -> Option<Arc<[Attribute]>> {
+    let mut rows = rows?;
+    rows.sort_by_key(|(n, _)| *n);
+    let dense = rows.len() == relnatts.max(0) as usize
+        && rows
+            .iter()
+            .enumerate()
+            .all(|(i, (n, _))| *n as usize == i + 1);
+    dense.then(|| rows.into_iter().map(|(_, a)| a).collect())
+}
+
 /// A `pg_class` row as read, before names are resolved.
 struct ClassRow {
     oid: u32,
@@ -296,7 +319,7 @@ impl Reader<'_> {
             }
         };
         let (bs, ma) = (self.control.block_size(), self.control.max_align as usize);
-        let trouble = for_each_visible_row(&data, bs, ma, &self.clog, f);
+        let trouble = for_each_visible_row(&data, bs, ma, &self.catalog.clog, f);
         if !trouble.bad_blocks.is_empty() {
             let msg = format!(
                 "{what} has damaged pages {:?}; rows on them are not used for names",
@@ -324,6 +347,35 @@ impl Reader<'_> {
                 HashMap::new()
             }
         }
+    }
+
+    /// `attrelid -> [(attnum, column)]` for user columns (attnum > 0).
+    fn read_attributes(
+        &mut self,
+        dir: &Path,
+        filenode: u32,
+    ) -> HashMap<u32, Vec<(i16, Attribute)>> {
+        let mut out: HashMap<u32, Vec<(i16, Attribute)>> = HashMap::new();
+        let Some(l) = self.control.major.and_then(attribute_layout) else {
+            return out;
+        };
+        self.scan(dir, filenode, "pg_attribute", |row| {
+            let d = row.data;
+            let parsed = (|| {
+                let attnum = i16_at(d, l.attnum)?;
+                let attr = Attribute {
+                    name: name_at(d, l.attname)?,
+                    attlen: i16_at(d, l.attlen)?,
+                    align: align_of(*d.get(l.attalign)?)?,
+                    dropped: *d.get(l.attisdropped)? != 0,
+                };
+                Some((u32_at(d, l.attrelid)?, attnum, attr))
+            })();
+            if let Some((relid, attnum, attr)) = parsed.filter(|p| p.1 > 0) {
+                out.entry(relid).or_default().push((attnum, attr));
+            }
+        });
+        out
     }
 
     fn read_databases(&mut self) {
@@ -426,8 +478,13 @@ impl Reader<'_> {
         } else {
             HashMap::new()
         };
+        let mut columns = local_map
+            .get(&oids::PG_ATTRIBUTE)
+            .map(|&n| self.read_attributes(&dir, n))
+            .unwrap_or_default();
         for r in rows {
-            self.add_relation(db, &r, &namespaces, &ams, &local_map, &global_map);
+            let attrs = complete_columns(columns.remove(&r.oid), r.relnatts);
+            self.add_relation(db, &r, &namespaces, &ams, &local_map, &global_map, attrs);
         }
     }
 
@@ -439,6 +496,7 @@ impl Reader<'_> {
         ams: &HashMap<u32, String>,
         local_map: &HashMap<u32, u32>,
         global_map: &HashMap<u32, u32>,
+        attributes: Option<Arc<[Attribute]>>,
     ) {
         let filenode = match r.relfilenode {
             0 if r.relisshared => global_map.get(&r.oid).copied(),
@@ -481,6 +539,7 @@ impl Reader<'_> {
             relminmxid: r.relminmxid,
             persistence: r.relpersistence,
             is_shared: r.relisshared,
+            attributes,
         };
         self.catalog.relations.insert((db_oid, spc, filenode), info);
     }

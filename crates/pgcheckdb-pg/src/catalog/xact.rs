@@ -1,12 +1,11 @@
-//! `pg_xact` (the commit log): two status bits per transaction id, read on demand.
+//! `pg_xact` (the commit log): two status bits per transaction id. The whole directory is
+//! loaded once (a few MB even for old clusters) so that lookups from every worker are lock-free.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
-use std::sync::Mutex;
+use std::fs;
+use std::path::Path;
 
-/// Transactions per 8 KiB clog page: 4 per byte.
+/// Transactions per byte of a clog page.
 const CLOG_XACTS_PER_BYTE: u32 = 4;
 /// `SLRU_PAGES_PER_SEGMENT`.
 const SLRU_PAGES_PER_SEGMENT: u32 = 32;
@@ -26,21 +25,34 @@ pub enum XidStatus {
 pub const INVALID_TRANSACTION_ID: u32 = 0;
 pub const BOOTSTRAP_TRANSACTION_ID: u32 = 1;
 pub const FROZEN_TRANSACTION_ID: u32 = 2;
+/// `FirstNormalTransactionId`.
+pub const FIRST_NORMAL_TRANSACTION_ID: u32 = 3;
 
-/// Reads `pg_xact` lazily, one segment file at a time, and caches it.
+/// The commit log, read into memory.
+#[derive(Debug, Default)]
 pub struct CommitLog {
-    dir: PathBuf,
     blcksz: u32,
-    segments: Mutex<HashMap<u32, Option<Vec<u8>>>>,
+    /// Segment number -> file contents.
+    segments: HashMap<u32, Vec<u8>>,
 }
 
 impl CommitLog {
-    pub fn new(datadir: &std::path::Path, blcksz: u32) -> CommitLog {
-        CommitLog {
-            dir: datadir.join("pg_xact"),
-            blcksz,
-            segments: Mutex::new(HashMap::new()),
+    /// Loads every segment file of `<datadir>/pg_xact`; unreadable files are simply absent.
+    pub fn new(datadir: &Path, blcksz: u32) -> CommitLog {
+        let mut segments = HashMap::new();
+        if let Ok(entries) = fs::read_dir(datadir.join("pg_xact")) {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(segno) = name.to_str().and_then(|n| u32::from_str_radix(n, 16).ok())
+                else {
+                    continue;
+                };
+                if let Ok(bytes) = fs::read(entry.path()) {
+                    segments.insert(segno, bytes);
+                }
+            }
         }
+        CommitLog { blcksz, segments }
     }
 
     /// The recorded status of `xid`.
@@ -56,12 +68,7 @@ impl CommitLog {
         let byte = (page % SLRU_PAGES_PER_SEGMENT) as usize * self.blcksz as usize
             + ((xid % per_page) / CLOG_XACTS_PER_BYTE) as usize;
         let shift = 2 * (xid % CLOG_XACTS_PER_BYTE);
-        let mut cache = match self.segments.lock() {
-            Ok(c) => c,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        let segment = cache.entry(segno).or_insert_with(|| self.load(segno));
-        match segment.as_ref().and_then(|s| s.get(byte)) {
+        match self.segments.get(&segno).and_then(|s| s.get(byte)) {
             Some(b) => match (b >> shift) & 3 {
                 0 => XidStatus::InProgress,
                 1 => XidStatus::Committed,
@@ -70,13 +77,5 @@ impl CommitLog {
             },
             None => XidStatus::Unknown,
         }
-    }
-
-    fn load(&self, segno: u32) -> Option<Vec<u8>> {
-        let file = File::open(self.dir.join(format!("{segno:04X}"))).ok()?;
-        let len = file.metadata().ok()?.len() as usize;
-        let mut buf = vec![0u8; len];
-        file.read_exact_at(&mut buf, 0).ok()?;
-        Some(buf)
     }
 }

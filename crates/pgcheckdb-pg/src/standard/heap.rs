@@ -1,0 +1,615 @@
+//! Heap pages: line pointers (bounds, alignment, overlap, redirects), tuple headers (`t_hoff`,
+//! `natts`, illegal infomask combinations, xids against `nextXid` and `relfrozenxid`) and the
+//! attribute walk against `pg_attribute` (lengths, alignment, varlena headers, TOAST pointers).
+
+use serde_json::json;
+
+use super::{max_align, ClusterFacts, HeapRelation, StructureProblem};
+use crate::catalog::attributes::Attribute;
+use crate::catalog::xact::{CommitLog, XidStatus, FIRST_NORMAL_TRANSACTION_ID};
+use crate::finding::{FindingKind as K, Severity};
+use crate::layout::heap::{
+    infomask as im, infomask2 as im2, HeapTupleHeader, SIZEOF_HEAP_TUPLE_HEADER,
+};
+use crate::layout::itemid::{line_pointers, max_offset_number, ItemId, LpFlags};
+use crate::layout::le_u32;
+use crate::layout::special::SEQ_MAGIC;
+use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
+
+/// `VARTAG_ONDISK`: the only external varlena tag allowed on disk.
+const VARTAG_ONDISK: u8 = 18;
+/// Size of `varatt_external`, the payload of an on-disk TOAST pointer.
+const VARATT_EXTERNAL_SIZE: usize = 16;
+/// Largest raw size of a varlena (`MaxAllocSize`-ish bound used by amcheck).
+const VARLENA_MAX_RAW: u32 = 0x3FFF_FFFF;
+/// `ItemPointer` offset used as a speculative-insertion token marker.
+const SPEC_TOKEN_OFFSET: u16 = 0xFFFE;
+/// `ItemPointer` offset that marks a row moved to another partition.
+const MOVED_PARTITIONS_OFFSET: u16 = 0xFFFD;
+
+/// `MaxHeapTuplesPerPage` for this block size.
+fn max_heap_tuples_per_page(facts: &ClusterFacts) -> usize {
+    (facts.blcksz - SIZE_OF_PAGE_HEADER_DATA)
+        / (max_align(SIZEOF_HEAP_TUPLE_HEADER, facts.max_align) + 4)
+}
+
+/// All checks of one heap page.
+pub fn check_heap_page(
+    page: &[u8],
+    h: &PageHeader,
+    rel: &HeapRelation,
+    fork_blocks: u64,
+    facts: &ClusterFacts,
+    clog: &CommitLog,
+    out: &mut Vec<StructureProblem>,
+) {
+    let items = line_pointers(page, h);
+    if !page_level_ok(h, &items, facts, out) {
+        return;
+    }
+    let mut storage = Vec::new();
+    for item in &items {
+        match item.lp_flags {
+            LpFlags::Unused => check_unused(item, out),
+            LpFlags::Redirect => check_redirect(page, h, item, &items, facts, out),
+            LpFlags::Dead if item.lp_len == 0 => {}
+            LpFlags::Normal | LpFlags::Dead => {
+                if let Some(range) = check_item_bounds(h, item, facts, out) {
+                    storage.push((range, item.offnum));
+                    if item.lp_flags == LpFlags::Normal {
+                        let tuple =
+                            &page[item.lp_off as usize..(item.lp_off + item.lp_len) as usize];
+                        TupleCheck {
+                            tuple,
+                            offnum: item.offnum,
+                            rel,
+                            fork_blocks,
+                            facts,
+                            clog,
+                            out,
+                        }
+                        .run();
+                    }
+                }
+            }
+        }
+    }
+    check_overlap(&mut storage, out);
+}
+
+/// `pd_lower` must end the line-pointer array and the array must be of legal size.
+fn page_level_ok(
+    h: &PageHeader,
+    items: &[ItemId],
+    facts: &ClusterFacts,
+    out: &mut Vec<StructureProblem>,
+) -> bool {
+    let lower = h.pd_lower as usize;
+    if lower < SIZE_OF_PAGE_HEADER_DATA || (lower - SIZE_OF_PAGE_HEADER_DATA) % 4 != 0 {
+        out.push(StructureProblem::error(
+            K::LinePointerInvalid,
+            format!("pd_lower {lower} does not end a line pointer array"),
+        ));
+        return false;
+    }
+    let limit = max_heap_tuples_per_page(facts);
+    if items.len() > limit {
+        out.push(StructureProblem::error(
+            K::LinePointerInvalid,
+            format!(
+                "{} line pointers, more than MaxHeapTuplesPerPage {limit}",
+                items.len()
+            ),
+        ));
+        return false;
+    }
+    true
+}
+
+fn check_unused(item: &ItemId, out: &mut Vec<StructureProblem>) {
+    if item.lp_len != 0 || item.lp_off != 0 {
+        out.push(
+            StructureProblem::error(
+                K::LinePointerInvalid,
+                format!(
+                    "unused line pointer has lp_off {} lp_len {}",
+                    item.lp_off, item.lp_len
+                ),
+            )
+            .severity(Severity::Warning)
+            .at(item.offnum),
+        );
+    }
+}
+
+fn check_redirect(
+    page: &[u8],
+    h: &PageHeader,
+    item: &ItemId,
+    items: &[ItemId],
+    facts: &ClusterFacts,
+    out: &mut Vec<StructureProblem>,
+) {
+    let target = item.lp_off as usize;
+    let problem = if target < 1 || target > items.len() {
+        Some(format!(
+            "redirect to offset {target} outside 1..{}",
+            items.len()
+        ))
+    } else {
+        let t = &items[target - 1];
+        match t.lp_flags {
+            LpFlags::Unused => Some(format!("redirect to unused line pointer {target}")),
+            LpFlags::Dead => Some(format!("redirect to dead line pointer {target}")),
+            LpFlags::Redirect => Some(format!("redirect to another redirect at {target}")),
+            LpFlags::Normal => redirect_target_problem(page, h, t, facts),
+        }
+    };
+    if let Some(message) = problem {
+        out.push(
+            StructureProblem::error(K::RedirectInvalid, message)
+                .at(item.offnum)
+                .detail(json!({"target": target})),
+        );
+    }
+}
+
+/// A redirect must lead to a heap-only tuple.
+fn redirect_target_problem(
+    page: &[u8],
+    h: &PageHeader,
+    t: &ItemId,
+    facts: &ClusterFacts,
+) -> Option<String> {
+    let (start, end) = (t.lp_off as usize, t.lp_off as usize + t.lp_len as usize);
+    if start < h.pd_upper as usize || end > h.pd_special as usize || start % facts.max_align != 0 {
+        return None; // reported at the target itself
+    }
+    let target = HeapTupleHeader::parse(&page[start..end])?;
+    (target.t_infomask2 & im2::HEAP_ONLY_TUPLE == 0).then(|| {
+        format!(
+            "redirect to offset {} which is not a heap-only tuple",
+            t.offnum
+        )
+    })
+}
+
+/// Bounds of an item with storage; returns its aligned byte range when it is inside the page.
+fn check_item_bounds(
+    h: &PageHeader,
+    item: &ItemId,
+    facts: &ClusterFacts,
+    out: &mut Vec<StructureProblem>,
+) -> Option<(usize, usize)> {
+    let (off, len) = (item.lp_off as usize, item.lp_len as usize);
+    let min_len = max_align(SIZEOF_HEAP_TUPLE_HEADER, facts.max_align);
+    let problem = if off % facts.max_align != 0 {
+        Some(format!("lp_off {off} is not MAXALIGNed"))
+    } else if item.lp_flags == LpFlags::Normal && len < min_len {
+        Some(format!(
+            "lp_len {len} is shorter than a tuple header ({min_len})"
+        ))
+    } else if off < h.pd_upper as usize {
+        Some(format!(
+            "lp_off {off} is inside the free space (pd_upper {})",
+            h.pd_upper
+        ))
+    } else if off + len > h.pd_special as usize {
+        Some(format!(
+            "item at {off} with lp_len {len} runs past pd_special {}",
+            h.pd_special
+        ))
+    } else {
+        None
+    };
+    match problem {
+        Some(message) => {
+            out.push(
+                StructureProblem::error(K::LinePointerInvalid, message)
+                    .at(item.offnum)
+                    .detail(json!({"lp_off": off, "lp_len": len})),
+            );
+            None
+        }
+        None => Some((
+            off,
+            off + max_align(len, facts.max_align).min(h.pd_special as usize - off),
+        )),
+    }
+}
+
+fn check_overlap(storage: &mut [((usize, usize), u16)], out: &mut Vec<StructureProblem>) {
+    storage.sort_unstable();
+    for pair in storage.windows(2) {
+        let ((_, end_a), a) = pair[0];
+        let ((start_b, _), b) = pair[1];
+        if start_b < end_a {
+            out.push(
+                StructureProblem::error(
+                    K::LinePointerOverlap,
+                    format!("storage of line pointer {b} overlaps line pointer {a}"),
+                )
+                .at(b)
+                .detail(json!({"other": a})),
+            );
+        }
+    }
+}
+
+/// The checks of one `LP_NORMAL` heap tuple.
+struct TupleCheck<'a> {
+    tuple: &'a [u8],
+    offnum: u16,
+    rel: &'a HeapRelation,
+    fork_blocks: u64,
+    facts: &'a ClusterFacts,
+    clog: &'a CommitLog,
+    out: &'a mut Vec<StructureProblem>,
+}
+
+impl TupleCheck<'_> {
+    fn push(&mut self, kind: K, message: String) {
+        self.out
+            .push(StructureProblem::error(kind, message).at(self.offnum));
+    }
+
+    fn run(mut self) {
+        let Some(h) = HeapTupleHeader::parse(self.tuple) else {
+            return;
+        };
+        if !self.header_ok(&h) {
+            return;
+        }
+        self.check_xids(&h);
+        if !self.xmin_committed(&h) {
+            return; // an aborted or unknown inserter's tuple may follow another layout
+        }
+        let natts = h.natts() as usize;
+        if self.rel.relnatts > 0 && natts > self.rel.relnatts as usize {
+            self.push(
+                K::TupleNattsInvalid,
+                format!(
+                    "tuple has {natts} attributes, relation has {}",
+                    self.rel.relnatts
+                ),
+            );
+            return;
+        }
+        if let Some(attrs) = self.rel.attributes.clone() {
+            self.walk_attributes(&h, &attrs[..natts.min(attrs.len())]);
+        }
+    }
+
+    /// `t_hoff`, infomask combinations, `t_ctid`; false if the tuple cannot be walked.
+    fn header_ok(&mut self, h: &HeapTupleHeader) -> bool {
+        let hoff = h.t_hoff as usize;
+        if hoff > self.tuple.len() {
+            self.push(
+                K::TupleHeaderInvalid,
+                format!("t_hoff {hoff} is beyond lp_len {}", self.tuple.len()),
+            );
+            return false;
+        }
+        let expected = h.expected_hoff(self.facts.max_align);
+        if hoff != expected {
+            let nulls = if h.has_nulls() {
+                "has nulls"
+            } else {
+                "no nulls"
+            };
+            self.push(
+                K::TupleHeaderInvalid,
+                format!(
+                    "t_hoff is {hoff} but should be {expected} ({} attributes, {nulls})",
+                    h.natts()
+                ),
+            );
+            return false;
+        }
+        let mask = h.t_infomask;
+        if mask & im::HEAP_XMAX_COMMITTED != 0 && mask & im::HEAP_XMAX_IS_MULTI != 0 {
+            self.push(
+                K::TupleHeaderInvalid,
+                "xmax is marked both committed and a multixact".into(),
+            );
+        }
+        if h.t_infomask2 & im2::HEAP_ONLY_TUPLE != 0 && mask & im::HEAP_UPDATED == 0 {
+            self.push(
+                K::TupleHeaderInvalid,
+                "heap-only tuple is not marked HEAP_UPDATED".into(),
+            );
+        }
+        self.check_ctid(h);
+        true
+    }
+
+    fn check_ctid(&mut self, h: &HeapTupleHeader) {
+        let ctid = h.t_ctid;
+        let special = ctid.offset == SPEC_TOKEN_OFFSET
+            || (ctid.block == u32::MAX && ctid.offset == MOVED_PARTITIONS_OFFSET);
+        if special {
+            return;
+        }
+        if ctid.offset == 0 || ctid.block as u64 >= self.fork_blocks {
+            self.out.push(
+                StructureProblem::error(
+                    K::TupleHeaderInvalid,
+                    format!(
+                        "t_ctid ({},{}) is outside the relation ({} blocks)",
+                        ctid.block, ctid.offset, self.fork_blocks
+                    ),
+                )
+                .severity(Severity::Warning)
+                .at(self.offnum),
+            );
+        }
+    }
+
+    /// `true` if `xid` is a normal xid at or after `nextXid`.
+    fn in_future(&self, xid: u32) -> bool {
+        xid >= FIRST_NORMAL_TRANSACTION_ID && (xid.wrapping_sub(self.facts.next_xid) as i32) >= 0
+    }
+
+    fn xid_problem(&mut self, message: String) {
+        let severity = self.facts.xid_severity;
+        self.out.push(
+            StructureProblem::error(K::XidInvalid, message)
+                .severity(severity)
+                .at(self.offnum),
+        );
+    }
+
+    fn check_xids(&mut self, h: &HeapTupleHeader) {
+        let mask = h.t_infomask;
+        let frozen = mask & (im::HEAP_XMIN_COMMITTED | im::HEAP_XMIN_INVALID)
+            == im::HEAP_XMIN_COMMITTED | im::HEAP_XMIN_INVALID;
+        if !frozen && self.in_future(h.t_xmin) {
+            self.xid_problem(format!(
+                "xmin {} is not older than nextXid {}",
+                h.t_xmin, self.facts.next_xid
+            ));
+        }
+        let frozenxid = self.rel.relfrozenxid;
+        if !frozen
+            && h.t_xmin >= FIRST_NORMAL_TRANSACTION_ID
+            && frozenxid >= FIRST_NORMAL_TRANSACTION_ID
+            && (h.t_xmin.wrapping_sub(frozenxid) as i32) < 0
+        {
+            self.xid_problem(format!(
+                "xmin {} precedes relfrozenxid {frozenxid} but the tuple is not frozen",
+                h.t_xmin
+            ));
+        }
+        if mask & im::HEAP_XMAX_INVALID != 0 {
+            return;
+        }
+        if mask & im::HEAP_XMAX_IS_MULTI != 0 {
+            let m = h.t_xmax;
+            if m == 0 || (m.wrapping_sub(self.facts.next_multi) as i32) >= 0 {
+                self.xid_problem(format!(
+                    "multixact xmax {m} is invalid or not older than nextMulti {}",
+                    self.facts.next_multi
+                ));
+            }
+        } else if self.in_future(h.t_xmax) {
+            self.xid_problem(format!(
+                "xmax {} is not older than nextXid {}",
+                h.t_xmax, self.facts.next_xid
+            ));
+        }
+    }
+
+    fn xmin_committed(&self, h: &HeapTupleHeader) -> bool {
+        let mask = h.t_infomask;
+        if mask & im::HEAP_XMIN_COMMITTED != 0 {
+            return true;
+        }
+        if mask & im::HEAP_XMIN_INVALID != 0 || self.in_future(h.t_xmin) {
+            return false;
+        }
+        self.clog.status(h.t_xmin) == XidStatus::Committed
+    }
+
+    /// Walks attributes `1..=natts` the way the server deforms a tuple, checking every length
+    /// and varlena header against the tuple's end.
+    fn walk_attributes(&mut self, h: &HeapTupleHeader, attrs: &[Attribute]) {
+        let data = &self.tuple[h.t_hoff as usize..];
+        let mut off = 0usize;
+        for (i, a) in attrs.iter().enumerate() {
+            let attnum = i + 1;
+            if h.att_is_null(self.tuple, attnum) {
+                continue;
+            }
+            match self.attribute_end(h, data, off, a, attnum) {
+                Ok(end) => off = end,
+                Err(problem) => {
+                    self.out.push(problem.at(self.offnum).attr(attnum));
+                    return;
+                }
+            }
+        }
+        if attrs.len() == h.natts() as usize && off != data.len() {
+            self.out.push(
+                StructureProblem::error(
+                    K::AttributeInvalid,
+                    format!(
+                        "attributes end at byte {off} of the data but the tuple has {} data bytes",
+                        data.len()
+                    ),
+                )
+                .at(self.offnum),
+            );
+        }
+    }
+
+    /// Offset just past attribute `a`, which starts at or after `off`.
+    fn attribute_end(
+        &mut self,
+        h: &HeapTupleHeader,
+        data: &[u8],
+        off: usize,
+        a: &Attribute,
+        attnum: usize,
+    ) -> Result<usize, StructureProblem> {
+        let past = |start: usize, len: usize| {
+            StructureProblem::error(
+                K::AttributeInvalid,
+                format!("attribute {attnum} ({}) of length {len} at offset {start} ends beyond the tuple's {} data bytes", a.name, data.len()),
+            )
+        };
+        match a.attlen {
+            len if len > 0 => {
+                let start = off.next_multiple_of(a.align);
+                let end = start + len as usize;
+                if end > data.len() {
+                    return Err(past(start, len as usize));
+                }
+                Ok(end)
+            }
+            -1 => self.varlena_end(h, data, off, a, attnum),
+            -2 => {
+                let rest = data.get(off..).unwrap_or_default();
+                let nul = rest
+                    .iter()
+                    .position(|&b| b == 0)
+                    .ok_or_else(|| past(off, rest.len() + 1))?;
+                Ok(off + nul + 1)
+            }
+            other => Err(StructureProblem::error(
+                K::AttributeInvalid,
+                format!("pg_attribute gives attribute {attnum} the impossible length {other}"),
+            )),
+        }
+    }
+
+    fn varlena_end(
+        &mut self,
+        h: &HeapTupleHeader,
+        data: &[u8],
+        off: usize,
+        a: &Attribute,
+        attnum: usize,
+    ) -> Result<usize, StructureProblem> {
+        let bad = |msg: String| {
+            StructureProblem::error(
+                K::AttributeInvalid,
+                format!("attribute {attnum} ({}): {msg}", a.name),
+            )
+        };
+        let mut start = off;
+        if data.get(start) == Some(&0) {
+            start = start.next_multiple_of(a.align);
+        }
+        let b0 = *data.get(start).ok_or_else(|| {
+            bad(format!(
+                "starts at offset {start}, beyond the tuple's {} data bytes",
+                data.len()
+            ))
+        })?;
+        let size = if b0 == 0x01 {
+            self.toast_pointer(h, data, start, attnum)?;
+            2 + VARATT_EXTERNAL_SIZE
+        } else if b0 & 0x01 == 0x01 {
+            (b0 >> 1) as usize
+        } else {
+            let word = le_u32(data, start)
+                .ok_or_else(|| bad(format!("4-byte varlena header at {start} is cut off")))?;
+            let size = ((word >> 2) & 0x3FFF_FFFF) as usize;
+            if size < 4 {
+                return Err(bad(format!(
+                    "4-byte varlena header at {start} gives length {size}"
+                )));
+            }
+            size
+        };
+        if start + size > data.len() {
+            return Err(bad(format!(
+                "varlena of length {size} at offset {start} ends beyond the tuple's {} data bytes",
+                data.len()
+            )));
+        }
+        Ok(start + size)
+    }
+
+    /// Checks an on-disk TOAST pointer (`varatt_external`) at `start`.
+    fn toast_pointer(
+        &mut self,
+        h: &HeapTupleHeader,
+        data: &[u8],
+        start: usize,
+        attnum: usize,
+    ) -> Result<(), StructureProblem> {
+        let toast = |msg: String| StructureProblem::error(K::ToastPointerInvalid, msg);
+        let tag = *data
+            .get(start + 1)
+            .ok_or_else(|| toast("TOAST pointer is cut off".into()))?;
+        if tag != VARTAG_ONDISK {
+            return Err(toast(format!("external varlena has tag {tag}, only {VARTAG_ONDISK} (on-disk TOAST pointer) is legal on disk")));
+        }
+        let p = start + 2;
+        let fields = (
+            le_u32(data, p),
+            le_u32(data, p + 4),
+            le_u32(data, p + 8),
+            le_u32(data, p + 12),
+        );
+        let (Some(rawsize), Some(extinfo), Some(valueid), Some(toastrelid)) = fields else {
+            return Err(toast("TOAST pointer is cut off".into()));
+        };
+        let extsize = extinfo & 0x3FFF_FFFF;
+        let method = extinfo >> 30;
+        let mut problems = Vec::new();
+        if rawsize > VARLENA_MAX_RAW {
+            problems.push(format!("raw size {rawsize} is too large"));
+        }
+        if extsize < rawsize.saturating_sub(4) && method > 1 {
+            problems.push(format!(
+                "compression method {method} is not pglz (0) or lz4 (1)"
+            ));
+        }
+        if h.t_infomask & im::HEAP_HASEXTERNAL == 0 {
+            problems.push("the tuple is not marked HEAP_HASEXTERNAL".into());
+        }
+        if self.rel.reltoastrelid == 0 {
+            problems.push("the relation has no TOAST table".into());
+        } else if toastrelid != self.rel.reltoastrelid {
+            problems.push(format!(
+                "it points at relation {toastrelid}, not this table's TOAST table {}",
+                self.rel.reltoastrelid
+            ));
+        }
+        for p in problems {
+            self.out.push(
+                toast(format!("TOAST pointer of attribute {attnum} (value {valueid}): {p}"))
+                    .at(self.offnum)
+                    .attr(attnum)
+                    .detail(json!({"va_valueid": valueid, "va_toastrelid": toastrelid, "va_rawsize": rawsize, "va_extsize": extsize})),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A sequence page: 8-byte special space with `SEQ_MAGIC` and exactly one tuple.
+pub fn check_sequence_page(
+    page: &[u8],
+    h: &PageHeader,
+    facts: &ClusterFacts,
+    out: &mut Vec<StructureProblem>,
+) {
+    let special = h.pd_special as usize;
+    let magic = le_u32(page, special);
+    if facts.blcksz - special != 8 || magic != Some(SEQ_MAGIC) {
+        out.push(StructureProblem::error(
+            K::SequencePageInvalid,
+            format!("special space of {} bytes with magic {magic:?}, expected 8 bytes with {SEQ_MAGIC:#x}", facts.blcksz - special),
+        ));
+    }
+    let n = max_offset_number(h);
+    if n != 1 {
+        out.push(StructureProblem::error(
+            K::SequencePageInvalid,
+            format!("sequence page has {n} line pointers, expected 1"),
+        ));
+    }
+}

@@ -1,0 +1,160 @@
+//! Pages of the other index access methods — hash, GiST, GIN, SP-GiST, BRIN: the special
+//! space must have the method's size and page id, fixed blocks must have the right type, and
+//! sibling links must stay inside the index.
+
+use super::{PageFormat, StructureProblem};
+use crate::finding::FindingKind as K;
+use crate::layout::special::{BRIN_PAGE_TYPES, GIST_PAGE_ID, HASHO_PAGE_ID, SPGIST_PAGE_ID};
+use crate::layout::{le_u16, le_u32};
+use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
+
+/// `HASH_MAGIC` in the hash metapage.
+const HASH_MAGIC: u32 = 0x0644_0640;
+/// `SPGIST_MAGIC_NUMBER`.
+const SPGIST_MAGIC_NUMBER: u32 = 0xBA0B_ABEE;
+/// `BRIN_META_MAGIC`.
+const BRIN_META_MAGIC: u32 = 0xA810_9CFA;
+/// `GIN_META` flag.
+const GIN_META: u16 = 0x08;
+/// Hash page type bits (`LH_*_PAGE`) and the metapage type.
+const LH_PAGE_TYPE: u16 = 0x000F;
+const LH_META_PAGE: u16 = 0x0008;
+/// GiST and GIN rightlink meaning "none".
+const INVALID_BLOCK: u32 = u32::MAX;
+
+/// Checks one page of a hash, GiST, GIN, SP-GiST or BRIN index.
+pub fn check_index_page(
+    page: &[u8],
+    h: &PageHeader,
+    blkno: u64,
+    format: &PageFormat,
+    fork_blocks: u64,
+    out: &mut Vec<StructureProblem>,
+) {
+    let special = h.pd_special as usize;
+    let size = page.len() - special;
+    let last = le_u16(page, page.len() - 2).unwrap_or(0);
+    let result = match format {
+        PageFormat::Hash => hash(page, special, size, last, blkno),
+        PageFormat::Gist => gist(page, special, size, last, fork_blocks),
+        PageFormat::Gin => gin(page, special, size, blkno, fork_blocks),
+        PageFormat::SpGist => spgist(page, size, last, blkno),
+        PageFormat::Brin => brin(page, size, last, blkno),
+        _ => Ok(()),
+    };
+    if let Err(message) = result {
+        out.push(StructureProblem::error(K::IndexPageInvalid, message));
+    }
+}
+
+fn expect_special(am: &str, size: usize, expected: usize) -> Result<(), String> {
+    if size != expected {
+        return Err(format!(
+            "special space is {size} bytes, a {am} page has {expected}"
+        ));
+    }
+    Ok(())
+}
+
+fn hash(page: &[u8], special: usize, size: usize, last: u16, blkno: u64) -> Result<(), String> {
+    expect_special("hash", size, 16)?;
+    if last != HASHO_PAGE_ID {
+        return Err(format!(
+            "hash page id {last:#06x}, expected {HASHO_PAGE_ID:#06x}"
+        ));
+    }
+    let flag = le_u16(page, special + 12).unwrap_or(0) & LH_PAGE_TYPE;
+    if !matches!(flag, 0 | 1 | 2 | 4 | 8) {
+        return Err(format!(
+            "hash page type {flag:#x} is not one of overflow, bucket, bitmap, meta"
+        ));
+    }
+    if (blkno == 0) != (flag == LH_META_PAGE) {
+        return Err(format!(
+            "block {blkno} has hash page type {flag:#x}; only block 0 is the metapage"
+        ));
+    }
+    if blkno == 0 && le_u32(page, SIZE_OF_PAGE_HEADER_DATA) != Some(HASH_MAGIC) {
+        return Err("hash metapage has the wrong magic number".into());
+    }
+    Ok(())
+}
+
+fn gist(
+    page: &[u8],
+    special: usize,
+    size: usize,
+    last: u16,
+    fork_blocks: u64,
+) -> Result<(), String> {
+    expect_special("GiST", size, 16)?;
+    if last != GIST_PAGE_ID {
+        return Err(format!(
+            "GiST page id {last:#06x}, expected {GIST_PAGE_ID:#06x}"
+        ));
+    }
+    let right = le_u32(page, special + 8).unwrap_or(INVALID_BLOCK);
+    if right != INVALID_BLOCK && right as u64 >= fork_blocks {
+        return Err(format!(
+            "GiST rightlink {right} beyond the index's {fork_blocks} blocks"
+        ));
+    }
+    Ok(())
+}
+
+fn gin(
+    page: &[u8],
+    special: usize,
+    size: usize,
+    blkno: u64,
+    fork_blocks: u64,
+) -> Result<(), String> {
+    expect_special("GIN", size, 8)?;
+    let flags = le_u16(page, special + 6).unwrap_or(0);
+    if flags > 0xFF {
+        return Err(format!("GIN flags {flags:#06x} have unknown bits"));
+    }
+    if (blkno == 0) != (flags & GIN_META != 0) {
+        return Err(format!(
+            "block {blkno} has GIN flags {flags:#04x}; only block 0 is the metapage"
+        ));
+    }
+    let right = le_u32(page, special).unwrap_or(INVALID_BLOCK);
+    if blkno != 0 && right != INVALID_BLOCK && right as u64 >= fork_blocks {
+        return Err(format!(
+            "GIN rightlink {right} beyond the index's {fork_blocks} blocks"
+        ));
+    }
+    Ok(())
+}
+
+fn spgist(page: &[u8], size: usize, last: u16, blkno: u64) -> Result<(), String> {
+    expect_special("SP-GiST", size, 8)?;
+    if last != SPGIST_PAGE_ID {
+        return Err(format!(
+            "SP-GiST page id {last:#06x}, expected {SPGIST_PAGE_ID:#06x}"
+        ));
+    }
+    if blkno == 0 && le_u32(page, SIZE_OF_PAGE_HEADER_DATA) != Some(SPGIST_MAGIC_NUMBER) {
+        return Err("SP-GiST metapage has the wrong magic number".into());
+    }
+    Ok(())
+}
+
+fn brin(page: &[u8], size: usize, last: u16, blkno: u64) -> Result<(), String> {
+    expect_special("BRIN", size, 8)?;
+    if !BRIN_PAGE_TYPES.contains(&last) {
+        return Err(format!(
+            "BRIN page type {last:#06x} is not meta, revmap or regular"
+        ));
+    }
+    if (blkno == 0) != (last == BRIN_PAGE_TYPES[0]) {
+        return Err(format!(
+            "block {blkno} has BRIN page type {last:#06x}; only block 0 is the metapage"
+        ));
+    }
+    if blkno == 0 && le_u32(page, SIZE_OF_PAGE_HEADER_DATA) != Some(BRIN_META_MAGIC) {
+        return Err("BRIN metapage has the wrong magic number".into());
+    }
+    Ok(())
+}
