@@ -61,6 +61,9 @@ pub trait Visitor: Send {
     fn short_file(&mut self, file: usize, offset: u64);
     /// A write-back failed.
     fn write_failed(&mut self, file: usize, offset: u64, err: &io::Error);
+    /// A dirty range of `len` bytes at `offset` was written to `handle` (write mode only), e.g.
+    /// to start its writeback early. The default does nothing.
+    fn written(&mut self, _file: usize, _handle: &File, _offset: u64, _len: u64) {}
 }
 
 /// Splits files into units of at most `unit_bytes` (rounded to blocks).
@@ -219,8 +222,10 @@ impl Worker<'_> {
             return;
         }
         for range in dirty {
-            if let Err(e) = file.write_all_at(&data[range.clone()], offset + range.start as u64) {
-                visitor.write_failed(index, offset + range.start as u64, &e);
+            let at = offset + range.start as u64;
+            match file.write_all_at(&data[range.clone()], at) {
+                Ok(()) => visitor.written(index, file, at, range.len() as u64),
+                Err(e) => visitor.write_failed(index, at, &e),
             }
         }
     }
