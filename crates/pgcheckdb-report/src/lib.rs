@@ -96,6 +96,12 @@ pub fn finding_text(f: &Finding) -> String {
     if let Some(b) = f.block {
         line.push_str(&format!(" block {b}"));
     }
+    if let Some(o) = f.offset {
+        line.push_str(&format!(" offset {o}"));
+    }
+    if let Some(a) = f.attnum {
+        line.push_str(&format!(" attribute {a}"));
+    }
     line.push_str(": ");
     line.push_str(&f.message);
     line

@@ -55,6 +55,62 @@ pub enum Command {
     Checksums(ChecksumsArgs),
     /// Show one page decoded: header, checksum, line pointers, tuple headers, special space.
     Inspect(InspectArgs),
+    /// Damage one block of a stopped cluster on purpose (drills and tests).
+    Corrupt(CorruptArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CorruptHow {
+    /// Flip one bit (at --offset, default the middle of the page).
+    FlipBit,
+    /// Zero the whole block (a lost write).
+    Zero,
+    /// Zero from a sector boundary (--offset, default the middle) to the end (a torn write).
+    Tear,
+    /// Fill the block with random bytes.
+    Garbage,
+    /// Exchange the block with another (--with, default the next block).
+    Swap,
+    /// Break a page header rule (pd_special beyond the block).
+    Header,
+}
+
+#[derive(Debug, Args)]
+pub struct CorruptArgs {
+    /// Data directory (default: $PGDATA).
+    #[arg(short = 'D', long = "pgdata", env = "PGDATA")]
+    pub pgdata: Option<PathBuf>,
+    /// Relation file, relative to the data directory or absolute.
+    #[arg(
+        long,
+        required_unless_present = "relation",
+        conflicts_with = "relation"
+    )]
+    pub file: Option<PathBuf>,
+    /// Relation by name (schema.name or a unique name), found in the offline catalog.
+    #[arg(long)]
+    pub relation: Option<String>,
+    /// Database of --relation (default: search every database).
+    #[arg(long)]
+    pub database: Option<String>,
+    /// Absolute block number in the fork.
+    #[arg(long)]
+    pub block: u64,
+    /// Fork (main, fsm, vm, init); default main or the fork named by --file.
+    #[arg(long)]
+    pub fork: Option<String>,
+    /// What to do to the block.
+    #[arg(long, value_enum)]
+    pub how: CorruptHow,
+    /// Byte offset inside the page for flip-bit and tear.
+    #[arg(long)]
+    pub offset: Option<usize>,
+    /// Other block for swap.
+    #[arg(long)]
+    pub with: Option<u64>,
+    /// Recompute the page checksum afterwards, so only structure checks can see the damage.
+    #[arg(long)]
+    pub fix_checksum: bool,
 }
 
 #[derive(Debug, Args)]
@@ -69,9 +125,12 @@ pub struct InspectArgs {
         conflicts_with = "relation"
     )]
     pub file: Option<PathBuf>,
-    /// Relation by name (schema.name); needs the offline catalog reader.
+    /// Relation by name (schema.name or a unique name), found in the offline catalog.
     #[arg(long)]
     pub relation: Option<String>,
+    /// Database of --relation (default: search every database).
+    #[arg(long)]
+    pub database: Option<String>,
     /// Absolute block number in the fork, as `verify` reports it.
     #[arg(long)]
     pub block: u64,

@@ -3,8 +3,10 @@
 
 mod checksums_cmd;
 mod cli;
+mod corrupt_cmd;
 mod inspect_cmd;
 mod progress;
+mod target;
 mod verify_cmd;
 
 use std::process::ExitCode;
@@ -34,6 +36,7 @@ fn run(args: cli::Cli) -> anyhow::Result<u8> {
     match args.command {
         cli::Command::Verify(v) => verify_cmd::run(&args.common, &v),
         cli::Command::Inspect(i) => inspect_cmd::run(&args.common, &i),
+        cli::Command::Corrupt(c) => corrupt_cmd::run(&args.common, &c),
         cli::Command::Checksums(c) => checksums_cmd::run(&args.common, &c),
     }
 }
