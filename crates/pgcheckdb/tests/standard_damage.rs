@@ -1,0 +1,427 @@
+//! The standard level finds structure damage that the checksum cannot see: on a real cluster of
+//! every supported version, each condition class is injected into its own block (line pointer,
+//! t_hoff, natts, xid, redirect, overlap, attribute length, TOAST pointer, B-tree item, level and
+//! metapage, sequence, visibility map), the page checksum is recomputed, and pgcheckdb must
+//! report it with the right relation name, block, offset, attribute and kind. The same damaged
+//! cluster is then checked with `pg_amcheck` of that version; the test prints which cases each
+//! tool reports and asserts amcheck agrees where it is known to cover the case.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use pgcheckdb_pg::control::ControlFile;
+use pgcheckdb_pg::corrupt;
+use pgcheckdb_pg::layout::itemid::line_pointers;
+use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_testkit::{run, standard_cluster, StandardCluster, BLCKSZ};
+use serde_json::Value;
+
+use common::bin;
+
+#[test]
+fn structure_pg14() {
+    scenario(14);
+}
+
+#[test]
+fn structure_pg15() {
+    scenario(15);
+}
+
+#[test]
+fn structure_pg16() {
+    scenario(16);
+}
+
+#[test]
+fn structure_pg17() {
+    scenario(17);
+}
+
+#[test]
+fn structure_pg18() {
+    scenario(18);
+}
+
+/// One injected condition and where it must be reported.
+#[derive(Debug, Clone)]
+struct Case {
+    name: &'static str,
+    relation: &'static str,
+    fork: &'static str,
+    block: u64,
+    kind: &'static str,
+    offset: Option<u16>,
+    attnum: Option<u16>,
+    /// `pg_amcheck` is known to report this case.
+    amcheck_covers: bool,
+}
+
+/// Reads a block, lets `change` edit it, writes it back and recomputes its checksum.
+fn edit(sc: &StandardCluster, rel: &str, fork: &str, block: u64, change: impl FnOnce(&mut [u8])) {
+    let path = sc.fork_file("postgres", rel, fork, 0);
+    let mut page = corrupt::read_block(&path, block, BLCKSZ)
+        .unwrap_or_else(|e| panic!("read {rel} block {block}: {e}"));
+    change(&mut page);
+    corrupt::write_block(&path, block, &page).expect("write block");
+    corrupt::recompute_checksum(&path, block, BLCKSZ, block).expect("recompute checksum");
+}
+
+/// Byte offset of line pointer `offnum` (1-based) and the item's (lp_off, lp_len).
+fn item(page: &[u8], offnum: u16) -> (usize, usize, usize) {
+    let h = PageHeader::parse(page).expect("header");
+    let lp = line_pointers(page, &h)[offnum as usize - 1];
+    (
+        24 + 4 * (offnum as usize - 1),
+        lp.lp_off as usize,
+        lp.lp_len as usize,
+    )
+}
+
+fn put_u16(page: &mut [u8], at: usize, v: u16) {
+    page[at..at + 2].copy_from_slice(&v.to_le_bytes());
+}
+
+fn put_u32(page: &mut [u8], at: usize, v: u32) {
+    page[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+fn u32_at(page: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([page[at], page[at + 1], page[at + 2], page[at + 3]])
+}
+
+/// Injects every case; returns them.
+fn inject(sc: &StandardCluster, next_xid: u32) -> Vec<Case> {
+    let case = |name, relation, fork, block, kind, offset, attnum, amcheck_covers| Case {
+        name,
+        relation,
+        fork,
+        block,
+        kind,
+        offset,
+        attnum,
+        amcheck_covers,
+    };
+    let mut cases = Vec::new();
+    edit(sc, "accounts", "main", 1, |p| {
+        let (lp, _, _) = item(p, 3);
+        let w = u32_at(p, lp);
+        put_u32(p, lp, w + 1);
+    });
+    cases.push(case(
+        "lp_off not MAXALIGNed",
+        "accounts",
+        "main",
+        1,
+        "line_pointer_invalid",
+        Some(3),
+        None,
+        true,
+    ));
+    edit(sc, "accounts", "main", 2, |p| {
+        let (_, off, _) = item(p, 5);
+        p[off + 22] = 32;
+    });
+    cases.push(case(
+        "t_hoff too large",
+        "accounts",
+        "main",
+        2,
+        "tuple_header_invalid",
+        Some(5),
+        None,
+        true,
+    ));
+    edit(sc, "accounts", "main", 3, |p| {
+        let (_, off, _) = item(p, 2);
+        let m2 = u16::from_le_bytes([p[off + 18], p[off + 19]]);
+        put_u16(p, off + 18, (m2 & !0x07FF) | 7);
+    });
+    cases.push(case(
+        "natts above relnatts",
+        "accounts",
+        "main",
+        3,
+        "tuple_natts_invalid",
+        Some(2),
+        None,
+        true,
+    ));
+    edit(sc, "accounts", "main", 4, |p| {
+        let (_, off, _) = item(p, 1);
+        put_u32(p, off, next_xid.wrapping_add(100_000));
+        let mask = u16::from_le_bytes([p[off + 20], p[off + 21]]);
+        put_u16(p, off + 20, mask & !0x0300);
+    });
+    cases.push(case(
+        "xmin in the future",
+        "accounts",
+        "main",
+        4,
+        "xid_invalid",
+        Some(1),
+        None,
+        true,
+    ));
+    edit(sc, "accounts", "main", 5, |p| {
+        let (lp, _, _) = item(p, 4);
+        put_u32(p, lp, 250 | (2 << 15));
+    });
+    cases.push(case(
+        "redirect beyond maxoff",
+        "accounts",
+        "main",
+        5,
+        "redirect_invalid",
+        Some(4),
+        None,
+        true,
+    ));
+    edit(sc, "accounts", "main", 6, |p| {
+        let (lp1, _, _) = item(p, 1);
+        let (lp2, _, _) = item(p, 2);
+        let w = u32_at(p, lp1);
+        put_u32(p, lp2, w);
+    });
+    cases.push(case(
+        "two items share storage",
+        "accounts",
+        "main",
+        6,
+        "line_pointer_overlap",
+        Some(2),
+        None,
+        false,
+    ));
+    edit(sc, "accounts", "main", 7, |p| {
+        let (_, off, _) = item(p, 1);
+        p[off + 24 + 4] = 0x7F; // 1-byte varlena header of `name` claiming 63 bytes
+    });
+    cases.push(case(
+        "varlena runs past the tuple",
+        "accounts",
+        "main",
+        7,
+        "attribute_invalid",
+        Some(1),
+        Some(2),
+        true,
+    ));
+    edit(sc, "docs", "main", 0, |p| {
+        let (_, off, _) = item(p, 1);
+        let at = off + 24 + 4 + 2 + 12; // va_toastrelid of `body`
+        let v = u32_at(p, at);
+        put_u32(p, at, v + 1);
+    });
+    cases.push(case(
+        "TOAST pointer to another relation",
+        "docs",
+        "main",
+        0,
+        "toast_pointer_invalid",
+        Some(1),
+        Some(2),
+        false,
+    ));
+    edit(sc, "accounts_pkey", "main", 1, |p| {
+        let (_, off, _) = item(p, 3);
+        let t_info = u16::from_le_bytes([p[off + 6], p[off + 7]]);
+        put_u16(p, off + 6, t_info + 8);
+    });
+    cases.push(case(
+        "index tuple size differs from lp_len",
+        "accounts_pkey",
+        "main",
+        1,
+        "btree_item_invalid",
+        Some(3),
+        None,
+        true,
+    ));
+    edit(sc, "in_space_pkey", "main", 2, |p| {
+        put_u32(p, BLCKSZ - 16 + 8, 1); // btpo_level of a leaf
+    });
+    cases.push(case(
+        "leaf page with level 1",
+        "in_space_pkey",
+        "main",
+        2,
+        "btree_page_invalid",
+        None,
+        None,
+        true,
+    ));
+    edit(sc, "accounts_name_idx", "main", 0, |p| {
+        put_u32(p, 24, 0x0BAD);
+    });
+    cases.push(case(
+        "metapage magic",
+        "accounts_name_idx",
+        "main",
+        0,
+        "btree_page_invalid",
+        None,
+        None,
+        true,
+    ));
+    edit(sc, "seq_ids", "main", 0, |p| {
+        put_u32(p, BLCKSZ - 8, 0x1818);
+    });
+    cases.push(case(
+        "sequence magic",
+        "seq_ids",
+        "main",
+        0,
+        "sequence_page_invalid",
+        None,
+        None,
+        false,
+    ));
+    edit(sc, "vacuumed", "vm", 0, |p| {
+        p[24] = (p[24] & !0x03) | 0x02;
+    });
+    cases.push(case(
+        "all-frozen without all-visible",
+        "vacuumed",
+        "vm",
+        0,
+        "visibility_map_invalid",
+        None,
+        None,
+        false,
+    ));
+    cases
+}
+
+fn scenario(major: u32) {
+    let checksums = major % 2 == 0;
+    let mut sc = standard_cluster(major, checksums);
+    let control = ControlFile::read_from_datadir(sc.datadir()).expect("pg_control");
+    let cases = inject(&sc, control.next_xid as u32);
+    let datadir = sc.datadir().display().to_string();
+    let run = run::pgcheckdb(
+        &bin(),
+        &["verify", "--format", "json", "-j", "2", "-D", &datadir],
+        None,
+    );
+    assert_eq!(run.status, 2, "{run}");
+    let mut ours = Vec::new();
+    for c in &cases {
+        let file = sc.fork_rel("postgres", c.relation, c.fork, 0);
+        let hit = run.findings.iter().find(|f| matches_case(f, c, &file));
+        let f = hit.unwrap_or_else(|| {
+            panic!(
+                "PostgreSQL {major}: case \"{}\" not reported as {} at {file} block {}\n{run}",
+                c.name, c.kind, c.block
+            )
+        });
+        let expected_name = if c.relation == "docs" {
+            "public.docs".to_string()
+        } else {
+            format!("public.{}", c.relation)
+        };
+        assert_eq!(f["relation"]["name"], expected_name.as_str(), "{f}");
+        assert_eq!(f["database"]["name"], "postgres", "{f}");
+        ours.push(c.name);
+    }
+    no_collateral_errors(&run.findings, &sc, &cases, major);
+    let amcheck = amcheck_hits(&mut sc, &cases);
+    report(major, &cases, &amcheck);
+    for c in cases.iter().filter(|c| c.amcheck_covers) {
+        assert!(
+            amcheck.contains(c.name),
+            "PostgreSQL {major}: pg_amcheck was expected to report \"{}\"",
+            c.name
+        );
+    }
+}
+
+fn matches_case(f: &Value, c: &Case, file: &str) -> bool {
+    f["kind"] == c.kind
+        && f["file"] == file
+        && f["block"] == c.block
+        && c.offset.is_none_or(|o| f["offset"] == o)
+        && c.attnum.is_none_or(|a| f["attnum"] == a)
+}
+
+/// Every error is on a block we damaged.
+fn no_collateral_errors(findings: &[Value], sc: &StandardCluster, cases: &[Case], major: u32) {
+    let damaged: BTreeSet<(String, u64)> = cases
+        .iter()
+        .map(|c| (sc.fork_rel("postgres", c.relation, c.fork, 0), c.block))
+        .collect();
+    for f in findings.iter().filter(|f| f["severity"] == "error") {
+        let key = (
+            f["file"].as_str().unwrap_or_default().to_string(),
+            f["block"].as_u64().unwrap_or(u64::MAX),
+        );
+        assert!(
+            damaged.contains(&key),
+            "PostgreSQL {major}: error on an undamaged block: {f}"
+        );
+    }
+}
+
+/// Starts the server, runs `pg_amcheck` on database `postgres` and returns the names of the
+/// cases it reported (by relation and block).
+fn amcheck_hits(sc: &mut StandardCluster, cases: &[Case]) -> BTreeSet<&'static str> {
+    sc.cluster
+        .start()
+        .expect("start damaged cluster for pg_amcheck");
+    sc.cluster
+        .psql("postgres", "CREATE EXTENSION IF NOT EXISTS amcheck;")
+        .expect("create extension amcheck");
+    let sock = sc.cluster.work_dir().join("sock").display().to_string();
+    let out = sc
+        .cluster
+        .command("pg_amcheck")
+        .args([
+            "-h",
+            sock.as_str(),
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "--no-dependent-toast",
+        ])
+        .output()
+        .expect("run pg_amcheck");
+    sc.cluster.stop().expect("stop");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    eprintln!("--- pg_amcheck output ---\n{text}--- end ---");
+    cases
+        .iter()
+        .filter(|c| amcheck_reported(&text, c))
+        .map(|c| c.name)
+        .collect()
+}
+
+/// pg_amcheck prints `heap table "postgres.public.accounts", block 1, offset 3:` for heap
+/// findings and `btree index "postgres.public.accounts_pkey":` followed by the error for indexes.
+fn amcheck_reported(text: &str, c: &Case) -> bool {
+    let rel = format!("\"postgres.public.{}\"", c.relation);
+    text.lines().any(|l| {
+        l.contains(&rel)
+            && (l.starts_with("btree index")
+                || (l.contains(&format!("block {},", c.block))
+                    || l.contains(&format!("block {}:", c.block))))
+    })
+}
+
+fn report(major: u32, cases: &[Case], amcheck: &BTreeSet<&str>) {
+    eprintln!("PostgreSQL {major}: case | pgcheckdb | pg_amcheck");
+    for c in cases {
+        eprintln!(
+            "  {:<40} | yes ({}) | {}",
+            c.name,
+            c.kind,
+            if amcheck.contains(c.name) {
+                "yes"
+            } else {
+                "no"
+            }
+        );
+    }
+}
