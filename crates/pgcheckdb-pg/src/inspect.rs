@@ -16,7 +16,7 @@ use crate::layout::itemid::{line_pointers, ItemId};
 use crate::layout::le_u16;
 use crate::layout::special::{guess_page_kind, PageKind};
 use crate::page::{is_all_zero, PageHeader};
-use crate::physical::{check_page, PageCheckConfig, PageVerdict};
+use crate::physical::{check_page, PageCheckConfig, PageProblem, PageVerdict};
 
 /// The page's checksum as stored and as calculated for its absolute block number.
 #[derive(Debug, Clone, Serialize)]
@@ -166,7 +166,24 @@ fn describe_verdict(v: &PageVerdict) -> String {
     match v {
         PageVerdict::Valid => "valid".into(),
         PageVerdict::New => "new (all zero)".into(),
-        PageVerdict::Problem(p) => format!("{p:?}"),
+        PageVerdict::Problem(p) => describe_problem(p),
+    }
+}
+
+fn describe_problem(p: &PageProblem) -> String {
+    match p {
+        PageProblem::NonzeroNewPage { zero_prefix } => {
+            format!("nonzero_new_page: pd_upper is 0 but the page is not all zero (first non-zero byte at {zero_prefix})")
+        }
+        PageProblem::InvalidHeader { text, .. } => format!("invalid_header: {text}"),
+        PageProblem::TornPage { zero_from, .. } => {
+            format!("torn_page: zero from byte {zero_from} to the end")
+        }
+        PageProblem::ChecksumMismatch { checksum } => format!(
+            "checksum_mismatch: calculated checksum {} but the page stores {}",
+            checksum.calculated, checksum.stored
+        ),
+        PageProblem::SuspiciousHeader { text, .. } => format!("suspicious_header: {text}"),
     }
 }
 

@@ -17,13 +17,15 @@ use crate::catalog::xact::CommitLog;
 use crate::catalog::Catalog;
 use crate::checksum::raw_block_sums;
 use crate::control::{ControlFile, DbState};
-use crate::standard::{check_page_structure, ClusterFacts, FileStructure, PageFormat, StructureProblem};
 use crate::datadir::{
     check_segments, group_forks, list_relation_files, DataDirectory, ForkFiles, RelationFile,
 };
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
 use crate::physical::{
     check_page_with_sum, ChecksumPair, MisplacedEvidence, PageCheckConfig, PageProblem, PageVerdict,
+};
+use crate::standard::{
+    check_page_structure, ClusterFacts, FileStructure, PageFormat, StructureProblem,
 };
 
 /// Check level (DESIGN.md §2).
@@ -614,7 +616,8 @@ impl<'a> BlockChecker<'a> {
     /// zero until needed, so zero pages inside an FSM fork are normal.
     fn interior_zero_findings(&mut self) -> Vec<Finding> {
         let forks = &self.plan.forks;
-        self.new_blocks.retain(|(f, _)| forks[*f].fork == crate::relfile::ForkNumber::Main);
+        self.new_blocks
+            .retain(|(f, _)| forks[*f].fork == crate::relfile::ForkNumber::Main);
         self.new_blocks.sort_unstable();
         let mut out = Vec::new();
         let mut i = 0;

@@ -57,6 +57,18 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Damage one block of a stopped cluster on purpose (drills and tests).
     Corrupt(CorruptArgs),
+    /// Show everything on a throwaway cluster of the PostgreSQL installed here.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Directory with initdb, pg_ctl, postgres and psql (default: the newest 14-18 found).
+    #[arg(long, value_name = "DIR")]
+    pub pg_bin: Option<PathBuf>,
+    /// Rows in the demo table.
+    #[arg(long, default_value_t = 20_000)]
+    pub rows: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

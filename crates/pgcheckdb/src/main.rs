@@ -4,6 +4,7 @@
 mod checksums_cmd;
 mod cli;
 mod corrupt_cmd;
+mod demo_cmd;
 mod inspect_cmd;
 mod progress;
 mod target;
@@ -37,6 +38,7 @@ fn run(args: cli::Cli) -> anyhow::Result<u8> {
         cli::Command::Verify(v) => verify_cmd::run(&args.common, &v),
         cli::Command::Inspect(i) => inspect_cmd::run(&args.common, &i),
         cli::Command::Corrupt(c) => corrupt_cmd::run(&args.common, &c),
+        cli::Command::Demo(d) => demo_cmd::run(&args.common, &d),
         cli::Command::Checksums(c) => checksums_cmd::run(&args.common, &c),
     }
 }

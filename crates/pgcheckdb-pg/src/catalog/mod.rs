@@ -198,22 +198,39 @@ impl Catalog {
 impl Catalog {
     /// Finds a relation by `schema.name` (or a bare name, if unique) in the database called
     /// `database`, or in any database when `None`. Returns its file key and description.
-    pub fn find_relation(&self, name: &str, database: Option<&str>) -> Result<(FileKey, &RelationInfo), String> {
+    pub fn find_relation(
+        &self,
+        name: &str,
+        database: Option<&str>,
+    ) -> Result<(FileKey, &RelationInfo), String> {
         let wanted_db = |db_oid: u32| match database {
             None => true,
             Some(d) => db_oid == 0 || self.databases.get(&db_oid).is_some_and(|db| db.name == d),
         };
         let matches_name = |rel: &RelationInfo| {
-            rel.name == name || (!name.contains('.') && rel.name.rsplit_once('.').is_some_and(|(_, n)| n == name))
+            rel.name == name
+                || (!name.contains('.')
+                    && rel.name.rsplit_once('.').is_some_and(|(_, n)| n == name))
         };
-        let mut found: Vec<(FileKey, &RelationInfo)> =
-            self.relations.iter().filter(|(k, r)| wanted_db(k.0) && matches_name(r)).map(|(k, r)| (*k, r)).collect();
+        let mut found: Vec<(FileKey, &RelationInfo)> = self
+            .relations
+            .iter()
+            .filter(|(k, r)| wanted_db(k.0) && matches_name(r))
+            .map(|(k, r)| (*k, r))
+            .collect();
         found.sort_by_key(|(k, _)| *k);
         found.dedup_by_key(|(_, r)| (r.oid, r.is_shared));
         match found.len() {
-            0 => Err(format!("no relation \"{name}\" found in the catalogs{}", database.map(|d| format!(" of database \"{d}\"")).unwrap_or_default())),
+            0 => Err(format!(
+                "no relation \"{name}\" found in the catalogs{}",
+                database
+                    .map(|d| format!(" of database \"{d}\""))
+                    .unwrap_or_default()
+            )),
             1 => Ok(found[0]),
-            n => Err(format!("\"{name}\" names {n} relations; add the schema or --database")),
+            n => Err(format!(
+                "\"{name}\" names {n} relations; add the schema or --database"
+            )),
         }
     }
 
