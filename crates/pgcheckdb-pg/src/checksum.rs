@@ -190,7 +190,7 @@ pub fn raw_block_sum(page: &[u8]) -> u32 {
 pub fn raw_block_sums(blocks: &[u8], block_size: usize, out: &mut Vec<u32>) {
     assert_block_size(block_size);
     assert!(
-        blocks.len() % block_size == 0,
+        blocks.len().is_multiple_of(block_size),
         "{} bytes are not whole blocks of {block_size}",
         blocks.len()
     );
@@ -208,7 +208,7 @@ pub fn raw_block_sums(blocks: &[u8], block_size: usize, out: &mut Vec<u32>) {
 
 fn assert_block_size(len: usize) {
     assert!(
-        len != 0 && len % (4 * N_SUMS) == 0,
+        len != 0 && len.is_multiple_of(4 * N_SUMS),
         "page length {len} is not a block size"
     );
 }

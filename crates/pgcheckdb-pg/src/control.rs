@@ -251,7 +251,7 @@ impl ControlFile {
             });
         }
         let version = read_u32(&raw, offset::PG_CONTROL_VERSION);
-        if version % 65536 == 0 && version / 65536 != 0 {
+        if version.is_multiple_of(65536) && version / 65536 != 0 {
             return Err(ControlFileError::ByteOrder { path, version });
         }
         let layout = LAYOUTS

@@ -295,7 +295,7 @@ fn inject(sc: &StandardCluster, next_xid: u32) -> Vec<Case> {
 }
 
 fn scenario(major: u32) {
-    let checksums = major % 2 == 0;
+    let checksums = major.is_multiple_of(2);
     let mut sc = standard_cluster(major, checksums);
     let control = ControlFile::read_from_datadir(sc.datadir()).expect("pg_control");
     let cases = inject(&sc, control.next_xid as u32);

@@ -314,6 +314,14 @@ fn complete_columns(
     dense.then(|| rows.into_iter().map(|(_, a)| a).collect())
 }
 
+/// What one database's catalogs give for naming its relations.
+struct NameSources<'a> {
+    namespaces: &'a HashMap<u32, String>,
+    ams: &'a HashMap<u32, String>,
+    local_map: &'a HashMap<u32, u32>,
+    global_map: &'a HashMap<u32, u32>,
+}
+
 /// A `pg_class` row as read, before names are resolved.
 struct ClassRow {
     oid: u32,
@@ -532,9 +540,15 @@ impl Reader<'_> {
             .get(&oids::PG_ATTRIBUTE)
             .map(|&n| self.read_attributes(&dir, n))
             .unwrap_or_default();
+        let names = NameSources {
+            namespaces: &namespaces,
+            ams: &ams,
+            local_map: &local_map,
+            global_map: &global_map,
+        };
         for r in rows {
             let attrs = complete_columns(columns.remove(&r.oid), r.relnatts);
-            self.add_relation(db, &r, &namespaces, &ams, &local_map, &global_map, attrs);
+            self.add_relation(db, &r, &names, attrs);
         }
     }
 
@@ -542,12 +556,15 @@ impl Reader<'_> {
         &mut self,
         db: &DatabaseInfo,
         r: &ClassRow,
-        namespaces: &HashMap<u32, String>,
-        ams: &HashMap<u32, String>,
-        local_map: &HashMap<u32, u32>,
-        global_map: &HashMap<u32, u32>,
+        names: &NameSources<'_>,
         attributes: Option<Arc<[Attribute]>>,
     ) {
+        let NameSources {
+            namespaces,
+            ams,
+            local_map,
+            global_map,
+        } = names;
         let filenode = match r.relfilenode {
             0 if r.relisshared => global_map.get(&r.oid).copied(),
             0 => local_map.get(&r.oid).copied(),

@@ -85,7 +85,7 @@ fn page_level_ok(
     out: &mut Vec<StructureProblem>,
 ) -> bool {
     let lower = h.pd_lower as usize;
-    if lower < SIZE_OF_PAGE_HEADER_DATA || (lower - SIZE_OF_PAGE_HEADER_DATA) % 4 != 0 {
+    if lower < SIZE_OF_PAGE_HEADER_DATA || !(lower - SIZE_OF_PAGE_HEADER_DATA).is_multiple_of(4) {
         out.push(StructureProblem::error(
             K::LinePointerInvalid,
             format!("pd_lower {lower} does not end a line pointer array"),
