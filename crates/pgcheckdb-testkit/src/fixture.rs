@@ -8,6 +8,9 @@
 //! * `small` and `trunc_me` (about 12 blocks each) for block copies and truncation;
 //! * `vacuumed`: rows deleted then `VACUUM`ed, so `_fsm` and `_vm` forks exist;
 //! * `unlogged_t` (has an `_init` fork), the sequence `seq_ids`, the materialized view `mv_totals`;
+//! * one index of every other access method: `accounts_hash`, `accounts_brin`, `vacuumed_gin`,
+//!   `shapes_gist`, `shapes_spgist`, and `accounts_bucket` (few distinct keys, so its leaf pages
+//!   hold deduplicated posting lists);
 //! * `in_space` in tablespace `outside`, whose directory is outside the data directory;
 //! * database `second` with table `other`;
 //! * optionally `big`: 140 000 blocks (one 500-byte row per page with `fillfactor=10`), i.e. more
@@ -47,7 +50,7 @@ pub struct StandardCluster {
 }
 
 /// Relations of database `postgres` whose paths are recorded.
-const POSTGRES_RELATIONS: [&str; 12] = [
+const POSTGRES_RELATIONS: [&str; 19] = [
     "accounts",
     "accounts_pkey",
     "accounts_name_idx",
@@ -60,6 +63,13 @@ const POSTGRES_RELATIONS: [&str; 12] = [
     "mv_totals",
     "in_space",
     "in_space_pkey",
+    "accounts_hash",
+    "accounts_brin",
+    "accounts_bucket",
+    "vacuumed_gin",
+    "shapes",
+    "shapes_gist",
+    "shapes_spgist",
 ];
 
 const SCHEMA_SQL: &str = "
@@ -83,6 +93,14 @@ INSERT INTO unlogged_t SELECT g, md5(g::text) FROM generate_series(1, 2000) g;
 CREATE SEQUENCE seq_ids;
 SELECT nextval('seq_ids') FROM generate_series(1, 10);
 CREATE MATERIALIZED VIEW mv_totals AS SELECT id % 100 AS bucket, sum(balance) AS total FROM accounts GROUP BY 1;
+CREATE INDEX accounts_hash ON accounts USING hash (id);
+CREATE INDEX accounts_brin ON accounts USING brin (id);
+CREATE INDEX accounts_bucket ON accounts ((id % 10));
+CREATE INDEX vacuumed_gin ON vacuumed USING gin (to_tsvector('simple', v));
+CREATE TABLE shapes (id int, p point, r int4range);
+INSERT INTO shapes SELECT g, point(g % 100, g / 100), int4range(g, g + 10) FROM generate_series(1, 5000) g;
+CREATE INDEX shapes_gist ON shapes USING gist (r);
+CREATE INDEX shapes_spgist ON shapes USING spgist (p);
 CREATE DATABASE second;
 ";
 

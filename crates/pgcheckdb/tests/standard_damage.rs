@@ -291,7 +291,106 @@ fn inject(sc: &StandardCluster, next_xid: u32) -> Vec<Case> {
         None,
         false,
     ));
+    inject_index_pages(sc, &mut cases);
     cases
+}
+
+/// The other index access methods and B-tree posting lists.
+fn inject_index_pages(sc: &StandardCluster, cases: &mut Vec<Case>) {
+    let page_case = |name, relation, block, kind, amcheck_covers| Case {
+        name,
+        relation,
+        fork: "main",
+        block,
+        kind,
+        offset: None,
+        attnum: None,
+        amcheck_covers,
+    };
+    edit(sc, "accounts_hash", "main", 1, |p| {
+        put_u16(p, BLCKSZ - 2, 0xFF81)
+    });
+    cases.push(page_case(
+        "hash page with a GiST page id",
+        "accounts_hash",
+        1,
+        "index_page_invalid",
+        false,
+    ));
+    edit(sc, "accounts_brin", "main", 1, |p| {
+        put_u16(p, BLCKSZ - 2, 0xF099)
+    });
+    cases.push(page_case(
+        "BRIN page of unknown type",
+        "accounts_brin",
+        1,
+        "index_page_invalid",
+        false,
+    ));
+    edit(sc, "vacuumed_gin", "main", 0, |p| {
+        let flags = u16::from_le_bytes([p[BLCKSZ - 2], p[BLCKSZ - 1]]);
+        put_u16(p, BLCKSZ - 2, flags & !0x08);
+    });
+    cases.push(page_case(
+        "GIN metapage not flagged META",
+        "vacuumed_gin",
+        0,
+        "index_page_invalid",
+        false,
+    ));
+    edit(sc, "shapes_gist", "main", 0, |p| {
+        put_u16(p, BLCKSZ - 2, 0xFF80)
+    });
+    cases.push(page_case(
+        "GiST page with a hash page id",
+        "shapes_gist",
+        0,
+        "index_page_invalid",
+        false,
+    ));
+    edit(sc, "shapes_spgist", "main", 0, |p| {
+        put_u32(p, 24, 0xDEAD_BEEF)
+    });
+    cases.push(page_case(
+        "SP-GiST metapage magic",
+        "shapes_spgist",
+        0,
+        "index_page_invalid",
+        false,
+    ));
+    let mut posting_item = 0;
+    edit(sc, "accounts_bucket", "main", 1, |p| {
+        posting_item = swap_posting_tids(p)
+    });
+    cases.push(Case {
+        offset: Some(posting_item),
+        ..page_case(
+            "posting list TIDs out of order",
+            "accounts_bucket",
+            1,
+            "btree_item_invalid",
+            true,
+        )
+    });
+}
+
+/// Swaps the first two heap TIDs of the first posting-list tuple on a B-tree leaf page;
+/// returns its line pointer number.
+fn swap_posting_tids(p: &mut [u8]) -> u16 {
+    let h = PageHeader::parse(p).expect("header");
+    for lp in line_pointers(p, &h) {
+        let off = lp.lp_off as usize;
+        let t_info = u16::from_le_bytes([p[off + 6], p[off + 7]]);
+        let offset_field = u16::from_le_bytes([p[off + 4], p[off + 5]]);
+        if t_info & 0x2000 != 0 && offset_field & 0x2000 != 0 {
+            let start = off + u16::from_le_bytes([p[off + 2], p[off + 3]]) as usize;
+            let first: Vec<u8> = p[start..start + 6].to_vec();
+            p.copy_within(start + 6..start + 12, start);
+            p[start + 6..start + 12].copy_from_slice(&first);
+            return lp.offnum;
+        }
+    }
+    panic!("no posting-list tuple on block 1 of accounts_bucket");
 }
 
 fn scenario(major: u32) {
