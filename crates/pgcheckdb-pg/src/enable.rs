@@ -562,7 +562,7 @@ fn enable_planned(
     if !opts.dry_run {
         merged
             .tool_errors
-            .extend(sync_files_and_dirs(&files, opts.jobs.max(1)));
+            .extend(sync_files_and_dirs(files, opts.jobs.max(1)));
     }
     let sync_seconds = sync_started.elapsed().as_secs_f64();
 
