@@ -25,7 +25,8 @@ use crate::physical::{
     check_page_with_sum, ChecksumPair, MisplacedEvidence, PageCheckConfig, PageProblem, PageVerdict,
 };
 use crate::standard::{
-    check_page_structure, ClusterFacts, FileStructure, PageFormat, StructureProblem,
+    check_page_structure, ClusterFacts, FileStructure, Inputs, PageFormat, Scratch,
+    StructureProblem,
 };
 
 /// Check level (DESIGN.md §2).
@@ -338,6 +339,8 @@ struct BlockChecker<'a> {
     structure: Option<&'a Structure<'a>>,
     /// Scratch list of structure problems of the current page.
     problems: Vec<StructureProblem>,
+    /// Buffers the structure checks reuse from page to page.
+    scratch: Scratch,
     findings: Vec<Finding>,
     tool_errors: Vec<String>,
     blocks: u64,
@@ -358,6 +361,7 @@ impl<'a> BlockChecker<'a> {
             cfg,
             structure,
             problems: Vec::new(),
+            scratch: Scratch::default(),
             findings: Vec::new(),
             tool_errors: Vec::new(),
             blocks: 0,
@@ -440,14 +444,12 @@ impl<'a> BlockChecker<'a> {
             return;
         };
         let mut problems = std::mem::take(&mut self.problems);
-        check_page_structure(
-            page,
-            blkno,
-            fs,
-            &structure.facts,
-            structure.clog,
-            &mut problems,
-        );
+        let inputs = Inputs {
+            file: fs,
+            facts: &structure.facts,
+            clog: structure.clog,
+        };
+        check_page_structure(page, blkno, &inputs, &mut self.scratch, &mut problems);
         for p in problems.drain(..) {
             let mut finding =
                 self.block_finding(file, blkno, p.kind, p.severity, p.message, p.detail);

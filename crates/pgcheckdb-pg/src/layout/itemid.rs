@@ -63,12 +63,20 @@ pub fn max_offset_number(header: &PageHeader) -> usize {
 
 /// Decodes every line pointer the header announces that fits in the page.
 pub fn line_pointers(page: &[u8], header: &PageHeader) -> Vec<ItemId> {
-    (0..max_offset_number(header))
-        .map_while(|i| {
-            let w = le_u32(page, SIZE_OF_PAGE_HEADER_DATA + i * SIZE_OF_ITEM_ID)?;
-            Some(ItemId::from_word(i as u16 + 1, w))
-        })
-        .collect()
+    let mut items = Vec::new();
+    line_pointers_into(page, header, &mut items);
+    items
+}
+
+/// The same into a reused vector (cleared first), for the per-page hot path.
+pub fn line_pointers_into(page: &[u8], header: &PageHeader, items: &mut Vec<ItemId>) {
+    items.clear();
+    for i in 0..max_offset_number(header) {
+        match le_u32(page, SIZE_OF_PAGE_HEADER_DATA + i * SIZE_OF_ITEM_ID) {
+            Some(w) => items.push(ItemId::from_word(i as u16 + 1, w)),
+            None => break,
+        }
+    }
 }
 
 #[cfg(test)]

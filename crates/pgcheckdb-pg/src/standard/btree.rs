@@ -4,13 +4,13 @@
 
 use serde_json::json;
 
-use super::{max_align, ClusterFacts, StructureProblem};
+use super::{max_align, ClusterFacts, Inputs, Scratch, StructureProblem};
 use crate::finding::FindingKind as K;
 use crate::layout::btree::{
     flags as bf, BtMetaPage, BtPageOpaque, BTREE_MAGIC, BT_SPECIAL_SIZE, P_NONE,
 };
 use crate::layout::heap::ItemPointer;
-use crate::layout::itemid::{line_pointers, ItemId, LpFlags};
+use crate::layout::itemid::{line_pointers_into, ItemId, LpFlags};
 use crate::layout::le_u16;
 use crate::layout::special::MAX_BT_CYCLE_ID;
 use crate::page::PageHeader;
@@ -36,10 +36,11 @@ pub fn check_btree_page(
     page: &[u8],
     h: &PageHeader,
     blkno: u64,
-    fork_blocks: u64,
-    facts: &ClusterFacts,
+    inputs: &Inputs<'_>,
+    scratch: &mut Scratch,
     out: &mut Vec<StructureProblem>,
 ) {
+    let (facts, fork_blocks) = (inputs.facts, inputs.file.fork_blocks);
     let special_size = facts.blcksz - h.pd_special as usize;
     if special_size != BT_SPECIAL_SIZE {
         out.push(page_problem(format!(
@@ -58,7 +59,8 @@ pub fn check_btree_page(
     if opaque.btpo_flags & bf::BTP_DELETED != 0 {
         return;
     }
-    check_items(page, h, &opaque, facts, out);
+    line_pointers_into(page, h, &mut scratch.items);
+    check_items(page, h, &opaque, &scratch.items, facts, out);
 }
 
 fn page_problem(message: String) -> StructureProblem {
@@ -148,10 +150,10 @@ fn check_items(
     page: &[u8],
     h: &PageHeader,
     o: &BtPageOpaque,
+    items: &[ItemId],
     facts: &ClusterFacts,
     out: &mut Vec<StructureProblem>,
 ) {
-    let items = line_pointers(page, h);
     let max_items = (facts.blcksz - crate::page::SIZE_OF_PAGE_HEADER_DATA)
         / (max_align(SIZE_OF_INDEX_TUPLE, facts.max_align) + 4);
     if items.len() > max_items {
@@ -161,7 +163,7 @@ fn check_items(
         )));
         return;
     }
-    for item in &items {
+    for item in items {
         if let Err(message) = check_item(page, h, o, item, facts) {
             out.push(
                 StructureProblem::error(K::BtreeItemInvalid, message)

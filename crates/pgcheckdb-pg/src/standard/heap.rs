@@ -4,14 +4,14 @@
 
 use serde_json::json;
 
-use super::{max_align, ClusterFacts, HeapRelation, StructureProblem};
+use super::{max_align, ClusterFacts, HeapRelation, Inputs, Scratch, StructureProblem};
 use crate::catalog::attributes::Attribute;
 use crate::catalog::xact::{CommitLog, XidStatus, FIRST_NORMAL_TRANSACTION_ID};
 use crate::finding::{FindingKind as K, Severity};
 use crate::layout::heap::{
     infomask as im, infomask2 as im2, HeapTupleHeader, SIZEOF_HEAP_TUPLE_HEADER,
 };
-use crate::layout::itemid::{line_pointers, max_offset_number, ItemId, LpFlags};
+use crate::layout::itemid::{line_pointers_into, max_offset_number, ItemId, LpFlags};
 use crate::layout::le_u32;
 use crate::layout::special::SEQ_MAGIC;
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
@@ -38,20 +38,21 @@ pub fn check_heap_page(
     page: &[u8],
     h: &PageHeader,
     rel: &HeapRelation,
-    fork_blocks: u64,
-    facts: &ClusterFacts,
-    clog: &CommitLog,
+    inputs: &Inputs<'_>,
+    scratch: &mut Scratch,
     out: &mut Vec<StructureProblem>,
 ) {
-    let items = line_pointers(page, h);
-    if !page_level_ok(h, &items, facts, out) {
+    let (facts, clog, fork_blocks) = (inputs.facts, inputs.clog, inputs.file.fork_blocks);
+    let Scratch { items, storage } = scratch;
+    line_pointers_into(page, h, items);
+    storage.clear();
+    if !page_level_ok(h, items, facts, out) {
         return;
     }
-    let mut storage = Vec::new();
-    for item in &items {
+    for item in items.iter() {
         match item.lp_flags {
             LpFlags::Unused => check_unused(item, out),
-            LpFlags::Redirect => check_redirect(page, h, item, &items, facts, out),
+            LpFlags::Redirect => check_redirect(page, h, item, items, facts, out),
             LpFlags::Dead if item.lp_len == 0 => {}
             LpFlags::Normal | LpFlags::Dead => {
                 if let Some(range) = check_item_bounds(h, item, facts, out) {
@@ -74,7 +75,7 @@ pub fn check_heap_page(
             }
         }
     }
-    check_overlap(&mut storage, out);
+    check_overlap(storage, out);
 }
 
 /// `pd_lower` must end the line-pointer array and the array must be of legal size.
@@ -275,7 +276,10 @@ impl TupleCheck<'_> {
             );
             return;
         }
-        if let Some(attrs) = self.rel.attributes.clone() {
+        // Borrow through the `&HeapRelation` (not `self`): cloning the shared `Arc` for every
+        // tuple made the workers fight over its reference count.
+        let rel = self.rel;
+        if let Some(attrs) = rel.attributes.as_deref() {
             self.walk_attributes(&h, &attrs[..natts.min(attrs.len())]);
         }
     }

@@ -159,29 +159,42 @@ impl StructureProblem {
 pub fn check_page_structure(
     page: &[u8],
     blkno: u64,
-    file: &FileStructure,
-    facts: &ClusterFacts,
-    clog: &CommitLog,
+    inputs: &Inputs<'_>,
+    scratch: &mut Scratch,
     out: &mut Vec<StructureProblem>,
 ) {
     let Some(header) = crate::page::PageHeader::parse(page) else {
         return;
     };
+    let (file, facts) = (inputs.file, inputs.facts);
     match &file.format {
-        PageFormat::Heap(rel) => {
-            heap::check_heap_page(page, &header, rel, file.fork_blocks, facts, clog, out)
-        }
+        PageFormat::Heap(rel) => heap::check_heap_page(page, &header, rel, inputs, scratch, out),
         PageFormat::Sequence(rel) => {
             heap::check_sequence_page(page, &header, facts, out);
-            heap::check_heap_page(page, &header, rel, file.fork_blocks, facts, clog, out);
+            heap::check_heap_page(page, &header, rel, inputs, scratch, out);
         }
-        PageFormat::Btree => {
-            btree::check_btree_page(page, &header, blkno, file.fork_blocks, facts, out)
-        }
+        PageFormat::Btree => btree::check_btree_page(page, &header, blkno, inputs, scratch, out),
         PageFormat::VisibilityMap => maps::check_vm_page(page, &header, facts, out),
         PageFormat::FreeSpaceMap => maps::check_fsm_page(page, &header, facts, out),
         other => index::check_index_page(page, &header, blkno, other, file.fork_blocks, out),
     }
+}
+
+/// What the checks of one page read besides the page: the file's context, the cluster's
+/// facts and the commit log.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub file: &'a FileStructure,
+    pub facts: &'a ClusterFacts,
+    pub clog: &'a CommitLog,
+}
+
+/// Buffers one worker reuses from page to page, so the checks allocate nothing per page.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    pub items: Vec<crate::layout::itemid::ItemId>,
+    /// Item storage ranges `((start, end), offnum)` for the overlap check.
+    pub storage: Vec<((usize, usize), u16)>,
 }
 
 /// `MAXALIGN`.
