@@ -59,6 +59,8 @@ pub enum Command {
     Corrupt(CorruptArgs),
     /// Show everything on a throwaway cluster of the PostgreSQL installed here.
     Demo(DemoArgs),
+    /// Reproducible experiments on throwaway local clusters (checksum overhead, checkpoints, verify scaling).
+    Bench(crate::bench_cmd::BenchArgs),
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,7 @@
 //! The `pgcheckdb` binary: parses arguments, wires the commands to the library crates and maps
 //! results to the exit codes of the contract (0 clean, 1 could not run, 2 corruption found).
 
+mod bench_cmd;
 mod checksums_cmd;
 mod cli;
 mod corrupt_cmd;
@@ -39,6 +40,7 @@ fn run(args: cli::Cli) -> anyhow::Result<u8> {
         cli::Command::Inspect(i) => inspect_cmd::run(&args.common, &i),
         cli::Command::Corrupt(c) => corrupt_cmd::run(&args.common, &c),
         cli::Command::Demo(d) => demo_cmd::run(&args.common, &d),
+        cli::Command::Bench(b) => bench_cmd::run(&args.common, &b),
         cli::Command::Checksums(c) => checksums_cmd::run(&args.common, &c),
     }
 }
