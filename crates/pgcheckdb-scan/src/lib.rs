@@ -89,13 +89,22 @@ pub struct Progress {
 }
 
 /// Runs the scan; returns the visitors, one per worker, for merging.
-pub fn run<V, F>(files: &[ScanFile], units: &[WorkUnit], opts: &ScanOptions, make_visitor: F, progress: &Progress) -> Vec<V>
+pub fn run<V, F>(
+    files: &[ScanFile],
+    units: &[WorkUnit],
+    opts: &ScanOptions,
+    make_visitor: F,
+    progress: &Progress,
+) -> Vec<V>
 where
     V: Visitor,
     F: Fn() -> V + Sync,
 {
     let next = AtomicUsize::new(0);
-    let throttle = opts.max_bytes_per_sec.map(|rate| Throttle { rate, start: Instant::now() });
+    let throttle = opts.max_bytes_per_sec.map(|rate| Throttle {
+        rate,
+        start: Instant::now(),
+    });
     let jobs = opts.jobs.max(1);
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..jobs)
@@ -122,7 +131,10 @@ where
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("scan worker panicked")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("scan worker panicked"))
+            .collect()
     })
 }
 
@@ -155,7 +167,10 @@ struct Worker<'a> {
 impl Worker<'_> {
     fn open_file(&mut self, index: usize) -> io::Result<&File> {
         if self.open.as_ref().map(|(i, _)| *i) != Some(index) {
-            let file = OpenOptions::new().read(true).write(self.opts.write).open(&self.files[index].path)?;
+            let file = OpenOptions::new()
+                .read(true)
+                .write(self.opts.write)
+                .open(&self.files[index].path)?;
             advise_sequential(&file);
             self.open = Some((index, file));
         }
@@ -186,7 +201,9 @@ impl Worker<'_> {
                 }
                 Err(_) => self.scan_blockwise(&file, unit.file, offset, want, visitor),
             }
-            self.progress.bytes_done.fetch_add(want as u64, Ordering::Relaxed);
+            self.progress
+                .bytes_done
+                .fetch_add(want as u64, Ordering::Relaxed);
             if let Some(t) = self.throttle {
                 t.wait(self.progress.bytes_done.load(Ordering::Relaxed));
             }
@@ -196,7 +213,14 @@ impl Worker<'_> {
     }
 
     /// After a failed chunk read: read block by block so that only bad blocks are lost.
-    fn scan_blockwise<V: Visitor>(&mut self, file: &File, index: usize, offset: u64, len: usize, visitor: &mut V) {
+    fn scan_blockwise<V: Visitor>(
+        &mut self,
+        file: &File,
+        index: usize,
+        offset: u64,
+        len: usize,
+        visitor: &mut V,
+    ) {
         let bs = self.opts.block_size;
         for start in (0..len).step_by(bs) {
             let at = offset + start as u64;
@@ -211,7 +235,14 @@ impl Worker<'_> {
         }
     }
 
-    fn visit<V: Visitor>(&mut self, file: &File, index: usize, offset: u64, len: usize, visitor: &mut V) {
+    fn visit<V: Visitor>(
+        &mut self,
+        file: &File,
+        index: usize,
+        offset: u64,
+        len: usize,
+        visitor: &mut V,
+    ) {
         if len == 0 {
             return;
         }
@@ -286,9 +317,14 @@ mod tests {
             .map(|n| {
                 let path = dir.join(format!("f{n}"));
                 let mut f = File::create(&path).expect("create");
-                let data: Vec<u8> = (0..(40 * (n as usize + 1))).map(|i| (i / 4) as u8).collect();
+                let data: Vec<u8> = (0..(40 * (n as usize + 1)))
+                    .map(|i| (i / 4) as u8)
+                    .collect();
                 f.write_all(&data).expect("write");
-                ScanFile { path, len: data.len() as u64 }
+                ScanFile {
+                    path,
+                    len: data.len() as u64,
+                }
             })
             .collect()
     }
@@ -300,7 +336,13 @@ mod tests {
         let units = plan_units(&files, 12, 4);
         let mut seen_by_jobs = Vec::new();
         for jobs in [1, 3] {
-            let opts = ScanOptions { jobs, chunk_bytes: 8, block_size: 4, write: false, max_bytes_per_sec: None };
+            let opts = ScanOptions {
+                jobs,
+                chunk_bytes: 8,
+                block_size: 4,
+                write: false,
+                max_bytes_per_sec: None,
+            };
             let progress = Progress::default();
             let visitors = run(&files, &units, &opts, Sum::default, &progress);
             let mut all: Vec<_> = visitors.into_iter().flat_map(|v| v.blocks).collect();
@@ -317,19 +359,53 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let files = files(dir.path());
         let units = plan_units(&files, 16, 4);
-        let opts = ScanOptions { jobs: 2, chunk_bytes: 8, block_size: 4, write: true, max_bytes_per_sec: None };
-        run(&files, &units, &opts, || Sum { zeroed: true, ..Default::default() }, &Progress::default());
+        let opts = ScanOptions {
+            jobs: 2,
+            chunk_bytes: 8,
+            block_size: 4,
+            write: true,
+            max_bytes_per_sec: None,
+        };
+        run(
+            &files,
+            &units,
+            &opts,
+            || Sum {
+                zeroed: true,
+                ..Default::default()
+            },
+            &Progress::default(),
+        );
         for f in &files {
-            assert!(std::fs::read(&f.path).expect("read").iter().all(|&b| b == 0));
+            assert!(std::fs::read(&f.path)
+                .expect("read")
+                .iter()
+                .all(|&b| b == 0));
         }
     }
 
     #[test]
     fn units_cover_files_exactly() {
-        let files = vec![ScanFile { path: "a".into(), len: 100 }, ScanFile { path: "b".into(), len: 0 }];
+        let files = vec![
+            ScanFile {
+                path: "a".into(),
+                len: 100,
+            },
+            ScanFile {
+                path: "b".into(),
+                len: 0,
+            },
+        ];
         let units = plan_units(&files, 30, 10);
         assert_eq!(units.iter().map(|u| u.len).sum::<u64>(), 100);
         assert_eq!(units.len(), 4);
-        assert_eq!(units[3], WorkUnit { file: 0, offset: 90, len: 10 });
+        assert_eq!(
+            units[3],
+            WorkUnit {
+                file: 0,
+                offset: 90,
+                len: 10
+            }
+        );
     }
 }
