@@ -142,7 +142,8 @@ impl HeapTupleHeader {
         } else {
             0
         };
-        (SIZEOF_HEAP_TUPLE_HEADER + bitmap).next_multiple_of(max_align.max(1))
+        let mask = max_align.max(1) - 1;
+        (SIZEOF_HEAP_TUPLE_HEADER + bitmap + mask) & !mask
     }
 
     /// Whether attribute `attnum` (1-based) is null according to the bitmap in `tuple`.

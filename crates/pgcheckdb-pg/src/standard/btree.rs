@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::{max_align, ClusterFacts, Inputs, Scratch, StructureProblem};
+use super::{is_aligned, max_align, ClusterFacts, Inputs, Scratch, StructureProblem};
 use crate::finding::FindingKind as K;
 use crate::layout::btree::{
     flags as bf, BtMetaPage, BtPageOpaque, BTREE_MAGIC, BT_SPECIAL_SIZE, P_NONE,
@@ -188,7 +188,9 @@ fn check_item(
         ));
     }
     let (off, len) = (item.lp_off as usize, item.lp_len as usize);
-    if off % facts.max_align != 0 || off < h.pd_upper as usize || off + len > h.pd_special as usize
+    if !is_aligned(off, facts.max_align)
+        || off < h.pd_upper as usize
+        || off + len > h.pd_special as usize
     {
         return Err(format!(
             "item at {off} with lp_len {len} is outside the item area {}..{}",
