@@ -91,28 +91,8 @@ pub enum CorruptHow {
 
 #[derive(Debug, Args)]
 pub struct CorruptArgs {
-    /// Data directory (default: $PGDATA).
-    #[arg(short = 'D', long = "pgdata", env = "PGDATA")]
-    pub pgdata: Option<PathBuf>,
-    /// Relation file, relative to the data directory or absolute.
-    #[arg(
-        long,
-        required_unless_present = "relation",
-        conflicts_with = "relation"
-    )]
-    pub file: Option<PathBuf>,
-    /// Relation by name (schema.name or a unique name), found in the offline catalog.
-    #[arg(long)]
-    pub relation: Option<String>,
-    /// Database of --relation (default: search every database).
-    #[arg(long)]
-    pub database: Option<String>,
-    /// Absolute block number in the fork.
-    #[arg(long)]
-    pub block: u64,
-    /// Fork (main, fsm, vm, init); default main or the fork named by --file.
-    #[arg(long)]
-    pub fork: Option<String>,
+    #[command(flatten)]
+    pub target: BlockArgs,
     /// What to do to the block.
     #[arg(long, value_enum)]
     pub how: CorruptHow,
@@ -127,8 +107,9 @@ pub struct CorruptArgs {
     pub fix_checksum: bool,
 }
 
+/// One block of one relation fork: the target of `inspect` and `corrupt`.
 #[derive(Debug, Args)]
-pub struct InspectArgs {
+pub struct BlockArgs {
     /// Data directory (default: $PGDATA).
     #[arg(short = 'D', long = "pgdata", env = "PGDATA")]
     pub pgdata: Option<PathBuf>,
@@ -148,9 +129,15 @@ pub struct InspectArgs {
     /// Absolute block number in the fork, as `verify` reports it.
     #[arg(long)]
     pub block: u64,
-    /// Fork to show (main, fsm, vm, init); default: the fork named by --file.
+    /// Fork (main, fsm, vm, init); default: the fork named by --file, else main.
     #[arg(long)]
     pub fork: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    #[command(flatten)]
+    pub target: BlockArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -199,6 +186,30 @@ pub enum ChecksumsAction {
     Disable(crate::checksums_cmd::DisableArgs),
 }
 
+/// Clap's message up to its usage and tips, folded into one line.
+pub fn one_line(rendered: &str) -> String {
+    let text: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|l| {
+            !l.starts_with("Usage:")
+                && !l.starts_with("tip:")
+                && !l.starts_with("For more information")
+        })
+        .filter(|l| !l.is_empty())
+        .collect();
+    let joined = text.join(" ");
+    let joined = joined
+        .strip_prefix("error: ")
+        .unwrap_or(&joined)
+        .to_string();
+    if joined.is_empty() {
+        "invalid arguments".to_string()
+    } else {
+        joined
+    }
+}
+
 /// Parses the command line. On a usage error prints one line and returns exit status 1; for
 /// `--help` and `--version` prints them and returns 0.
 pub fn parse() -> Result<Cli, u8> {
@@ -209,11 +220,59 @@ pub fn parse() -> Result<Cli, u8> {
             Err(0)
         }
         Err(e) => {
-            let rendered = e.render().to_string();
-            let first = rendered.lines().next().unwrap_or("invalid arguments");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("pgcheckdb: error: {first} (try --help)");
+            eprintln!(
+                "pgcheckdb: error: {} (try --help)",
+                one_line(&e.render().to_string())
+            );
             Err(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_errors_fold_into_one_line() {
+        let rendered = "error: the following required arguments were not provided:\n  --file <FILE>\n\nUsage: pgcheckdb corrupt --file <FILE>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line(rendered),
+            "the following required arguments were not provided: --file <FILE>"
+        );
+        assert_eq!(one_line(""), "invalid arguments");
+    }
+
+    #[test]
+    fn inspect_and_corrupt_share_the_block_arguments() {
+        let cli = Cli::try_parse_from([
+            "pgcheckdb",
+            "inspect",
+            "-D",
+            "/d",
+            "--relation",
+            "t",
+            "--block",
+            "3",
+        ])
+        .expect("parse");
+        let Command::Inspect(args) = cli.command else {
+            panic!("not inspect")
+        };
+        assert_eq!(
+            (args.target.relation.as_deref(), args.target.block),
+            (Some("t"), 3)
+        );
+        assert!(Cli::try_parse_from([
+            "pgcheckdb",
+            "corrupt",
+            "-D",
+            "/d",
+            "--block",
+            "3",
+            "--how",
+            "zero"
+        ])
+        .is_err());
     }
 }

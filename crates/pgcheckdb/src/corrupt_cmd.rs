@@ -8,27 +8,17 @@ use pgcheckdb_pg::corrupt::{self, Damage, HeaderDamage};
 use pgcheckdb_pg::page::SECTOR_SIZE;
 
 use crate::cli::{Common, CorruptArgs, CorruptHow};
-use crate::target::{resolve, BlockTarget, TargetArgs};
+use crate::target::{resolve, BlockTarget};
 use crate::verify_cmd::{read_control, resolve_datadir};
 use crate::EXIT_OK;
 
 pub fn run(common: &Common, args: &CorruptArgs) -> anyhow::Result<u8> {
-    let datadir = resolve_datadir(args.pgdata.as_ref())?;
+    let datadir = resolve_datadir(args.target.pgdata.as_ref())?;
     let control = read_control(&datadir)?;
     if let Err(reason) = check_stopped(&datadir, &control) {
         bail!("refusing to damage \"{}\": {reason}", datadir.display());
     }
-    let target = resolve(
-        &datadir,
-        &control,
-        &TargetArgs {
-            file: args.file.as_deref(),
-            relation: args.relation.as_deref(),
-            database: args.database.as_deref(),
-            fork: args.fork.as_deref(),
-            block: args.block,
-        },
-    )?;
+    let target = resolve(&datadir, &control, &args.target)?;
     let bs = control.block_size();
     let what = apply(&target, bs, control.relseg_size as u64, args)?;
     if args.fix_checksum {

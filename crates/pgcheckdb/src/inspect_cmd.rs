@@ -5,24 +5,14 @@ use anyhow::Context;
 use pgcheckdb_pg::inspect::{inspect_block, render_text};
 
 use crate::cli::{Common, InspectArgs, OutputFormat};
-use crate::target::{resolve, TargetArgs};
+use crate::target::resolve;
 use crate::verify_cmd::{read_control, resolve_datadir};
 use crate::EXIT_OK;
 
 pub fn run(common: &Common, args: &InspectArgs) -> anyhow::Result<u8> {
-    let datadir = resolve_datadir(args.pgdata.as_ref())?;
+    let datadir = resolve_datadir(args.target.pgdata.as_ref())?;
     let control = read_control(&datadir)?;
-    let target = resolve(
-        &datadir,
-        &control,
-        &TargetArgs {
-            file: args.file.as_deref(),
-            relation: args.relation.as_deref(),
-            database: args.database.as_deref(),
-            fork: args.fork.as_deref(),
-            block: args.block,
-        },
-    )?;
+    let target = resolve(&datadir, &control, &args.target)?;
     let dump = inspect_block(
         &target.path,
         &target.shown,

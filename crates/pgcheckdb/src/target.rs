@@ -8,6 +8,8 @@ use pgcheckdb_pg::catalog::Catalog;
 use pgcheckdb_pg::control::ControlFile;
 use pgcheckdb_pg::relfile::{parse_relation_file_name, ForkNumber};
 
+use crate::cli::BlockArgs;
+
 /// One block of one fork, located on disk.
 #[derive(Debug, Clone)]
 pub struct BlockTarget {
@@ -23,22 +25,13 @@ pub struct BlockTarget {
     pub relation: Option<String>,
 }
 
-/// What the user asked for.
-pub struct TargetArgs<'a> {
-    pub file: Option<&'a Path>,
-    pub relation: Option<&'a str>,
-    pub database: Option<&'a str>,
-    pub fork: Option<&'a str>,
-    pub block: u64,
-}
-
 /// Finds the segment file and block for the arguments.
 pub fn resolve(
     datadir: &Path,
     control: &ControlFile,
-    args: &TargetArgs<'_>,
+    args: &BlockArgs,
 ) -> anyhow::Result<BlockTarget> {
-    let (dir, shown_dir, name, relation) = match (args.file, args.relation) {
+    let (dir, shown_dir, name, relation) = match (args.file.as_deref(), args.relation.as_deref()) {
         (Some(file), _) => {
             let (dir, shown, name) = split_file(datadir, file)?;
             (dir, shown, name, None)
@@ -46,7 +39,7 @@ pub fn resolve(
         (None, Some(rel)) => {
             let catalog = Catalog::read(datadir, control);
             let (key, info) = catalog
-                .find_relation(rel, args.database)
+                .find_relation(rel, args.database.as_deref())
                 .map_err(anyhow::Error::msg)?;
             let version_dir = control.tablespace_version_directory().unwrap_or_default();
             let shown = Catalog::relation_dir(key, &version_dir);
@@ -61,7 +54,7 @@ pub fn resolve(
     };
     let parsed = parse_relation_file_name(&name)
         .with_context(|| format!("\"{name}\" is not a relation file name"))?;
-    let fork = match args.fork {
+    let fork = match args.fork.as_deref() {
         Some(f) => ForkNumber::from_name(f)
             .with_context(|| format!("unknown fork \"{f}\" (main, fsm, vm, init)"))?,
         None => parsed.fork,
