@@ -302,6 +302,7 @@ mod tests {
             }
             if self.zeroed {
                 data.fill(0);
+                #[allow(clippy::single_range_in_vec_init)] // one dirty range: the whole chunk
                 return vec![0..data.len()];
             }
             Vec::new()
