@@ -32,6 +32,7 @@ fn orphan_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
         let db = fork.location.db_oid();
         let first = &plan.dir.files[fork.segments[0]];
         if !named_dbs.contains(&db)
+            || catalog.incomplete_databases.contains(&db)
             || catalog
                 .relation_for_file(&first.rel_path, db, fork.relfilenode)
                 .is_some()

@@ -7,7 +7,9 @@
 
 mod common;
 
-use pgcheckdb_pg::corrupt::{self, Damage};
+use pgcheckdb_pg::catalog::Catalog;
+use pgcheckdb_pg::control::ControlFile;
+use pgcheckdb_pg::corrupt::{self, Damage, HeaderDamage};
 use pgcheckdb_testkit::{standard_cluster, StandardCluster, BLCKSZ};
 use serde_json::Value;
 
@@ -134,7 +136,49 @@ fn scenario(major: u32, checksums: bool) {
             None => assert!(f["detail"].get("access_method").is_none(), "{f}"),
         }
     }
+    damaged_pg_class(&sc);
     damaged_relmap(&sc);
+}
+
+/// A damaged `pg_class` page in database `second`: a warning says names may be missing, the
+/// files it no longer names are not called orphans, and `postgres` is still named.
+fn damaged_pg_class(sc: &StandardCluster) {
+    let control = ControlFile::read_from_datadir(sc.datadir()).expect("pg_control");
+    let catalog = Catalog::read(sc.datadir(), &control);
+    let (key, _) = catalog
+        .find_relation("pg_catalog.pg_class", Some("second"))
+        .expect("pg_class of second");
+    let version_dir = control.tablespace_version_directory().unwrap_or_default();
+    let file = format!("{}/{}", Catalog::relation_dir(key, &version_dir), key.2);
+    let path = sc.datadir().join(&file);
+    corrupt::inject(
+        &path,
+        0,
+        BLCKSZ,
+        Damage::Header(HeaderDamage::SpecialBeyondBlock),
+    )
+    .expect("damage pg_class");
+    let run = verify(sc.datadir(), 2);
+    let warning = run
+        .findings
+        .iter()
+        .find(|f| f["kind"] == "catalog_unreadable" && f["file"] == file.as_str())
+        .unwrap_or_else(|| panic!("no catalog_unreadable finding for {file}\n{run}"));
+    assert_eq!(warning["severity"], "warning", "{warning}");
+    let orphans: Vec<&Value> = run
+        .findings
+        .iter()
+        .filter(|f| f["kind"] == "orphan_file")
+        .collect();
+    assert!(
+        orphans.is_empty(),
+        "files of a database with a damaged pg_class called orphans: {orphans:#?}"
+    );
+    let accounts = find(&run.findings, sc.rel("postgres", "accounts")).expect("accounts finding");
+    assert_eq!(
+        accounts["relation"]["name"], "public.accounts",
+        "{accounts}"
+    );
 }
 
 fn find<'a>(findings: &'a [Value], file: &str) -> Option<&'a Value> {

@@ -9,7 +9,7 @@ pub mod layouts;
 pub mod relmap;
 pub mod xact;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -112,6 +112,9 @@ pub struct Catalog {
     pub relations: HashMap<FileKey, RelationInfo>,
     /// The commit log, for tuple visibility.
     pub clog: CommitLog,
+    /// Databases whose `pg_class` could not be read whole: their unnamed files may still have
+    /// owners, so they are not called orphans.
+    pub incomplete_databases: HashSet<u32>,
     /// Problems met while reading the catalogs.
     pub findings: Vec<Finding>,
 }
@@ -363,7 +366,8 @@ impl Reader<'_> {
         format!("{}/{filenode}", rel.display())
     }
 
-    /// Reads the visible rows of the relation `filenode` in `dir`, reporting trouble.
+    /// Reads the visible rows of the relation `filenode` in `dir`, reporting trouble; false if
+    /// the file could not be read whole.
     fn scan(&mut self, dir: &Path, filenode: u32, what: &str, f: impl FnMut(Row<'_>)) -> bool {
         let shown = self.shown(dir, filenode);
         let data = match read_relation(dir, filenode) {
@@ -386,6 +390,7 @@ impl Reader<'_> {
             self.catalog.findings.push(
                 catalog_finding(&shown, msg).with_detail(json!({"blocks": trouble.bad_blocks})),
             );
+            return false;
         }
         true
     }
@@ -465,10 +470,11 @@ impl Reader<'_> {
         }
     }
 
-    fn read_class_rows(&mut self, dir: &Path, filenode: u32) -> Vec<ClassRow> {
+    /// The rows of `pg_class`, and whether every page of it could be used.
+    fn read_class_rows(&mut self, dir: &Path, filenode: u32) -> (Vec<ClassRow>, bool) {
         let l = self.layouts.pg_class;
         let mut rows = Vec::new();
-        self.scan(dir, filenode, "pg_class", |row| {
+        let complete = self.scan(dir, filenode, "pg_class", |row| {
             let d = row.data;
             let byte = |off: usize| d.get(off).copied();
             let parsed = (|| {
@@ -490,7 +496,7 @@ impl Reader<'_> {
             })();
             rows.extend(parsed);
         });
-        rows
+        (rows, complete)
     }
 
     /// `oid -> name` from a catalog whose rows start with `oid, name` (pg_namespace, pg_am).
@@ -522,7 +528,10 @@ impl Reader<'_> {
         let Some(&class_node) = local_map.get(&oids::PG_CLASS) else {
             return;
         };
-        let rows = self.read_class_rows(&dir, class_node);
+        let (rows, complete) = self.read_class_rows(&dir, class_node);
+        if !complete {
+            self.catalog.incomplete_databases.insert(db.oid);
+        }
         let node_of = |oid: u32| {
             rows.iter()
                 .find(|r| r.oid == oid)
