@@ -136,8 +136,24 @@ fn scenario(major: u32, checksums: bool) {
             None => assert!(f["detail"].get("access_method").is_none(), "{f}"),
         }
     }
+    owners_and_tablespaces(&sc, &run);
     damaged_pg_class(&sc);
     damaged_relmap(&sc);
+}
+
+/// Indexes name their table (`pg_index`), TOAST tables the table whose values they hold, and
+/// relations outside the default tablespace its name (`pg_tablespace`).
+fn owners_and_tablespaces(sc: &StandardCluster, run: &pgcheckdb_testkit::run::Run) {
+    let detail = |rel: &str| {
+        find(&run.findings, sc.rel("postgres", rel))
+            .map(|f| f["detail"].clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(detail("accounts_pkey")["table"], "public.accounts");
+    assert_eq!(detail("docs_toast")["table"], "public.docs");
+    assert_eq!(detail("in_space")["tablespace"], "outside");
+    assert!(detail("accounts")["tablespace"].is_null());
+    assert!(detail("accounts")["table"].is_null());
 }
 
 /// A damaged `pg_class` page in database `second`: a warning says names may be missing, the

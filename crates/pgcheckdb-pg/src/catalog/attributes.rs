@@ -6,6 +6,7 @@
 pub struct PgAttributeLayout {
     pub attrelid: usize,
     pub attname: usize,
+    pub atttypid: usize,
     pub attlen: usize,
     pub attnum: usize,
     pub attalign: usize,
@@ -16,6 +17,7 @@ pub struct PgAttributeLayout {
 pub const PG_ATTRIBUTE_14: PgAttributeLayout = PgAttributeLayout {
     attrelid: 0,
     attname: 4,
+    atttypid: 68,
     attlen: 76,
     attnum: 78,
     attalign: 93,
@@ -25,6 +27,7 @@ pub const PG_ATTRIBUTE_14: PgAttributeLayout = PgAttributeLayout {
 pub const PG_ATTRIBUTE_16: PgAttributeLayout = PgAttributeLayout {
     attrelid: 0,
     attname: 4,
+    atttypid: 68,
     attlen: 72,
     attnum: 74,
     attalign: 87,
@@ -34,6 +37,7 @@ pub const PG_ATTRIBUTE_16: PgAttributeLayout = PgAttributeLayout {
 pub const PG_ATTRIBUTE_18: PgAttributeLayout = PgAttributeLayout {
     attrelid: 0,
     attname: 4,
+    atttypid: 68,
     attlen: 72,
     attnum: 74,
     attalign: 83,
@@ -54,11 +58,23 @@ pub fn attribute_layout(major: u32) -> Option<PgAttributeLayout> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attribute {
     pub name: String,
+    /// Type name from `pg_type` (`int4`, `text`, ...), when known.
+    pub type_name: Option<String>,
     /// `attlen`: > 0 fixed, -1 varlena, -2 cstring.
     pub attlen: i16,
     /// Alignment in bytes from `attalign` (`c` 1, `s` 2, `i` 4, `d` 8).
     pub align: usize,
     pub dropped: bool,
+}
+
+impl Attribute {
+    /// `name type` for messages (`name` alone when the type is not known or the column dropped).
+    pub fn label(&self) -> String {
+        match &self.type_name {
+            Some(t) if !self.dropped => format!("{} {t}", self.name),
+            _ => self.name.clone(),
+        }
+    }
 }
 
 /// Alignment in bytes for an `attalign` code.

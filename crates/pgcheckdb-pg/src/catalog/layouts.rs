@@ -75,7 +75,14 @@ pub const PG_DATABASE_15: PgDatabaseLayout = PgDatabaseLayout {
     dattablespace: 92,
 };
 
-/// `pg_namespace`, `pg_am` and `pg_tablespace` start with `oid` then a `name`: the same in 14–18.
+/// `pg_index` columns pgcheckdb reads: the same in 14–18.
+pub mod pg_index {
+    pub const INDEXRELID: usize = 0;
+    pub const INDRELID: usize = 4;
+}
+
+/// `pg_namespace`, `pg_am`, `pg_type` and `pg_tablespace` start with `oid` then a `name`: the
+/// same in 14–18.
 pub const OID_THEN_NAME: (usize, usize) = (0, 4);
 
 /// The layouts of one major version.
@@ -109,6 +116,8 @@ pub mod oids {
     pub const PG_DATABASE: u32 = 1262;
     pub const PG_CLASS: u32 = 1259;
     pub const PG_ATTRIBUTE: u32 = 1249;
+    pub const PG_TYPE: u32 = 1247;
+    pub const PG_INDEX: u32 = 2610;
     pub const PG_NAMESPACE: u32 = 2615;
     pub const PG_AM: u32 = 2601;
     pub const PG_TABLESPACE: u32 = 1213;

@@ -98,6 +98,10 @@ pub struct RelationInfo {
     pub relminmxid: u32,
     pub persistence: u8,
     pub is_shared: bool,
+    /// Tablespace name, when not the database's default.
+    pub tablespace: Option<String>,
+    /// For an index, its table; for a TOAST table, the table whose values it holds.
+    pub owner: Option<String>,
     /// Columns 1..=relnatts, if `pg_attribute` described them completely.
     pub attributes: Option<Arc<[Attribute]>>,
 }
@@ -110,6 +114,8 @@ pub type FileKey = (u32, u32, u32);
 pub struct Catalog {
     pub databases: HashMap<u32, DatabaseInfo>,
     pub relations: HashMap<FileKey, RelationInfo>,
+    /// `pg_tablespace`: oid -> name.
+    pub tablespaces: HashMap<u32, String>,
     /// The commit log, for tuple visibility.
     pub clog: CommitLog,
     /// Databases whose `pg_class` could not be read whole: their unnamed files may still have
@@ -189,9 +195,16 @@ impl Catalog {
                 name: Some(rel.name.clone()),
                 kind: Some(rel.kind.name()),
             });
-            if let Some(am) = &rel.am {
-                if let Some(obj) = f.detail.as_object_mut() {
-                    obj.insert("access_method".into(), json!(am));
+            if let Some(obj) = f.detail.as_object_mut() {
+                let extra = [
+                    ("access_method", &rel.am),
+                    ("table", &rel.owner),
+                    ("tablespace", &rel.tablespace),
+                ];
+                for (key, value) in extra {
+                    if let Some(v) = value {
+                        obj.insert(key.into(), json!(v));
+                    }
                 }
             }
         }
@@ -417,6 +430,7 @@ impl Reader<'_> {
         &mut self,
         dir: &Path,
         filenode: u32,
+        types: &HashMap<u32, String>,
     ) -> HashMap<u32, Vec<(i16, Attribute)>> {
         let mut out: HashMap<u32, Vec<(i16, Attribute)>> = HashMap::new();
         let Some(l) = self.control.major.and_then(attribute_layout) else {
@@ -428,6 +442,7 @@ impl Reader<'_> {
                 let attnum = i16_at(d, l.attnum)?;
                 let attr = Attribute {
                     name: name_at(d, l.attname)?,
+                    type_name: u32_at(d, l.atttypid).and_then(|t| types.get(&t).cloned()),
                     attlen: i16_at(d, l.attlen)?,
                     align: align_of(*d.get(l.attalign)?)?,
                     dropped: *d.get(l.attisdropped)? != 0,
@@ -468,6 +483,8 @@ impl Reader<'_> {
         for db in dbs {
             self.catalog.databases.insert(db.oid, db);
         }
+        let spc_node = map.get(&oids::PG_TABLESPACE).copied();
+        self.catalog.tablespaces = self.read_names(&global, spc_node, "pg_tablespace");
     }
 
     /// The rows of `pg_class`, and whether every page of it could be used.
@@ -532,14 +549,18 @@ impl Reader<'_> {
         if !complete {
             self.catalog.incomplete_databases.insert(db.oid);
         }
+        // A catalog's file: its pg_class.relfilenode, or the map's entry for a mapped catalog.
         let node_of = |oid: u32| {
             rows.iter()
                 .find(|r| r.oid == oid)
                 .map(|r| r.relfilenode)
                 .filter(|&n| n != 0)
+                .or_else(|| local_map.get(&oid).copied())
         };
         let namespaces = self.read_names(&dir, node_of(oids::PG_NAMESPACE), "pg_namespace");
         let ams = self.read_names(&dir, node_of(oids::PG_AM), "pg_am");
+        let types = self.read_names(&dir, node_of(oids::PG_TYPE), "pg_type");
+        let owners = self.owners(&dir, node_of(oids::PG_INDEX), &rows, &namespaces);
         let global_map = if rows.iter().any(|r| r.relisshared) {
             self.map_of(&self.datadir.join("global"))
         } else {
@@ -547,7 +568,7 @@ impl Reader<'_> {
         };
         let mut columns = local_map
             .get(&oids::PG_ATTRIBUTE)
-            .map(|&n| self.read_attributes(&dir, n))
+            .map(|&n| self.read_attributes(&dir, n, &types))
             .unwrap_or_default();
         let names = NameSources {
             namespaces: &namespaces,
@@ -557,8 +578,43 @@ impl Reader<'_> {
         };
         for r in rows {
             let attrs = complete_columns(columns.remove(&r.oid), r.relnatts);
-            self.add_relation(db, &r, &names, attrs);
+            let owner = owners.get(&r.oid).cloned();
+            self.add_relation(db, &r, &names, attrs, owner);
         }
+    }
+
+    /// For each index, its table (`pg_index`); for each TOAST table, the table pointing at it
+    /// (`reltoastrelid`): oid -> `schema.name`.
+    fn owners(
+        &mut self,
+        dir: &Path,
+        pg_index: Option<u32>,
+        rows: &[ClassRow],
+        namespaces: &HashMap<u32, String>,
+    ) -> HashMap<u32, String> {
+        let full_name = |r: &ClassRow| {
+            let schema = namespaces.get(&r.relnamespace).map_or("?", String::as_str);
+            format!("{schema}.{}", r.relname)
+        };
+        let by_oid: HashMap<u32, &ClassRow> = rows.iter().map(|r| (r.oid, r)).collect();
+        let mut owners: HashMap<u32, String> = rows
+            .iter()
+            .filter(|r| r.reltoastrelid != 0)
+            .map(|r| (r.reltoastrelid, full_name(r)))
+            .collect();
+        let Some(node) = pg_index else { return owners };
+        self.scan(dir, node, "pg_index", |row| {
+            let (Some(index), Some(table)) = (
+                u32_at(row.data, layouts::pg_index::INDEXRELID),
+                u32_at(row.data, layouts::pg_index::INDRELID),
+            ) else {
+                return;
+            };
+            if let Some(t) = by_oid.get(&table) {
+                owners.insert(index, full_name(t));
+            }
+        });
+        owners
     }
 
     fn add_relation(
@@ -567,6 +623,7 @@ impl Reader<'_> {
         r: &ClassRow,
         names: &NameSources<'_>,
         attributes: Option<Arc<[Attribute]>>,
+        owner: Option<String>,
     ) {
         let NameSources {
             namespaces,
@@ -615,6 +672,10 @@ impl Reader<'_> {
             relminmxid: r.relminmxid,
             persistence: r.relpersistence,
             is_shared: r.relisshared,
+            tablespace: (!matches!(spc, oids::DEFAULTTABLESPACE | oids::GLOBALTABLESPACE))
+                .then(|| self.catalog.tablespaces.get(&spc).cloned())
+                .flatten(),
+            owner,
             attributes,
         };
         self.catalog.relations.insert((db_oid, spc, filenode), info);

@@ -469,7 +469,7 @@ impl TupleCheck<'_> {
         let past = |start: usize, len: usize| {
             StructureProblem::error(
                 K::AttributeInvalid,
-                format!("attribute {attnum} ({}) of length {len} at offset {start} ends beyond the tuple's {} data bytes", a.name, data.len()),
+                format!("attribute {attnum} ({}) of length {len} at offset {start} ends beyond the tuple's {} data bytes", a.label(), data.len()),
             )
         };
         match a.attlen {
@@ -508,7 +508,7 @@ impl TupleCheck<'_> {
         let bad = |msg: String| {
             StructureProblem::error(
                 K::AttributeInvalid,
-                format!("attribute {attnum} ({}): {msg}", a.name),
+                format!("attribute {attnum} ({}): {msg}", a.label()),
             )
         };
         let mut start = off;
