@@ -101,9 +101,11 @@ pub fn run(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
             opts.jobs
         );
         if control.data_checksum_version == 0 {
-            eprintln!(
-                "pgcheckdb: data checksums are off in this cluster: checking page headers only"
-            );
+            let what = match level {
+                Level::Physical => "page headers only",
+                _ => "page headers and the structure inside pages",
+            };
+            eprintln!("pgcheckdb: data checksums are off in this cluster: checking {what}");
         }
     }
     let started = std::time::Instant::now();
