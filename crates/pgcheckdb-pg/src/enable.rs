@@ -770,16 +770,7 @@ mod tests {
 
     /// A heap-like page with tuple bytes at the end and `pd_checksum` zero (written with checksums off).
     fn heap_page(seed: u8) -> Vec<u8> {
-        let mut p = vec![0u8; BS];
-        p[12..14].copy_from_slice(&32u16.to_le_bytes());
-        p[14..16].copy_from_slice(&3000u16.to_le_bytes());
-        p[16..18].copy_from_slice(&8192u16.to_le_bytes());
-        p[18..20].copy_from_slice(&0x2004u16.to_le_bytes());
-        for (i, b) in p[3000..].iter_mut().enumerate() {
-            *b = ((i % 251) as u8).wrapping_add(1).wrapping_add(seed).max(1);
-        }
-        p[24] = 0x58;
-        p
+        crate::test_pages::heap_like_page(seed)
     }
 
     fn stored(page: &[u8]) -> u16 {

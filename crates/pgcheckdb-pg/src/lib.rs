@@ -19,3 +19,6 @@ pub mod physical;
 pub mod relfile;
 pub mod standard;
 pub mod verify;
+
+#[cfg(test)]
+mod test_pages;

@@ -210,15 +210,7 @@ mod tests {
 
     /// A heap-like page: header, two line pointers, tuple bytes at the end, checksum set.
     fn heap_page(blkno: u32) -> Vec<u8> {
-        let mut p = vec![0u8; 8192];
-        p[12..14].copy_from_slice(&32u16.to_le_bytes());
-        p[14..16].copy_from_slice(&3000u16.to_le_bytes());
-        p[16..18].copy_from_slice(&8192u16.to_le_bytes());
-        p[18..20].copy_from_slice(&0x2004u16.to_le_bytes());
-        for (i, b) in p[3000..].iter_mut().enumerate() {
-            *b = (i % 251) as u8 + 1;
-        }
-        p[24] = 0x58;
+        let mut p = crate::test_pages::heap_like_page(0);
         set_checksum(&mut p, blkno);
         p
     }
