@@ -21,10 +21,10 @@ root (the cluster is created as the `postgres` user) or as the cluster owner.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -34,6 +34,20 @@ from pathlib import Path
 
 TARGET_SPEEDUP = 2.5
 REPO = Path(__file__).resolve().parent.parent
+
+
+def load_physical_bench():
+    """scripts/bench-physical.py, for the helpers both benchmarks share (same table, same eviction)."""
+    spec = importlib.util.spec_from_file_location("bench_physical", REPO / "scripts/bench-physical.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+bp = load_physical_bench()
+as_postgres = bp.as_postgres
+pg_major = bp.pg_major
+evict = bp.evict
 # Bytes of relation files per generated row (heap + index + TOAST), roughly, on PostgreSQL 15.
 BYTES_PER_ROW = 520
 
@@ -54,32 +68,6 @@ def parse_args():
     p.add_argument("--out", default=str(REPO / "target/bench-enable.md"), help="markdown results file")
     p.add_argument("--recreate", action="store_true", help="drop and recreate the pristine cluster")
     return p.parse_args()
-
-
-def as_postgres(cmd):
-    if os.geteuid() != 0:
-        return cmd
-    return ["runuser", "-u", "postgres", "--"] + cmd
-
-
-def pg_major(pg_bin):
-    out = subprocess.run([f"{pg_bin}/postgres", "--version"], capture_output=True, text=True, check=True).stdout
-    return int(re.search(r"\) (\d+)", out).group(1))
-
-
-def fill_sql(rows):
-    return f"""
-BEGIN;
-CREATE TABLE bench_wide (id bigint, k integer, created timestamptz, a text, b text, doc text);
-ALTER TABLE bench_wide ALTER COLUMN doc SET STORAGE EXTERNAL;
-INSERT INTO bench_wide
-SELECT i, (i * 7919) % 1000003, now() - i * interval '1 second',
-       repeat(md5(i::text), 6), repeat(md5((i + 1)::text), 6),
-       CASE WHEN i % 40 = 0 THEN repeat(md5((-i)::text), 80) END
-FROM generate_series(1::bigint, {rows}) AS i;
-CREATE INDEX bench_wide_k ON bench_wide (k);
-COMMIT;
-"""
 
 
 def create_pristine(args, pristine):
@@ -105,7 +93,7 @@ def create_pristine(args, pristine):
         log(f"filling {rows} rows (~{args.size_gb} GB)")
         t = time.perf_counter()
         subprocess.run(as_postgres([f"{pg}/psql", "-h", str(sock), "-U", "postgres", "-d", "postgres", "-X", "-q",
-                                    "-v", "ON_ERROR_STOP=1", "-c", fill_sql(rows)]), check=True)
+                                    "-v", "ON_ERROR_STOP=1", "-c", bp.cluster_sql(rows)]), check=True)
         # Hint bits and the visibility map, as a table in use would have them.
         subprocess.run(as_postgres([f"{pg}/psql", "-h", str(sock), "-U", "postgres", "-d", "postgres", "-X", "-q",
                                     "-c", "VACUUM bench_wide"]), check=True)
@@ -125,21 +113,6 @@ def du_bytes(path):
             except FileNotFoundError:
                 pass
     return total
-
-
-def evict(path):
-    """Drops every file of `path` from the page cache (after sync they are clean)."""
-    for root, _, names in os.walk(path):
-        for n in names:
-            p = os.path.join(root, n)
-            try:
-                fd = os.open(p, os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
 
 
 def restore(pristine, work, mode):
