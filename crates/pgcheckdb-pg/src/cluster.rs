@@ -1,6 +1,6 @@
 //! Whether a server is using the data directory: `postmaster.pid` and the `pg_control` state.
 
-use std::fs;
+use pgcheckdb_scan::open::read_regular;
 use std::path::Path;
 
 use crate::control::ControlFile;
@@ -30,7 +30,8 @@ impl std::fmt::Display for RunningReason {
 
 /// PID from the first line of `postmaster.pid`, if the file exists and parses.
 pub fn postmaster_pid(datadir: &Path) -> Option<i32> {
-    let text = fs::read_to_string(datadir.join("postmaster.pid")).ok()?;
+    let bytes = read_regular(&datadir.join("postmaster.pid"), 64 << 10).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
     text.lines().next()?.trim().parse().ok()
 }
 

@@ -3,8 +3,8 @@
 //! Reads the fields pgcheckdb needs, checks the CRC-32C and the sanity rules, and can write the
 //! file back with a new `data_checksum_version` (used by `checksums enable|disable`).
 
+use pgcheckdb_scan::open::read_regular;
 use std::fmt;
-use std::fs;
 use std::path::Path;
 
 /// Size of the control file on disk (`PG_CONTROL_FILE_SIZE`).
@@ -225,6 +225,9 @@ fn read_u64(b: &[u8], off: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
+/// Largest `pg_control` read: PostgreSQL writes `PG_CONTROL_FILE_SIZE` (8192) bytes.
+const MAX_CONTROL_FILE_LEN: u64 = 64 << 10;
+
 impl ControlFile {
     /// Reads `global/pg_control` under `datadir`.
     pub fn read_from_datadir(datadir: &Path) -> Result<ControlFile, ControlFileError> {
@@ -234,10 +237,11 @@ impl ControlFile {
     /// Reads and validates a control file.
     pub fn read(path: &Path) -> Result<ControlFile, ControlFileError> {
         let shown = path.display().to_string();
-        let bytes = fs::read(path).map_err(|source| ControlFileError::Io {
-            path: shown.clone(),
-            source,
-        })?;
+        let bytes =
+            read_regular(path, MAX_CONTROL_FILE_LEN).map_err(|source| ControlFileError::Io {
+                path: shown.clone(),
+                source,
+            })?;
         Self::parse(bytes, &shown)
     }
 
@@ -381,11 +385,8 @@ fn major_for(pg_control_version: u32, catalog_version_no: u32) -> Option<u32> {
 
 /// Reads the `PG_VERSION` file of a data directory (`"15\n"`), if present and numeric.
 pub fn read_pg_version(datadir: &Path) -> Option<u32> {
-    fs::read_to_string(datadir.join("PG_VERSION"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+    let bytes = read_regular(&datadir.join("PG_VERSION"), 64).ok()?;
+    String::from_utf8(bytes).ok()?.trim().parse().ok()
 }
 
 #[cfg(test)]

@@ -9,7 +9,9 @@
 //!
 //! These functions write to the cluster: only ever call them on a stopped, disposable cluster.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
+
+use pgcheckdb_scan::open::open_regular;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -92,7 +94,7 @@ pub fn segment_path(base: &Path, segno: u64) -> PathBuf {
 
 /// Reads block `block` of the file; fails if the file has no such whole block.
 pub fn read_block(path: &Path, block: u64, blcksz: usize) -> io::Result<Vec<u8>> {
-    let file = File::open(path)?;
+    let file = open_regular(path, false)?;
     let mut buf = vec![0u8; blcksz];
     file.read_exact_at(&mut buf, block_offset(block, blcksz)?)?;
     Ok(buf)
@@ -189,7 +191,7 @@ pub fn fill_garbage(path: &Path, block: u64, blcksz: usize, seed: u64) -> io::Re
 
 /// Shortens the file by `bytes` (a partial trailing block unless `bytes` is a block multiple).
 pub fn truncate_by(path: &Path, bytes: u64) -> io::Result<()> {
-    let file = OpenOptions::new().write(true).open(path)?;
+    let file = open_regular(path, true)?;
     let len = file.metadata()?.len();
     let new_len = len.checked_sub(bytes).ok_or_else(|| {
         io::Error::new(
@@ -203,7 +205,7 @@ pub fn truncate_by(path: &Path, bytes: u64) -> io::Result<()> {
 
 /// Sets the file length to `len` bytes.
 pub fn truncate_to(path: &Path, len: u64) -> io::Result<()> {
-    let file = OpenOptions::new().write(true).open(path)?;
+    let file = open_regular(path, true)?;
     file.set_len(len)?;
     file.sync_all()
 }
@@ -252,7 +254,7 @@ fn modify(
 
 /// Opens the file for writing, checking that block `block` exists as a whole block.
 fn open_existing_block(path: &Path, block: u64, blcksz: usize) -> io::Result<File> {
-    let file = OpenOptions::new().read(true).write(true).open(path)?;
+    let file = open_regular(path, true)?;
     let len = file.metadata()?.len();
     let end = block_offset(block, blcksz)?.checked_add(blcksz as u64);
     let exists = matches!(end, Some(end) if end <= len);

@@ -7,7 +7,10 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::finding::{Finding, FindingKind, Severity};
+use pgcheckdb_scan::open::file_type_name;
+use serde_json::json;
+
+use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
 use crate::relfile::{parse_relation_file_name, ForkNumber, RelFileName};
 
 /// Where a relation directory sits.
@@ -84,6 +87,10 @@ pub struct DataDirectory {
 
 /// Lists every relation file of a data directory. `version_dir` is the tablespace version
 /// directory of this cluster (`PG_15_202209061`); `None` accepts any `PG_*` directory.
+///
+/// Nothing is skipped silently: a directory that cannot be listed is an entry of `errors`; a
+/// missing `base/` or `pg_tblspc/`, a tablespace link that leads nowhere and anything but a
+/// regular file where a relation file is named are error findings.
 pub fn list_relation_files(datadir: &Path, version_dir: Option<&str>) -> DataDirectory {
     let mut out = DataDirectory::default();
     scan_relation_dir(datadir, "global", Location::Global, &mut out);
@@ -95,7 +102,7 @@ pub fn list_relation_files(datadir: &Path, version_dir: Option<&str>) -> DataDir
             &mut out,
         );
     }
-    for (spc_oid, spc_name) in numbered_subdirs(datadir, "pg_tblspc", &mut out) {
+    for (spc_oid, spc_name) in tablespace_links(datadir, &mut out) {
         scan_tablespace(datadir, spc_oid, &spc_name, version_dir, &mut out);
     }
     out.files.sort_by(|a, b| {
@@ -109,6 +116,31 @@ pub fn list_relation_files(datadir: &Path, version_dir: Option<&str>) -> DataDir
     out
 }
 
+impl DataDirectory {
+    /// Everything that kept part of the data directory from being listed or that is not a
+    /// regular file where a relation file is named, one line each. A command that must see
+    /// every page (`checksums enable`) refuses to finish when this is not empty.
+    pub fn blocking_problems(&self) -> Vec<String> {
+        let listing = self
+            .errors
+            .iter()
+            .map(|(rel, e)| format!("could not read \"{rel}\": {e}"));
+        let findings = self
+            .findings
+            .iter()
+            .filter(|f| {
+                matches!(
+                    f.kind,
+                    FindingKind::IrregularFile
+                        | FindingKind::TablespaceMissing
+                        | FindingKind::MissingDirectory
+                )
+            })
+            .map(|f| f.message.clone());
+        listing.chain(findings).collect()
+    }
+}
+
 fn scan_tablespace(
     datadir: &Path,
     spc_oid: u32,
@@ -117,21 +149,30 @@ fn scan_tablespace(
     out: &mut DataDirectory,
 ) {
     let spc_rel = format!("pg_tblspc/{spc_name}");
-    for entry in read_dir_sorted(datadir, &spc_rel, out) {
+    let Some(entries) = read_dir_sorted(datadir, &spc_rel, out) else {
+        return;
+    };
+    let mut found_ours = false;
+    for entry in entries {
         let ours = match version_dir {
             Some(v) => entry == v,
             None => entry.starts_with("PG_"),
         };
         let rel = format!("{spc_rel}/{entry}");
         if !ours {
-            out.findings.push(Finding::for_file(
-                FindingKind::ForeignVersionDirectory,
-                Severity::Info,
-                &rel,
-                format!("tablespace directory \"{rel}\" belongs to another PostgreSQL version; not checked"),
-            ));
+            if entry.starts_with("PG_") {
+                out.findings.push(Finding::for_file(
+                    FindingKind::ForeignVersionDirectory,
+                    Severity::Info,
+                    &rel,
+                    format!("tablespace directory \"{rel}\" belongs to another PostgreSQL version; not checked"),
+                ));
+            } else {
+                out.findings.push(unexpected(&rel, "entry"));
+            }
             continue;
         }
+        found_ours = true;
         for (db_oid, db_name) in numbered_subdirs(datadir, &rel, out) {
             scan_relation_dir(
                 datadir,
@@ -141,66 +182,176 @@ fn scan_tablespace(
             );
         }
     }
+    if !found_ours {
+        if let Some(v) = version_dir {
+            let target = link_target(datadir, &spc_rel);
+            out.findings.push(tablespace_missing(
+                &spc_rel,
+                format!(
+                    "tablespace {spc_oid} (\"{spc_rel}\"{target}) has no \"{v}\" directory (is its disk mounted?): its relations were not checked"
+                ),
+                json!({"tablespace": spc_oid, "missing": v}),
+            ));
+        }
+    }
 }
 
-/// Entries of `rel` (relative to `datadir`) whose names are oids, following symlinks.
+/// The tablespace links of `pg_tblspc/`: entries named by an oid that lead to a directory. A
+/// link that dangles, loops or leads to something else is a [`FindingKind::TablespaceMissing`].
+fn tablespace_links(datadir: &Path, out: &mut DataDirectory) -> Vec<(u32, String)> {
+    let Some(names) = read_dir_sorted(datadir, "pg_tblspc", out) else {
+        return Vec::new();
+    };
+    let mut links = Vec::new();
+    for name in names {
+        let Some(oid) = oid_name(&name) else {
+            continue;
+        };
+        let rel = format!("pg_tblspc/{name}");
+        let target = link_target(datadir, &rel);
+        match fs::metadata(datadir.join(&rel)) {
+            Ok(m) if m.is_dir() => links.push((oid, name)),
+            Ok(m) => out.findings.push(tablespace_missing(
+                &rel,
+                format!(
+                    "tablespace {oid} (\"{rel}\"{target}) is a {}, not a directory: its relations were not checked",
+                    file_type_name(&m.file_type())
+                ),
+                json!({"tablespace": oid}),
+            )),
+            Err(e) => out.findings.push(tablespace_missing(
+                &rel,
+                format!("tablespace {oid} (\"{rel}\"{target}) cannot be reached: {e}; its relations were not checked"),
+                json!({"tablespace": oid, "os_error": e.raw_os_error()}),
+            )),
+        }
+    }
+    links
+}
+
+/// `" -> target"` when `rel` is a symbolic link, else `""`.
+fn link_target(datadir: &Path, rel: &str) -> String {
+    fs::read_link(datadir.join(rel))
+        .map(|t| format!(" -> {}", t.display()))
+        .unwrap_or_default()
+}
+
+fn tablespace_missing(rel: &str, message: String, detail: serde_json::Value) -> Finding {
+    Finding::for_file(
+        FindingKind::TablespaceMissing,
+        Severity::Error,
+        rel,
+        message,
+    )
+    .with_detail(detail)
+}
+
+/// The oid a directory entry is named by, if it is one.
+fn oid_name(name: &str) -> Option<u32> {
+    name.parse()
+        .ok()
+        .filter(|_| name.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Database directories of `rel` (relative to `datadir`): entries named by an oid, following
+/// symlinks. One that is not a directory is an [`FindingKind::IrregularFile`].
 fn numbered_subdirs(datadir: &Path, rel: &str, out: &mut DataDirectory) -> Vec<(u32, String)> {
-    read_dir_sorted(datadir, rel, out)
-        .into_iter()
-        .filter_map(|name| {
-            let oid: u32 = name
-                .parse()
-                .ok()
-                .filter(|_| name.bytes().all(|b| b.is_ascii_digit()))?;
-            datadir
-                .join(rel)
-                .join(&name)
-                .is_dir()
-                .then_some((oid, name))
-        })
-        .collect()
+    let mut dirs = Vec::new();
+    for name in read_dir_sorted(datadir, rel, out).unwrap_or_default() {
+        let Some(oid) = oid_name(&name) else {
+            continue;
+        };
+        let entry = format!("{rel}/{name}");
+        match fs::metadata(datadir.join(&entry)) {
+            Ok(m) if m.is_dir() => dirs.push((oid, name)),
+            Ok(m) => out.findings.push(irregular(
+                &entry,
+                file_type_name(&m.file_type()),
+                "a database directory",
+            )),
+            Err(e) => out.errors.push((entry, e)),
+        }
+    }
+    dirs
 }
 
-fn read_dir_sorted(datadir: &Path, rel: &str, out: &mut DataDirectory) -> Vec<String> {
+/// Directories every data directory has; their absence is damage, not an empty listing.
+const REQUIRED_DIRS: [&str; 3] = ["global", "base", "pg_tblspc"];
+
+/// The sorted entry names of `rel`, or `None` when it cannot be listed (recorded in `out`).
+fn read_dir_sorted(datadir: &Path, rel: &str, out: &mut DataDirectory) -> Option<Vec<String>> {
     let dir = datadir.join(rel);
     let entries = match fs::read_dir(&dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound && rel == "pg_tblspc" => return Vec::new(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound && REQUIRED_DIRS.contains(&rel) => {
+            out.findings.push(Finding::for_file(
+                FindingKind::MissingDirectory,
+                Severity::Error,
+                rel,
+                format!("directory \"{rel}\" is missing from the data directory: the relations it should hold were not checked"),
+            ));
+            return None;
+        }
         Err(e) => {
             out.errors.push((rel.to_string(), e));
-            return Vec::new();
+            return None;
         }
     };
-    let mut names: Vec<String> = entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().into_string().ok())
-        .collect();
+    let mut names = Vec::new();
+    for entry in entries {
+        match entry {
+            Ok(e) => match e.file_name().into_string() {
+                Ok(name) => names.push(name),
+                Err(raw) => out.findings.push(unexpected(
+                    &format!("{rel}/{}", raw.to_string_lossy()),
+                    "file",
+                )),
+            },
+            Err(e) => {
+                out.errors.push((rel.to_string(), e));
+                return None;
+            }
+        }
+    }
     names.sort();
-    names
+    Some(names)
 }
 
 fn scan_relation_dir(datadir: &Path, rel: &str, location: Location, out: &mut DataDirectory) {
-    for name in read_dir_sorted(datadir, rel, out) {
+    for name in read_dir_sorted(datadir, rel, out).unwrap_or_default() {
         if is_skipped_name(&name) {
             continue;
         }
         let path = datadir.join(rel).join(&name);
         let rel_path = format!("{rel}/{name}");
+        let parsed = parse_relation_file_name(&name);
         let meta = match fs::metadata(&path) {
             Ok(m) => m,
             Err(e) => {
-                out.errors.push((rel_path, e));
+                match fs::symlink_metadata(&path) {
+                    Ok(_) if parsed.is_some_and(|p| p.temp_backend.is_none()) => {
+                        let f = irregular(&rel_path, "dangling symbolic link", "a relation file");
+                        out.findings.push(match &parsed {
+                            Some(p) => f.of_relation_file(location, p),
+                            None => f,
+                        });
+                    }
+                    _ => out.errors.push((rel_path, e)),
+                }
                 continue;
             }
         };
         if !meta.is_file() {
-            if !meta.is_dir() {
-                continue;
+            let what = file_type_name(&meta.file_type());
+            match parsed {
+                Some(p) if p.temp_backend.is_none() => out.findings.push(
+                    irregular(&rel_path, what, "a relation file").of_relation_file(location, &p),
+                ),
+                _ => out.findings.push(unexpected(&rel_path, what)),
             }
-            out.findings.push(unexpected(&rel_path, "directory"));
             continue;
         }
-        match parse_relation_file_name(&name) {
+        match parsed {
             Some(parsed) if parsed.temp_backend.is_some() => out.skipped_temp_files += 1,
             Some(parsed) => out.files.push(RelationFile {
                 path,
@@ -212,6 +363,33 @@ fn scan_relation_dir(datadir: &Path, rel: &str, location: Location, out: &mut Da
             None => out.findings.push(unexpected(&rel_path, "file")),
         }
     }
+}
+
+impl Finding {
+    /// Attaches the database, file number, fork and segment of a relation file's name.
+    fn of_relation_file(mut self, location: Location, name: &RelFileName) -> Finding {
+        self.database = Some(DatabaseRef {
+            oid: Some(location.db_oid()),
+            name: None,
+        });
+        self.relation = Some(RelationRef {
+            filenode: Some(name.relfilenode),
+            ..Default::default()
+        });
+        self.fork = Some(name.fork);
+        self.at_segment(name.segno)
+    }
+}
+
+/// Something other than a regular file (or directory) where `expected` is named.
+fn irregular(rel_path: &str, what: &str, expected: &str) -> Finding {
+    Finding::for_file(
+        FindingKind::IrregularFile,
+        Severity::Error,
+        rel_path,
+        format!("\"{rel_path}\" is a {what} where {expected} is named; it was not read"),
+    )
+    .with_detail(json!({"file_type": what}))
 }
 
 fn unexpected(rel_path: &str, what: &str) -> Finding {

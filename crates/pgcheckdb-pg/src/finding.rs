@@ -82,6 +82,13 @@ pub enum FindingKind {
     VisibilityMapInvalid,
     /// A free-space-map page has an impossible format (warning: the server rebuilds it).
     FreeSpaceMapInvalid,
+    /// Something that is not a regular file (directory, FIFO, socket, device) where a relation
+    /// file is named.
+    IrregularFile,
+    /// A tablespace link in `pg_tblspc/` whose target is missing, loops or is not a directory.
+    TablespaceMissing,
+    /// A directory every data directory has (`pg_tblspc`, `pg_xact`, ...) is missing.
+    MissingDirectory,
 }
 
 impl FindingKind {
@@ -118,11 +125,14 @@ impl FindingKind {
             FindingKind::SequencePageInvalid => "sequence_page_invalid",
             FindingKind::VisibilityMapInvalid => "visibility_map_invalid",
             FindingKind::FreeSpaceMapInvalid => "free_space_map_invalid",
+            FindingKind::IrregularFile => "irregular_file",
+            FindingKind::TablespaceMissing => "tablespace_missing",
+            FindingKind::MissingDirectory => "missing_directory",
         }
     }
 
     /// Every kind, for documentation tables and tests.
-    pub const ALL: [FindingKind; 30] = [
+    pub const ALL: &'static [FindingKind] = &[
         FindingKind::ChecksumMismatch,
         FindingKind::MisplacedPage,
         FindingKind::TornPage,
@@ -153,6 +163,9 @@ impl FindingKind {
         FindingKind::SequencePageInvalid,
         FindingKind::VisibilityMapInvalid,
         FindingKind::FreeSpaceMapInvalid,
+        FindingKind::IrregularFile,
+        FindingKind::TablespaceMissing,
+        FindingKind::MissingDirectory,
     ];
 }
 

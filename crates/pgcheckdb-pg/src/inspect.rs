@@ -1,7 +1,6 @@
 //! `inspect`: one page decoded for a person — header, checksum, line pointers, heap tuple
 //! headers, index tuple sizes and the B-tree special space.
 
-use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -86,7 +85,7 @@ pub fn inspect_block(
 ) -> io::Result<PageDump> {
     let bs = control.block_size();
     let mut page = vec![0u8; bs];
-    let file = File::open(path)?;
+    let file = pgcheckdb_scan::open::open_regular(path, false)?;
     file.read_exact_at(&mut page, block_in_file * bs as u64)
         .map_err(|e| {
             if e.kind() == io::ErrorKind::UnexpectedEof {

@@ -2,7 +2,6 @@
 //! structure), runs the block checks in parallel and merges the findings into one report.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -11,6 +10,7 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::json;
 
+use pgcheckdb_scan::open::open_regular;
 use pgcheckdb_scan::{plan_units, DirtyRange, Progress, ScanFile, ScanOptions, Visitor};
 
 use crate::catalog::xact::CommitLog;
@@ -204,7 +204,7 @@ impl Plan {
             .iter()
             .find(|&&i| self.dir.files[i].name.segno == segno)?;
         let mut buf = vec![0u8; bs as usize];
-        let file = File::open(&self.dir.files[i].path).ok()?;
+        let file = open_regular(&self.dir.files[i].path, false).ok()?;
         file.read_exact_at(&mut buf, (blkno % relseg) * bs).ok()?;
         Some(buf)
     }
@@ -250,7 +250,7 @@ fn read_tail_header(_datadir: &Path, file: &RelationFile, offset: u64, len: u64)
         return false;
     }
     let mut buf = [0u8; crate::page::SIZE_OF_PAGE_HEADER_DATA];
-    let Ok(f) = File::open(&file.path) else {
+    let Ok(f) = open_regular(&file.path, false) else {
         return false;
     };
     if f.read_exact_at(&mut buf, offset).is_err() {

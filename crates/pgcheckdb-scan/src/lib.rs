@@ -4,9 +4,12 @@
 //! byte ranges a visitor marks dirty (write mode only).
 //!
 //! One slow block never hides the others: a failed chunk read is retried block by block, and
-//! every block that still cannot be read is reported to the visitor.
+//! every block that still cannot be read is reported to the visitor. Only regular files are
+//! opened ([`open::open_regular`]).
 
-use std::fs::{File, OpenOptions};
+pub mod open;
+
+use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -167,10 +170,7 @@ struct Worker<'a> {
 impl Worker<'_> {
     fn open_file(&mut self, index: usize) -> io::Result<&File> {
         if self.open.as_ref().map(|(i, _)| *i) != Some(index) {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(self.opts.write)
-                .open(&self.files[index].path)?;
+            let file = open::open_regular(&self.files[index].path, self.opts.write)?;
             advise_sequential(&file);
             self.open = Some((index, file));
         }

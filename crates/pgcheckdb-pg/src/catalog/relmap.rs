@@ -73,7 +73,10 @@ pub fn parse_relmap(bytes: &[u8]) -> Result<HashMap<u32, u32>, RelMapError> {
 
 /// Reads `<dir>/pg_filenode.map`.
 pub fn read_relmap(dir: &Path) -> Result<HashMap<u32, u32>, RelMapError> {
-    parse_relmap(&std::fs::read(dir.join("pg_filenode.map"))?)
+    parse_relmap(&pgcheckdb_scan::open::read_regular(
+        &dir.join("pg_filenode.map"),
+        64 << 10,
+    )?)
 }
 
 #[cfg(test)]

@@ -10,6 +10,9 @@ const CLOG_XACTS_PER_BYTE: u32 = 4;
 /// `SLRU_PAGES_PER_SEGMENT`.
 const SLRU_PAGES_PER_SEGMENT: u32 = 32;
 
+/// Largest `pg_xact` segment read: 32 pages of the largest block size (32 kB).
+const MAX_SEGMENT_LEN: u64 = SLRU_PAGES_PER_SEGMENT as u64 * 32768;
+
 /// `XidStatus`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum XidStatus {
@@ -47,7 +50,9 @@ impl CommitLog {
                 else {
                     continue;
                 };
-                if let Ok(bytes) = fs::read(entry.path()) {
+                if let Ok(bytes) =
+                    pgcheckdb_scan::open::read_regular(&entry.path(), MAX_SEGMENT_LEN)
+                {
                     segments.insert(segno, bytes);
                 }
             }

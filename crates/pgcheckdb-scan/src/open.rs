@@ -1,0 +1,172 @@
+//! Opening files from an untrusted directory tree: only regular files are ever opened.
+//!
+//! A FIFO, socket or device where a data file should be must never make a reader hang (opening
+//! a FIFO for reading blocks until a writer appears) or touch a device. [`open_regular`] checks
+//! the file type before opening, opens without blocking, and checks the opened descriptor
+//! again, so a file swapped between the two checks is refused too.
+
+use std::fmt;
+use std::fs::{File, FileType, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+
+/// The error inside an [`io::Error`] for a path that exists but is not a regular file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotRegularFile {
+    /// What the path is instead (`directory`, `FIFO`, ...).
+    pub what: &'static str,
+}
+
+impl fmt::Display for NotRegularFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "not a regular file but a {}", self.what)
+    }
+}
+
+impl std::error::Error for NotRegularFile {}
+
+/// A human name for a file type that is not a regular file.
+pub fn file_type_name(ft: &FileType) -> &'static str {
+    if ft.is_dir() {
+        "directory"
+    } else if ft.is_fifo() {
+        "FIFO"
+    } else if ft.is_socket() {
+        "socket"
+    } else if ft.is_char_device() {
+        "character device"
+    } else if ft.is_block_device() {
+        "block device"
+    } else if ft.is_symlink() {
+        "symbolic link"
+    } else if ft.is_file() {
+        "regular file"
+    } else {
+        "special file"
+    }
+}
+
+/// `Some(what)` when `err` says the path is not a regular file.
+pub fn not_regular(err: &io::Error) -> Option<&'static str> {
+    err.get_ref()?
+        .downcast_ref::<NotRegularFile>()
+        .map(|e| e.what)
+}
+
+fn refuse(ft: &FileType) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        NotRegularFile {
+            what: file_type_name(ft),
+        },
+    )
+}
+
+/// Opens `path` (following symlinks) for reading, and for writing when `write`, only if it is a
+/// regular file. Never blocks on a FIFO and never opens a device.
+pub fn open_regular(path: &Path, write: bool) -> io::Result<File> {
+    let ft = std::fs::metadata(path)?.file_type();
+    if !ft.is_file() {
+        return Err(refuse(&ft));
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let ft = file.metadata()?.file_type();
+    if !ft.is_file() {
+        return Err(refuse(&ft));
+    }
+    clear_nonblock(&file)?;
+    Ok(file)
+}
+
+/// Turns `O_NONBLOCK` off again (it has no effect on regular files, but the descriptor is
+/// handed to code that expects ordinary blocking I/O).
+fn clear_nonblock(file: &File) -> io::Result<()> {
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a valid, owned descriptor with integer arguments only.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Reads a whole regular file of at most `max_len` bytes: a longer file is an error (a control
+/// file, version file or map file of absurd size is damage, not something to load).
+pub fn read_regular(path: &Path, max_len: u64) -> io::Result<Vec<u8>> {
+    let file = open_regular(path, false)?;
+    let len = file.metadata()?.len();
+    if len > max_len {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("file is {len} bytes, more than the {max_len} expected"),
+        ));
+    }
+    let mut data = Vec::with_capacity(len as usize);
+    file.take(max_len + 1).read_to_end(&mut data)?;
+    if data.len() as u64 > max_len {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("file grew past the {max_len} bytes expected"),
+        ));
+    }
+    Ok(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mkfifo(path: &Path) {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: a valid NUL-terminated path and a mode.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    }
+
+    #[test]
+    fn fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("16384");
+        mkfifo(&fifo);
+        for write in [false, true] {
+            let err = open_regular(&fifo, write).expect_err("a FIFO is not opened");
+            assert_eq!(not_regular(&err), Some("FIFO"), "{err}");
+        }
+        let err = read_regular(&fifo, 8192).expect_err("a FIFO is not read");
+        assert_eq!(not_regular(&err), Some("FIFO"));
+    }
+
+    #[test]
+    fn directory_and_socket_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = open_regular(dir.path(), false).expect_err("directory");
+        assert_eq!(not_regular(&err), Some("directory"));
+        let sock = dir.path().join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+        let err = open_regular(&sock, false).expect_err("socket");
+        assert_eq!(not_regular(&err), Some("socket"));
+        let err = open_regular(Path::new("/dev/null"), false).expect_err("device");
+        assert_eq!(not_regular(&err), Some("character device"));
+    }
+
+    #[test]
+    fn regular_files_open_and_read_with_a_size_cap() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("PG_VERSION");
+        std::fs::write(&path, b"15\n").expect("write");
+        assert_eq!(read_regular(&path, 16).expect("read"), b"15\n");
+        assert!(read_regular(&path, 2).is_err());
+        let err = open_regular(&dir.path().join("missing"), false).expect_err("missing");
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        assert_eq!(not_regular(&err), None);
+    }
+}
