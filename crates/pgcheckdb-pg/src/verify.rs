@@ -105,6 +105,10 @@ pub struct Summary {
     pub corrupt_blocks: u64,
     pub findings: u64,
     pub seconds: f64,
+    /// Why the run is incomplete or did not happen (exit 1 or interrupted): the first tool
+    /// error, a refusal, or the signal that stopped it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Everything a verification produced.
@@ -645,6 +649,7 @@ impl<'a> BlockChecker<'a> {
             corrupt_blocks: corrupt.len() as u64,
             findings: self.findings.len() as u64,
             seconds: started.elapsed().as_secs_f64(),
+            error: None,
         };
         VerifyReport {
             findings: self.findings,
