@@ -416,9 +416,12 @@ pub fn read_pg_version_file(datadir: &Path) -> Result<u32, String> {
     let bytes = read_regular(&datadir.join("PG_VERSION"), 64)
         .map_err(|e| format!("could not read \"PG_VERSION\": {e}"))?;
     let text = String::from_utf8_lossy(&bytes);
-    text.trim()
-        .parse()
-        .map_err(|_| format!("\"PG_VERSION\" does not hold a version number: {:?}", text.trim()))
+    text.trim().parse().map_err(|_| {
+        format!(
+            "\"PG_VERSION\" does not hold a version number: {:?}",
+            text.trim()
+        )
+    })
 }
 
 /// Reads the `PG_VERSION` file of a data directory (`"15\n"`), if present and numeric.

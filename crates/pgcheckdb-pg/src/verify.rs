@@ -965,8 +965,16 @@ mod tests {
     #[test]
     fn interior_zero_runs_are_clipped_and_counted_without_a_list() {
         let runs = [
-            BlockRun { fork: 0, first: 2, last: 4 },
-            BlockRun { fork: 0, first: 10, last: 1 << 40 },
+            BlockRun {
+                fork: 0,
+                first: 2,
+                last: 4,
+            },
+            BlockRun {
+                fork: 0,
+                first: 10,
+                last: 1 << 40,
+            },
         ];
         let z = InteriorZeros::of(&runs, 1 << 30);
         assert_eq!(z.count, 3 + ((1 << 30) - 10));

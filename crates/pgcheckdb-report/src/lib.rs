@@ -275,7 +275,8 @@ mod tests {
         };
         let text = summary_text(&incomplete, &[]);
         assert!(
-            text.starts_with("pgcheckdb did not check everything") && !text.contains("found no corruption"),
+            text.starts_with("pgcheckdb did not check everything")
+                && !text.contains("found no corruption"),
             "{text}"
         );
     }

@@ -34,9 +34,9 @@ pub fn resolve_datadir(arg: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
             "\"{}\" is not a PostgreSQL data directory: global/pg_control is missing",
             dir.display()
         ),
-        Err(e) => Err(anyhow!(e)).with_context(|| {
-            format!("could not access \"{}\"", control.display())
-        }),
+        Err(e) => {
+            Err(anyhow!(e)).with_context(|| format!("could not access \"{}\"", control.display()))
+        }
     }
 }
 
@@ -126,7 +126,10 @@ fn requested_level(args: &VerifyArgs) -> Level {
 /// Stops with the interruption error when a signal was caught; `state` says where.
 fn check_interrupt(state: &str) -> anyhow::Result<()> {
     match signals::caught() {
-        Some(sig) => bail!("interrupted by {} {state}; nothing was checked", signals::name(sig)),
+        Some(sig) => bail!(
+            "interrupted by {} {state}; nothing was checked",
+            signals::name(sig)
+        ),
         None => Ok(()),
     }
 }
@@ -170,7 +173,9 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         })
     });
     name_findings(&mut report, &plan, &catalog);
-    report.tool_errors.extend(catalog.tool_errors.iter().cloned());
+    report
+        .tool_errors
+        .extend(catalog.tool_errors.iter().cloned());
     report.summary.seconds = started.elapsed().as_secs_f64();
     let interrupted = signals::caught();
     if let Some(sig) = interrupted {
@@ -187,12 +192,13 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
             ),
         );
     }
-    report.summary.error = report.tool_errors.first().map(|first| {
-        match report.tool_errors.len() {
+    report.summary.error = report
+        .tool_errors
+        .first()
+        .map(|first| match report.tool_errors.len() {
             1 => first.clone(),
             n => format!("{first} (and {} more error(s))", n - 1),
-        }
-    });
+        });
     for e in &report.tool_errors {
         eprintln!("pgcheckdb: error: {e}");
     }

@@ -24,7 +24,9 @@ fn assert_one_error_line(run: &Run, needle: &str) {
         Some(summary) => {
             assert_eq!(run.stdout.trim().lines().count(), 1, "{run}");
             assert!(
-                summary["error"].as_str().is_some_and(|e| e.contains(needle)),
+                summary["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains(needle)),
                 "the summary should carry the error\n{run}"
             );
         }

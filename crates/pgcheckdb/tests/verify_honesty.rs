@@ -98,7 +98,10 @@ fn run(args: &[&str], limits: Limits<'_>) -> Run {
         findings: Vec::new(),
         summary: None,
     };
-    assert!(!hung, "pgcheckdb {args:?} hung (killed after {HANG:?})\n{run}");
+    assert!(
+        !hung,
+        "pgcheckdb {args:?} hung (killed after {HANG:?})\n{run}"
+    );
     for line in run.stdout.lines() {
         let Ok(v) = serde_json::from_str::<Value>(line) else {
             continue;
@@ -115,7 +118,16 @@ fn run(args: &[&str], limits: Limits<'_>) -> Run {
 fn verify_json(datadir: &Path, limits: Limits<'_>) -> Run {
     let d = datadir.to_string_lossy();
     run(
-        &["verify", "-D", &d, "--format", "json", "--no-progress", "-j", "2"],
+        &[
+            "verify",
+            "-D",
+            &d,
+            "--format",
+            "json",
+            "--no-progress",
+            "-j",
+            "2",
+        ],
         limits,
     )
 }
@@ -155,7 +167,9 @@ fn assert_tool_error(run: &Run, needle: &str, what: &str) {
         .unwrap_or_else(|_| panic!("{what}: the last stdout line is not JSON\n{run}"));
     assert_eq!(summary["type"], "summary", "{what}\n{run}");
     assert!(
-        summary["error"].as_str().is_some_and(|e| e.contains(needle)),
+        summary["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(needle)),
         "{what}: the summary's error should say {needle:?}\n{run}"
     );
 }
@@ -195,7 +209,11 @@ fn with_mode<T>(path: &Path, mode: u32, f: impl FnOnce() -> T) -> T {
 fn mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
     // SAFETY: a valid NUL-terminated path and a mode.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {path:?}");
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
+        0,
+        "mkfifo {path:?}"
+    );
 }
 
 fn the_tablespace_link(sc: &StandardCluster) -> PathBuf {
@@ -252,16 +270,31 @@ fn layout_damage_is_a_finding(sc: &StandardCluster) {
         |p| symlink("/nonexistent/pgcheckdb-tablespace", p).expect("symlink"),
         || verify(sc.datadir()),
     );
-    assert_error_finding(&dangling, "tablespace_missing", &rel, "dangling tablespace link");
+    assert_error_finding(
+        &dangling,
+        "tablespace_missing",
+        &rel,
+        "dangling tablespace link",
+    );
     let looping = replaced(
         &link,
         |p| symlink(p, p).expect("symlink"),
         || verify(sc.datadir()),
     );
-    assert_error_finding(&looping, "tablespace_missing", &rel, "looping tablespace link");
+    assert_error_finding(
+        &looping,
+        "tablespace_missing",
+        &rel,
+        "looping tablespace link",
+    );
     let tblspc = sc.datadir().join("pg_tblspc");
     let removed = without(&tblspc, || verify(sc.datadir()));
-    assert_error_finding(&removed, "missing_directory", "pg_tblspc", "removed pg_tblspc");
+    assert_error_finding(
+        &removed,
+        "missing_directory",
+        "pg_tblspc",
+        "removed pg_tblspc",
+    );
     let accounts = sc.file("postgres", "accounts");
     let dir = replaced(
         &accounts,
@@ -340,12 +373,20 @@ fn stray_and_missing_segments_once(sc: &StandardCluster) {
     let about: Vec<&Value> = run
         .findings
         .iter()
-        .filter(|f| f["file"].as_str().is_some_and(|p| p.starts_with("global/99990")))
+        .filter(|f| {
+            f["file"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("global/99990"))
+        })
         .collect();
     let gaps = of_kind(&run, "segment_gap");
     assert_eq!(gaps.len(), 1, "one segment_gap for segments 0..=122\n{run}");
     assert_eq!(gaps[0]["detail"]["missing_segments"], 123, "{run}");
-    assert_eq!(about.len(), 2, "the gap and the partial block, nothing else\n{run}");
+    assert_eq!(
+        about.len(),
+        2,
+        "the gap and the partial block, nothing else\n{run}"
+    );
     assert_eq!(of_kind(&run, "partial_block").len(), 1, "{run}");
 
     // A relation whose segments 1..=4 are missing before a one-block segment 5.
@@ -359,7 +400,11 @@ fn stray_and_missing_segments_once(sc: &StandardCluster) {
         .iter()
         .filter(|f| f["detail"]["missing_segments"].is_u64())
         .collect();
-    assert_eq!(missing.len(), 1, "one finding for the run of missing segments\n{run}");
+    assert_eq!(
+        missing.len(),
+        1,
+        "one finding for the run of missing segments\n{run}"
+    );
     assert_eq!(missing[0]["file"], format!("{rel}.1"), "{run}");
     assert_eq!(missing[0]["detail"]["missing_segments"], 4, "{run}");
     assert_eq!(missing[0]["detail"]["last_missing_segment"], 4, "{run}");
@@ -383,7 +428,10 @@ fn hostile_sizes_stay_bounded(sc: &StandardCluster) {
     assert!(run.summary.is_some(), "verify must finish\n{run}");
     let impossible = of_kind(&run, "impossible_segment");
     assert_eq!(impossible.len(), 1, "{run}");
-    assert!(of_kind(&run, "segment_gap").is_empty(), "no gaps planned up to it\n{run}");
+    assert!(
+        of_kind(&run, "segment_gap").is_empty(),
+        "no gaps planned up to it\n{run}"
+    );
     assert_status(&run, 0, "an impossible segment is a warning");
 
     // pg_class of the database, extended to 1.125 GiB of holes (past one segment, so it is a
@@ -413,7 +461,11 @@ fn fifos_never_hang(sc: &StandardCluster) {
     let d = sc.datadir().to_string_lossy().into_owned();
     let class = pg_class_file(sc);
     let rel = sc.rel("postgres", "accounts").to_string();
-    let db_dir = Path::new(&rel).parent().expect("db dir").to_string_lossy().into_owned();
+    let db_dir = Path::new(&rel)
+        .parent()
+        .expect("db dir")
+        .to_string_lossy()
+        .into_owned();
     // (file, expected exit status of verify, what must be said)
     let cases: [(String, i32, &str); 8] = [
         (rel.clone(), 2, "irregular_file"),
@@ -451,14 +503,19 @@ fn fifos_never_hang(sc: &StandardCluster) {
     }
     let inspect = replaced(
         &sc.datadir().join(&rel),
-        |p| mkfifo(p),
-        || run(&["inspect", "-D", &d, "--file", &rel, "--block", "0"], Limits::default()),
+        mkfifo,
+        || {
+            run(
+                &["inspect", "-D", &d, "--file", &rel, "--block", "0"],
+                Limits::default(),
+            )
+        },
     );
     assert_status(&inspect, 1, "inspect of a FIFO");
     assert!(inspect.stderr.contains("FIFO"), "{inspect}");
     let status = replaced(
         &sc.datadir().join("global/pg_control"),
-        |p| mkfifo(p),
+        mkfifo,
         || run(&["checksums", "status", "-D", &d], Limits::default()),
     );
     assert_status(&status, 1, "status with a FIFO pg_control");
@@ -469,10 +526,20 @@ fn fifos_never_hang(sc: &StandardCluster) {
 /// line saying where it was, exit 130 / 143, and a JSON summary with the error.
 fn signals_stop_with_a_summary(sc: &StandardCluster) {
     let d = sc.datadir().to_string_lossy().into_owned();
-    for (sig, code, name) in [(libc::SIGINT, 130, "SIGINT"), (libc::SIGTERM, 143, "SIGTERM")] {
+    for (sig, code, name) in [
+        (libc::SIGINT, 130, "SIGINT"),
+        (libc::SIGTERM, 143, "SIGTERM"),
+    ] {
         let run = run(
             &[
-                "verify", "-D", &d, "--format", "json", "--no-progress", "--max-rate", "1",
+                "verify",
+                "-D",
+                &d,
+                "--format",
+                "json",
+                "--no-progress",
+                "--max-rate",
+                "1",
             ],
             Limits {
                 signal: Some((sig, Duration::from_secs(2))),
@@ -481,12 +548,19 @@ fn signals_stop_with_a_summary(sc: &StandardCluster) {
         );
         assert_status(&run, code, name);
         let lines = run.stderr_lines();
-        assert_eq!(lines.len(), 1, "one line saying what state it was in\n{run}");
+        assert_eq!(
+            lines.len(),
+            1,
+            "one line saying what state it was in\n{run}"
+        );
         assert!(
             lines[0].contains(name) && lines[0].contains("interrupted"),
             "{run}"
         );
-        let error = run.summary()["error"].as_str().unwrap_or_default().to_string();
+        let error = run.summary()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         assert!(error.contains(name), "{run}");
     }
 }

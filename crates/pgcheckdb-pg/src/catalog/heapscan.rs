@@ -159,7 +159,10 @@ pub fn visible_rows_of_page(
     if header.is_new() {
         return;
     }
-    if header.server_rule_violation(page.len(), max_align).is_some() {
+    if header
+        .server_rule_violation(page.len(), max_align)
+        .is_some()
+    {
         trouble.note_bad(blkno);
         return;
     }

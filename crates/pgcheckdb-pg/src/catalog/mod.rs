@@ -19,8 +19,8 @@ use crate::control::ControlFile;
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
 use attributes::{align_of, attribute_layout, Attribute};
 use heapscan::{for_each_page, visible_rows_of_page, Row, ScanTrouble};
-use pgcheckdb_scan::open::not_regular;
 use layouts::{layouts_for, oids, CatalogLayouts, NAMEDATALEN, OID_THEN_NAME};
+use pgcheckdb_scan::open::not_regular;
 use xact::CommitLog;
 
 /// `pg_class.relkind`.
@@ -410,10 +410,11 @@ impl Reader<'_> {
                 "{what} has {} damaged page(s) {:?}{more}; rows on them are not used for names",
                 trouble.bad_count, trouble.bad_blocks
             );
-            self.catalog.findings.push(
-                catalog_finding(&shown, msg)
-                    .with_detail(json!({"blocks": trouble.bad_blocks, "count": trouble.bad_count})),
-            );
+            self.catalog
+                .findings
+                .push(catalog_finding(&shown, msg).with_detail(
+                    json!({"blocks": trouble.bad_blocks, "count": trouble.bad_count}),
+                ));
             return false;
         }
         true

@@ -85,9 +85,8 @@ impl ClogTrouble {
                 json!({"os_error": e.raw_os_error()}),
             ),
         };
-        self.findings.push(
-            Finding::for_file(kind, Severity::Error, rel, message).with_detail(detail),
-        );
+        self.findings
+            .push(Finding::for_file(kind, Severity::Error, rel, message).with_detail(detail));
     }
 }
 
@@ -105,7 +104,10 @@ impl CommitLog {
                         FindingKind::IrregularFile,
                         Severity::Error,
                         rel,
-                        format!("\"{rel}\" is a {} where a directory is named: the server cannot start", file_type_name(&m.file_type())),
+                        format!(
+                            "\"{rel}\" is a {} where a directory is named: the server cannot start",
+                            file_type_name(&m.file_type())
+                        ),
                     )
                     .with_detail(json!({"file_type": file_type_name(&m.file_type())})),
                 ),
@@ -141,7 +143,9 @@ impl CommitLog {
                 }
             }
             // A missing or irregular pg_xact was reported above.
-            Err(e) if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory => {}
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound
+                    || e.kind() == io::ErrorKind::NotADirectory => {}
             Err(e) => trouble.io(PG_XACT, "the commit log directory", &e),
         }
         (CommitLog { blcksz, segments }, trouble)
