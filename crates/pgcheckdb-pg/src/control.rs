@@ -383,6 +383,47 @@ fn major_for(pg_control_version: u32, catalog_version_no: u32) -> Option<u32> {
     }
 }
 
+/// The major versions pgcheckdb knows the on-disk formats of.
+pub const SUPPORTED_MAJORS: std::ops::RangeInclusive<u32> = 14..=18;
+
+impl ControlFile {
+    /// The cluster's major version when pgcheckdb supports it; otherwise why not, in one
+    /// sentence. `pg_version` is what the `PG_VERSION` file says.
+    pub fn supported_major(&self, pg_version: u32) -> Result<u32, String> {
+        let ids = format!(
+            "pg_control version {}, catalog version {}, PG_VERSION {pg_version}",
+            self.pg_control_version, self.catalog_version_no
+        );
+        let (lo, hi) = (SUPPORTED_MAJORS.start(), SUPPORTED_MAJORS.end());
+        match self.major {
+            Some(major) if SUPPORTED_MAJORS.contains(&major) => Ok(major),
+            Some(major) => Err(format!(
+                "PostgreSQL {major} is not supported ({ids}): pgcheckdb reads PostgreSQL {lo} to {hi}"
+            )),
+            None if !SUPPORTED_MAJORS.contains(&pg_version) => Err(format!(
+                "PostgreSQL {pg_version} is not supported ({ids}): pgcheckdb reads PostgreSQL {lo} to {hi}"
+            )),
+            None => Err(format!(
+                "unknown PostgreSQL version ({ids}): the catalog version is not that of a released PostgreSQL {lo} to {hi}, so the on-disk formats are not known"
+            )),
+        }
+    }
+}
+
+/// Reads the `PG_VERSION` file of a data directory (`"15\n"`): its major version, or why it
+/// could not be read (missing, not a regular file, unreadable, not a number).
+pub fn read_pg_version_file(datadir: &Path) -> Result<u32, String> {
+    let bytes = read_regular(&datadir.join("PG_VERSION"), 64)
+        .map_err(|e| format!("could not read \"PG_VERSION\": {e}"))?;
+    let text = String::from_utf8_lossy(&bytes);
+    text.trim().parse().map_err(|_| {
+        format!(
+            "\"PG_VERSION\" does not hold a version number: {:?}",
+            text.trim()
+        )
+    })
+}
+
 /// Reads the `PG_VERSION` file of a data directory (`"15\n"`), if present and numeric.
 pub fn read_pg_version(datadir: &Path) -> Option<u32> {
     let bytes = read_regular(&datadir.join("PG_VERSION"), 64).ok()?;

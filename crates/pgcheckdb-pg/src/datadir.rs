@@ -432,8 +432,46 @@ pub fn group_forks(files: &[RelationFile]) -> Vec<ForkFiles> {
         .collect()
 }
 
+/// `MaxBlockNumber`: the largest block number a fork can have (`InvalidBlockNumber` is
+/// 0xFFFFFFFF).
+pub const MAX_BLOCK_NUMBER: u64 = 0xFFFF_FFFE;
+
+/// Whether a fork can have segment `segno`: its first block must be a valid block number.
+pub fn segment_possible(segno: u32, relseg_size: u64) -> bool {
+    segno as u64 * relseg_size <= MAX_BLOCK_NUMBER
+}
+
+impl DataDirectory {
+    /// Takes the files whose segment number no fork can have out of `files` (they are never
+    /// scanned and plan no segment gaps) and reports each once as an
+    /// [`FindingKind::ImpossibleSegment`].
+    pub fn remove_impossible_segments(&mut self, relseg_size: u64) {
+        let (possible, impossible): (Vec<_>, Vec<_>) = std::mem::take(&mut self.files)
+            .into_iter()
+            .partition(|f| segment_possible(f.name.segno, relseg_size));
+        self.files = possible;
+        for f in impossible {
+            let first_block = f.name.segno as u64 * relseg_size;
+            self.findings.push(
+                Finding::for_file(
+                    FindingKind::ImpossibleSegment,
+                    Severity::Warning,
+                    &f.rel_path,
+                    format!(
+                        "\"{}\" is named as segment {} ({} bytes), whose first block {first_block} lies past the largest block number {MAX_BLOCK_NUMBER}: no relation can have it and the server never reads it; not checked",
+                        f.rel_path, f.name.segno, f.size
+                    ),
+                )
+                .with_detail(json!({"size": f.size, "first_block": first_block, "max_block_number": MAX_BLOCK_NUMBER}))
+                .of_relation_file(f.location, &f.name),
+            );
+        }
+    }
+}
+
 /// Checks the segment structure of a fork the way `md.c` relies on it: full segments, then one
-/// partial one, then only empty ones. Returns the findings.
+/// partial one, then only empty ones. Returns the findings: one per run of missing segments
+/// (never one per absent segment number), one per short or oversized segment.
 pub fn check_segments(
     fork: &ForkFiles,
     files: &[RelationFile],
@@ -455,9 +493,7 @@ pub fn check_segments(
         let f = &files[i];
         let segno = f.name.segno;
         if segno > expected_segno && segno <= last_nonempty {
-            for missing in expected_segno..segno {
-                findings.push(missing_segment(f, missing, relseg_size));
-            }
+            findings.push(missing_segments(f, expected_segno, segno - 1, relseg_size));
         }
         expected_segno = segno.saturating_add(1);
         let blocks = f.size / blcksz;
@@ -494,25 +530,45 @@ pub fn check_segments(
     findings
 }
 
-fn missing_segment(next: &RelationFile, missing: u32, relseg_size: u64) -> Finding {
+/// The segment file name `missing` of the fork `next` belongs to.
+fn segment_name(next: &RelationFile, segno: u32) -> String {
     let base = next
         .rel_path
         .rsplit_once('.')
         .map_or(next.rel_path.as_str(), |(b, _)| b);
-    let file = if missing == 0 {
+    if segno == 0 {
         base.to_string()
     } else {
-        format!("{base}.{missing}")
+        format!("{base}.{segno}")
+    }
+}
+
+/// One finding for the run of missing segments `first..=last` before `next`.
+fn missing_segments(next: &RelationFile, first: u32, last: u32, relseg_size: u64) -> Finding {
+    let file = segment_name(next, first);
+    let count = last - first + 1;
+    let what = if count == 1 {
+        format!("segment \"{file}\" is missing")
+    } else {
+        format!(
+            "segments \"{file}\" to \"{}\" ({count} files) are missing",
+            segment_name(next, last)
+        )
+    };
+    let stray = if first == 0 {
+        " (the fork has no first segment: the server never reads it)"
+    } else {
+        ""
     };
     Finding::for_file(
         FindingKind::SegmentGap,
         Severity::Error,
         &file,
         format!(
-            "segment \"{file}\" is missing but \"{}\" exists; the server cannot see the later data",
+            "{what} but \"{}\" exists{stray}; the server cannot see the later data",
             next.rel_path
         ),
     )
-    .with_detail(serde_json::json!({"missing_segment": missing, "relseg_size": relseg_size}))
-    .at_segment(missing)
+    .with_detail(serde_json::json!({"missing_segment": first, "last_missing_segment": last, "missing_segments": count, "relseg_size": relseg_size}))
+    .at_segment(first)
 }

@@ -89,6 +89,9 @@ pub enum FindingKind {
     TablespaceMissing,
     /// A directory every data directory has (`pg_tblspc`, `pg_xact`, ...) is missing.
     MissingDirectory,
+    /// A file named like a relation segment whose blocks would lie past `MaxBlockNumber`: no
+    /// relation can have it, the server never reads it.
+    ImpossibleSegment,
 }
 
 impl FindingKind {
@@ -128,6 +131,7 @@ impl FindingKind {
             FindingKind::IrregularFile => "irregular_file",
             FindingKind::TablespaceMissing => "tablespace_missing",
             FindingKind::MissingDirectory => "missing_directory",
+            FindingKind::ImpossibleSegment => "impossible_segment",
         }
     }
 
@@ -166,6 +170,7 @@ impl FindingKind {
         FindingKind::IrregularFile,
         FindingKind::TablespaceMissing,
         FindingKind::MissingDirectory,
+        FindingKind::ImpossibleSegment,
     ];
 }
 

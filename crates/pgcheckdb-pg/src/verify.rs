@@ -105,6 +105,10 @@ pub struct Summary {
     pub corrupt_blocks: u64,
     pub findings: u64,
     pub seconds: f64,
+    /// Why the run is incomplete or did not happen (exit 1 or interrupted): the first tool
+    /// error, a refusal, or the signal that stopped it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Everything a verification produced.
@@ -144,7 +148,8 @@ impl Plan {
     /// Lists the data directory and checks file sizes and the segment structure.
     pub fn build(datadir: &Path, control: ControlFile) -> Plan {
         let version_dir = control.tablespace_version_directory();
-        let dir = list_relation_files(datadir, version_dir.as_deref());
+        let mut dir = list_relation_files(datadir, version_dir.as_deref());
+        dir.remove_impossible_segments(control.relseg_size as u64);
         let forks = group_forks(&dir.files);
         let bs = control.blcksz as u64;
         let mut fork_of_file = vec![0; dir.files.len()];
@@ -363,8 +368,11 @@ struct BlockChecker<'a> {
     blocks: u64,
     new_pages: u64,
     skipped_blocks: u64,
-    /// New pages as (fork, absolute block).
-    new_blocks: Vec<(usize, u64)>,
+    /// Runs of new pages: one entry per run of consecutive all-zero blocks, so that a huge
+    /// sparse file costs one entry, not one per page.
+    new_runs: Vec<BlockRun>,
+    /// Unreadable blocks, as runs.
+    read_errors: ReadErrorRuns,
     /// Highest non-new block per fork.
     last_used: HashMap<usize, u64>,
     /// Raw block sums of the current chunk, reused across chunks.
@@ -384,7 +392,8 @@ impl<'a> BlockChecker<'a> {
             blocks: 0,
             new_pages: 0,
             skipped_blocks: 0,
-            new_blocks: Vec::new(),
+            new_runs: Vec::new(),
+            read_errors: ReadErrorRuns::default(),
             last_used: HashMap::new(),
             sums: Vec::new(),
         }
@@ -396,7 +405,8 @@ impl<'a> BlockChecker<'a> {
         self.blocks += other.blocks;
         self.new_pages += other.new_pages;
         self.skipped_blocks += other.skipped_blocks;
-        self.new_blocks.extend(other.new_blocks);
+        self.new_runs.extend(other.new_runs);
+        self.read_errors.absorb(other.read_errors);
         for (fork, b) in other.last_used {
             let e = self.last_used.entry(fork).or_insert(b);
             *e = (*e).max(b);
@@ -441,7 +451,7 @@ impl<'a> BlockChecker<'a> {
             }
             PageVerdict::New => {
                 self.new_pages += 1;
-                self.new_blocks.push((fork, blkno));
+                self.note_new(fork, blkno);
                 false
             }
             PageVerdict::Problem(problem) => {
@@ -475,6 +485,18 @@ impl<'a> BlockChecker<'a> {
             self.findings.push(finding);
         }
         self.problems = problems;
+    }
+
+    /// Adds a new page to the runs, extending the last run when it is the next block.
+    fn note_new(&mut self, fork: usize, blkno: u64) {
+        match self.new_runs.last_mut() {
+            Some(run) if run.fork == fork && run.last + 1 == blkno => run.last = blkno,
+            _ => self.new_runs.push(BlockRun {
+                fork,
+                first: blkno,
+                last: blkno,
+            }),
+        }
     }
 
     fn note_used(&mut self, fork: usize, blkno: u64) {
@@ -588,6 +610,11 @@ impl<'a> BlockChecker<'a> {
             .map(|f| f.detail["count"].as_u64().unwrap_or(0))
             .sum();
         self.findings.extend(interior);
+        let read_errors = std::mem::take(&mut self.read_errors).into_runs();
+        for run in read_errors {
+            let finding = self.read_error_finding(&run);
+            self.findings.push(finding);
+        }
         self.findings
             .sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
         for (rel, e) in &plan.dir.errors {
@@ -622,6 +649,7 @@ impl<'a> BlockChecker<'a> {
             corrupt_blocks: corrupt.len() as u64,
             findings: self.findings.len() as u64,
             seconds: started.elapsed().as_secs_f64(),
+            error: None,
         };
         VerifyReport {
             findings: self.findings,
@@ -635,24 +663,20 @@ impl<'a> BlockChecker<'a> {
     /// zero until needed, so zero pages inside an FSM fork are normal.
     fn interior_zero_findings(&mut self) -> Vec<Finding> {
         let forks = &self.plan.forks;
-        self.new_blocks
-            .retain(|(f, _)| forks[*f].fork == crate::relfile::ForkNumber::Main);
-        self.new_blocks.sort_unstable();
+        self.new_runs
+            .retain(|r| forks[r.fork].fork == crate::relfile::ForkNumber::Main);
+        self.new_runs.sort_unstable_by_key(|r| (r.fork, r.first));
         let mut out = Vec::new();
         let mut i = 0;
-        while i < self.new_blocks.len() {
-            let fork = self.new_blocks[i].0;
-            let end = self.new_blocks[i..]
+        while i < self.new_runs.len() {
+            let fork = self.new_runs[i].fork;
+            let end = self.new_runs[i..]
                 .iter()
-                .position(|(f, _)| *f != fork)
-                .map_or(self.new_blocks.len(), |n| i + n);
+                .position(|r| r.fork != fork)
+                .map_or(self.new_runs.len(), |n| i + n);
             if let Some(&last) = self.last_used.get(&fork) {
-                let interior: Vec<u64> = self.new_blocks[i..end]
-                    .iter()
-                    .map(|(_, b)| *b)
-                    .filter(|&b| b < last)
-                    .collect();
-                if !interior.is_empty() {
+                let interior = InteriorZeros::of(&self.new_runs[i..end], last);
+                if interior.count > 0 {
                     out.push(self.interior_finding(fork, &interior));
                 }
             }
@@ -661,10 +685,11 @@ impl<'a> BlockChecker<'a> {
         out
     }
 
-    fn interior_finding(&self, fork: usize, blocks: &[u64]) -> Finding {
+    fn interior_finding(&self, fork: usize, interior: &InteriorZeros) -> Finding {
         let relseg = self.plan.control.relseg_size as u64;
         let f = &self.plan.forks[fork];
-        let seg = (blocks[0] / relseg) as u32;
+        let first = interior.shown[0];
+        let seg = (first / relseg) as u32;
         let file = f
             .segments
             .iter()
@@ -678,15 +703,128 @@ impl<'a> BlockChecker<'a> {
             .iter()
             .position(|x| std::ptr::eq(x, file))
             .unwrap_or(0);
-        let shown: Vec<u64> = blocks.iter().copied().take(20).collect();
         self.block_finding(
             index,
-            blocks[0],
+            first,
             FindingKind::InteriorZeroPages,
             Severity::Info,
-            format!("{} all-zero page(s) before the last used page of the fork (a lost write looks like this)", blocks.len()),
-            json!({"count": blocks.len(), "blocks": shown}),
+            format!("{} all-zero page(s) before the last used page of the fork (a lost write looks like this)", interior.count),
+            json!({"count": interior.count, "blocks": interior.shown}),
         )
+    }
+
+    /// One `read_error` finding for a run of unreadable blocks of one file.
+    fn read_error_finding(&self, run: &ReadErrorRun) -> Finding {
+        let count = run.last - run.first + 1;
+        let what = if count == 1 {
+            format!("could not read block {}", run.first)
+        } else {
+            format!(
+                "could not read blocks {} to {} ({count} blocks)",
+                run.first, run.last
+            )
+        };
+        self.block_finding(
+            run.file,
+            run.first,
+            FindingKind::ReadError,
+            Severity::Error,
+            format!("{what}: {}", run.error),
+            json!({"first_block": run.first, "last_block": run.last, "count": count, "os_error": run.os_error}),
+        )
+    }
+}
+
+/// A run of consecutive absolute blocks `first..=last` of one fork.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BlockRun {
+    fork: usize,
+    first: u64,
+    last: u64,
+}
+
+/// The interior all-zero pages of one fork: how many, and the first few block numbers.
+struct InteriorZeros {
+    count: u64,
+    shown: Vec<u64>,
+}
+
+impl InteriorZeros {
+    /// Block numbers listed in a finding's detail.
+    const SHOWN: usize = 20;
+
+    /// The new pages of `runs` (one fork, sorted) before the last used block `last_used`.
+    fn of(runs: &[BlockRun], last_used: u64) -> InteriorZeros {
+        let mut out = InteriorZeros {
+            count: 0,
+            shown: Vec::new(),
+        };
+        for r in runs.iter().filter(|r| r.first < last_used) {
+            let last = r.last.min(last_used - 1);
+            out.count += last - r.first + 1;
+            let room = Self::SHOWN - out.shown.len();
+            out.shown.extend((r.first..=last).take(room));
+        }
+        out
+    }
+}
+
+/// A run of unreadable blocks `first..=last` of one file that failed with the same error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ReadErrorRun {
+    file: usize,
+    first: u64,
+    last: u64,
+    os_error: Option<i32>,
+    error: String,
+}
+
+/// Unreadable blocks, gathered into runs: a failing disk area gives one finding per run,
+/// not one per block.
+#[derive(Debug, Default)]
+struct ReadErrorRuns {
+    runs: Vec<ReadErrorRun>,
+}
+
+impl ReadErrorRuns {
+    /// Adds one unreadable block; blocks arrive in order within a work unit.
+    fn push(&mut self, file: usize, blkno: u64, err: &io::Error) {
+        let os_error = err.raw_os_error();
+        match self.runs.last_mut() {
+            Some(r) if r.file == file && r.last + 1 == blkno && r.os_error == os_error => {
+                r.last = blkno
+            }
+            _ => self.runs.push(ReadErrorRun {
+                file,
+                first: blkno,
+                last: blkno,
+                os_error,
+                error: err.to_string(),
+            }),
+        }
+    }
+
+    fn absorb(&mut self, other: ReadErrorRuns) {
+        self.runs.extend(other.runs);
+    }
+
+    /// The runs sorted by file and block, adjacent runs of different workers joined.
+    fn into_runs(mut self) -> Vec<ReadErrorRun> {
+        self.runs.sort_by_key(|r| (r.file, r.first));
+        let mut out: Vec<ReadErrorRun> = Vec::with_capacity(self.runs.len());
+        for r in self.runs {
+            match out.last_mut() {
+                Some(prev)
+                    if prev.file == r.file
+                        && prev.last + 1 == r.first
+                        && prev.os_error == r.os_error =>
+                {
+                    prev.last = r.last
+                }
+                _ => out.push(r),
+            }
+        }
+        out
     }
 }
 
@@ -737,15 +875,7 @@ impl Visitor for BlockChecker<'_> {
         self.skipped_blocks += 1;
         let f = &self.plan.dir.files[file];
         let blkno = self.plan.absolute_block(f, offset / self.cfg.blcksz as u64);
-        let finding = self.block_finding(
-            file,
-            blkno,
-            FindingKind::ReadError,
-            Severity::Error,
-            format!("could not read block {blkno}: {err}"),
-            json!({"os_error": err.raw_os_error()}),
-        );
-        self.findings.push(finding);
+        self.read_errors.push(file, blkno, err);
     }
 
     fn open_failed(&mut self, file: usize, err: &io::Error) {
@@ -794,5 +924,62 @@ mod tests {
         // Tiny cluster: never below one block.
         assert_eq!(unit_bytes_for(32 * mib, 8192, 4, 8192), 8192);
         assert_eq!(unit_bytes_for(32 * mib, 0, 0, 8192), 8192);
+    }
+
+    fn eio() -> io::Error {
+        io::Error::from_raw_os_error(libc::EIO)
+    }
+
+    #[test]
+    fn unreadable_blocks_become_runs_across_workers() {
+        // Two workers each saw half of a failing area of file 0 (blocks 100..=299), one also a
+        // lone bad block 400 and an EACCES block right after the area.
+        let mut a = ReadErrorRuns::default();
+        let mut b = ReadErrorRuns::default();
+        for blkno in 100..200 {
+            a.push(0, blkno, &eio());
+        }
+        a.push(0, 400, &eio());
+        for blkno in 200..300 {
+            b.push(0, blkno, &eio());
+        }
+        b.push(0, 300, &io::Error::from_raw_os_error(libc::EACCES));
+        b.push(1, 301, &eio());
+        b.absorb(a);
+        let runs = b.into_runs();
+        let shape: Vec<(usize, u64, u64, Option<i32>)> = runs
+            .iter()
+            .map(|r| (r.file, r.first, r.last, r.os_error))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (0, 100, 299, Some(libc::EIO)),
+                (0, 300, 300, Some(libc::EACCES)),
+                (0, 400, 400, Some(libc::EIO)),
+                (1, 301, 301, Some(libc::EIO)),
+            ]
+        );
+    }
+
+    #[test]
+    fn interior_zero_runs_are_clipped_and_counted_without_a_list() {
+        let runs = [
+            BlockRun {
+                fork: 0,
+                first: 2,
+                last: 4,
+            },
+            BlockRun {
+                fork: 0,
+                first: 10,
+                last: 1 << 40,
+            },
+        ];
+        let z = InteriorZeros::of(&runs, 1 << 30);
+        assert_eq!(z.count, 3 + ((1 << 30) - 10));
+        assert_eq!(z.shown.len(), InteriorZeros::SHOWN);
+        assert_eq!(&z.shown[..4], &[2, 3, 4, 10]);
+        assert_eq!(InteriorZeros::of(&runs, 2).count, 0);
     }
 }

@@ -165,7 +165,13 @@ pub fn summary_text(s: &Summary, findings: &[Finding]) -> String {
     } else {
         String::new()
     };
-    if errors.is_empty() {
+    if let Some(error) = &s.error {
+        if errors.is_empty() {
+            return format!(
+                "pgcheckdb did not check everything ({error}): no corruption found in the part it checked ({scanned}){warn}"
+            );
+        }
+    } else if errors.is_empty() {
         return format!("pgcheckdb found no corruption ({scanned}){warn}");
     }
     let other = errors.len() as u64 - s.corrupt_blocks.min(errors.len() as u64);
@@ -179,6 +185,12 @@ pub fn summary_text(s: &Summary, findings: &[Finding]) -> String {
     } else {
         "databases"
     };
+    if databases.is_empty() {
+        return format!(
+            "pgcheckdb found {} corrupt page(s){other_text} ({scanned}){warn}",
+            s.corrupt_blocks
+        );
+    }
     format!(
         "pgcheckdb found {} corrupt page(s){other_text} in {} relation(s) of {db_word} {} ({scanned}){warn}",
         s.corrupt_blocks,
@@ -257,5 +269,15 @@ mod tests {
             "{text}"
         );
         assert!(summary_text(&s, &[]).starts_with("pgcheckdb found no corruption"));
+        let incomplete = Summary {
+            error: Some("could not read \"base/5\": Permission denied".into()),
+            ..s
+        };
+        let text = summary_text(&incomplete, &[]);
+        assert!(
+            text.starts_with("pgcheckdb did not check everything")
+                && !text.contains("found no corruption"),
+            "{text}"
+        );
     }
 }

@@ -8,6 +8,7 @@ mod corrupt_cmd;
 mod demo_cmd;
 mod inspect_cmd;
 mod progress;
+mod signals;
 mod target;
 mod verify_cmd;
 

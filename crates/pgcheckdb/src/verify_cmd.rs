@@ -4,17 +4,18 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
+use anyhow::{anyhow, bail, Context};
 use pgcheckdb_pg::catalog::Catalog;
 use pgcheckdb_pg::cluster::check_stopped;
-use pgcheckdb_pg::control::{read_pg_version, ControlFile};
+use pgcheckdb_pg::control::{read_pg_version_file, ControlFile};
 use pgcheckdb_pg::naming::name_findings;
-use pgcheckdb_pg::verify::{self, Level, Plan, Structure, VerifyOptions};
-use pgcheckdb_report::{write_finding, write_summary, Format};
+use pgcheckdb_pg::verify::{self, Level, Plan, Structure, Summary, VerifyOptions};
+use pgcheckdb_report::{human_bytes, write_finding, write_summary, Format};
+use pgcheckdb_scan::open::{not_regular, read_regular};
 use pgcheckdb_scan::Progress;
 
 use crate::cli::{Common, LevelArg, OutputFormat, VerifyArgs};
-use crate::{progress, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
+use crate::{progress, signals, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
 
 /// The data directory from `-D` or `$PGDATA`, checked to look like one.
 pub fn resolve_datadir(arg: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
@@ -26,24 +27,49 @@ pub fn resolve_datadir(arg: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
     if !meta.is_dir() {
         bail!("\"{}\" is not a directory", dir.display());
     }
-    if !dir.join("global").join("pg_control").exists() {
-        bail!(
+    let control = dir.join("global").join("pg_control");
+    match std::fs::metadata(&control) {
+        Ok(_) => Ok(dir.clone()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => bail!(
             "\"{}\" is not a PostgreSQL data directory: global/pg_control is missing",
             dir.display()
-        );
+        ),
+        Err(e) => {
+            Err(anyhow!(e)).with_context(|| format!("could not access \"{}\"", control.display()))
+        }
     }
-    Ok(dir.clone())
 }
 
-/// Reads pg_control and checks it against PG_VERSION.
+/// Reads pg_control, checks it against PG_VERSION and refuses versions pgcheckdb does not
+/// know the formats of.
 pub fn read_control(datadir: &Path) -> anyhow::Result<ControlFile> {
     let control = ControlFile::read_from_datadir(datadir)?;
-    if let (Some(major), Some(file_major)) = (control.major, read_pg_version(datadir)) {
+    let file_major = read_pg_version_file(datadir).map_err(|e| anyhow!(e))?;
+    if let Some(major) = control.major {
         if major != file_major {
             bail!("pg_control says PostgreSQL {major} but PG_VERSION says {file_major}");
         }
     }
+    control
+        .supported_major(file_major)
+        .map_err(|e| anyhow!(e))?;
     Ok(control)
+}
+
+/// `postmaster.pid` must be absent or a readable regular file: anything else leaves open
+/// whether a server is running.
+fn check_pid_file(datadir: &Path) -> anyhow::Result<()> {
+    match read_regular(&datadir.join("postmaster.pid"), 64 << 10) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => {
+            let why = match not_regular(&e) {
+                Some(what) => format!("it is a {what}, not a regular file"),
+                None => e.to_string(),
+            };
+            bail!("could not read \"postmaster.pid\" ({why}): cannot tell whether a server is running")
+        }
+    }
 }
 
 fn jobs(common: &Common) -> usize {
@@ -60,30 +86,69 @@ fn format(common: &Common) -> Format {
     }
 }
 
+/// Runs `verify`; on every failure the JSON stream still ends with a summary carrying the
+/// error (the error itself is printed by `main`, once).
 pub fn run(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
-    if args.online {
-        bail!("--online is not supported yet; stop the server or verify a stopped copy");
+    let format = format(common);
+    let level = requested_level(args);
+    let result = run_checked(common, args);
+    let Err(e) = result else { return result };
+    if format == Format::Json {
+        let summary = Summary {
+            level: level.name().to_string(),
+            error: Some(format!("{e:#}")),
+            ..Summary::default()
+        };
+        let _ = print_report(format, true, &[], &summary);
     }
-    let datadir = resolve_datadir(args.pgdata.as_ref())?;
-    let control = read_control(&datadir)?;
-    if let Err(reason) = check_stopped(&datadir, &control) {
-        bail!("cannot verify \"{}\" offline: {reason}", datadir.display());
+    match signals::caught() {
+        // Interrupted before the scan: say so here, exit with the signal's status.
+        Some(sig) => {
+            eprintln!("pgcheckdb: error: {e:#}");
+            Ok(signals::exit_code(sig))
+        }
+        None => Err(e),
     }
+}
+
+fn requested_level(args: &VerifyArgs) -> Level {
     let requested = if args.physical_only {
         LevelArg::Physical
     } else {
         args.level
     };
-    let level = match requested {
+    match requested {
         LevelArg::Physical => Level::Physical,
-        LevelArg::Standard => Level::Standard,
-        LevelArg::Extended => {
-            if !common.quiet {
-                eprintln!("pgcheckdb: warning: the cross-page checks of the extended level are not implemented yet; running the standard level");
-            }
-            Level::Standard
-        }
-    };
+        LevelArg::Standard | LevelArg::Extended => Level::Standard,
+    }
+}
+
+/// Stops with the interruption error when a signal was caught; `state` says where.
+fn check_interrupt(state: &str) -> anyhow::Result<()> {
+    match signals::caught() {
+        Some(sig) => bail!(
+            "interrupted by {} {state}; nothing was checked",
+            signals::name(sig)
+        ),
+        None => Ok(()),
+    }
+}
+
+fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
+    if args.online {
+        bail!("--online is not supported yet; stop the server or verify a stopped copy");
+    }
+    signals::install().context("could not install the signal handlers")?;
+    let datadir = resolve_datadir(args.pgdata.as_ref())?;
+    let control = read_control(&datadir)?;
+    check_pid_file(&datadir)?;
+    if let Err(reason) = check_stopped(&datadir, &control) {
+        bail!("cannot verify \"{}\" offline: {reason}", datadir.display());
+    }
+    let level = requested_level(args);
+    if matches!(args.level, LevelArg::Extended) && !args.physical_only && !common.quiet {
+        eprintln!("pgcheckdb: warning: the cross-page checks of the extended level are not implemented yet; running the standard level");
+    }
     let opts = VerifyOptions {
         jobs: jobs(common),
         level,
@@ -92,38 +157,55 @@ pub fn run(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     };
     let format = format(common);
     if format == Format::Text && !common.quiet {
-        eprintln!(
-            "pgcheckdb: PostgreSQL {}, block size {}, segment size {} blocks, data checksums {}, {} jobs",
-            control.major.map_or("?".to_string(), |m| m.to_string()),
-            control.blcksz,
-            control.relseg_size,
-            control.checksum_state(),
-            opts.jobs
-        );
-        if control.data_checksum_version == 0 {
-            let what = match level {
-                Level::Physical => "page headers only",
-                _ => "page headers and the structure inside pages",
-            };
-            eprintln!("pgcheckdb: data checksums are off in this cluster: checking {what}");
-        }
+        announce(&control, level, opts.jobs);
     }
     let started = std::time::Instant::now();
     let plan = Plan::build(&datadir, control);
+    check_interrupt("while listing the data directory")?;
     let catalog = Catalog::read(&datadir, &plan.control);
+    check_interrupt("while reading the catalogs")?;
     let structure = (level != Level::Physical).then(|| Structure::from_catalog(&plan, &catalog));
     let total: u64 = plan.scan_files().iter().map(|f| f.len).sum();
     let progress_state = Progress::default();
-    let mut report = progress::with_bar(progress::wanted(common), total, &progress_state, || {
-        verify::run(&plan, &opts, &progress_state, structure.as_ref())
+    let mut report = signals::cancel_on_signal(&progress_state, || {
+        progress::with_bar(progress::wanted(common), total, &progress_state, || {
+            verify::run(&plan, &opts, &progress_state, structure.as_ref())
+        })
     });
     name_findings(&mut report, &plan, &catalog);
+    report
+        .tool_errors
+        .extend(catalog.tool_errors.iter().cloned());
     report.summary.seconds = started.elapsed().as_secs_f64();
+    let interrupted = signals::caught();
+    if let Some(sig) = interrupted {
+        let done = progress_state
+            .bytes_done
+            .load(std::sync::atomic::Ordering::Relaxed);
+        report.tool_errors.insert(
+            0,
+            format!(
+                "interrupted by {} during the block scan after {} of {}; the findings below cover only the part checked",
+                signals::name(sig),
+                human_bytes(done),
+                human_bytes(total)
+            ),
+        );
+    }
+    report.summary.error = report
+        .tool_errors
+        .first()
+        .map(|first| match report.tool_errors.len() {
+            1 => first.clone(),
+            n => format!("{first} (and {} more error(s))", n - 1),
+        });
     for e in &report.tool_errors {
         eprintln!("pgcheckdb: error: {e}");
     }
-    print_report(format, common.quiet, &report)?;
-    Ok(if report.error_count() > 0 {
+    print_report(format, common.quiet, &report.findings, &report.summary)?;
+    Ok(if let Some(sig) = interrupted {
+        signals::exit_code(sig)
+    } else if report.error_count() > 0 {
         EXIT_CORRUPT
     } else if !report.tool_errors.is_empty() {
         EXIT_FAILED
@@ -132,15 +214,39 @@ pub fn run(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     })
 }
 
-fn print_report(format: Format, quiet: bool, report: &verify::VerifyReport) -> io::Result<()> {
+/// The opening lines of the text format.
+fn announce(control: &ControlFile, level: Level, jobs: usize) {
+    eprintln!(
+        "pgcheckdb: PostgreSQL {}, block size {}, segment size {} blocks, data checksums {}, {} jobs",
+        control.major.map_or("?".to_string(), |m| m.to_string()),
+        control.blcksz,
+        control.relseg_size,
+        control.checksum_state(),
+        jobs
+    );
+    if control.data_checksum_version == 0 {
+        let what = match level {
+            Level::Physical => "page headers only",
+            _ => "page headers and the structure inside pages",
+        };
+        eprintln!("pgcheckdb: data checksums are off in this cluster: checking {what}");
+    }
+}
+
+fn print_report(
+    format: Format,
+    quiet: bool,
+    findings: &[pgcheckdb_pg::finding::Finding],
+    summary: &Summary,
+) -> io::Result<()> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    for f in &report.findings {
+    for f in findings {
         if format == Format::Text && quiet && f.severity == pgcheckdb_pg::finding::Severity::Info {
             continue;
         }
         write_finding(&mut out, format, f)?;
     }
-    write_summary(&mut out, format, &report.summary, &report.findings)?;
+    write_summary(&mut out, format, summary, findings)?;
     out.flush()
 }

@@ -19,10 +19,22 @@ fn assert_one_error_line(run: &Run, needle: &str) {
         lines[0].contains(needle),
         "stderr should mention {needle:?}\n{run}"
     );
-    assert!(
-        run.stdout.trim().is_empty(),
-        "nothing on stdout expected\n{run}"
-    );
+    // With --format json the only stdout line is the summary carrying the error.
+    match &run.summary {
+        Some(summary) => {
+            assert_eq!(run.stdout.trim().lines().count(), 1, "{run}");
+            assert!(
+                summary["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains(needle)),
+                "the summary should carry the error\n{run}"
+            );
+        }
+        None => assert!(
+            run.stdout.trim().is_empty(),
+            "nothing on stdout expected\n{run}"
+        ),
+    }
 }
 
 #[test]

@@ -126,9 +126,16 @@ fn torn_control_file(sc: &StandardCluster) {
         lines[0].contains("pg_control") && lines[0].contains("CRC"),
         "{run}"
     );
-    assert!(
-        run.summary.is_none(),
+    assert_eq!(
+        run.summary()["blocks"],
+        0,
         "nothing should be checked with a bad pg_control\n{run}"
+    );
+    assert!(
+        run.summary()["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("CRC")),
+        "the JSON summary carries the error\n{run}"
     );
 }
 

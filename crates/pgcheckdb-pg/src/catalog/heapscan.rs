@@ -1,9 +1,12 @@
-//! Reading the live rows of a small heap relation (a system catalog) straight from its files:
+//! Reading the live rows of a heap relation (a system catalog) straight from its files:
 //! every `LP_NORMAL` tuple of every sane page, filtered by the visibility rules that hold in a
-//! cleanly shut-down cluster (hint bits first, then `pg_xact`).
+//! cleanly shut-down cluster (hint bits first, then `pg_xact`). Files are read one page at a
+//! time, so a huge (or hostile, sparse) catalog file costs one page of memory.
 
-use std::fs;
+use std::io::{self, Read};
 use std::path::Path;
+
+use pgcheckdb_scan::open::open_regular;
 
 use super::xact::{CommitLog, XidStatus};
 use crate::layout::heap::{infomask as im, HeapTupleHeader};
@@ -19,20 +22,72 @@ pub struct Row<'a> {
 /// What went wrong while reading a catalog file (the rest of the file is still read).
 #[derive(Debug, Default)]
 pub struct ScanTrouble {
-    /// Blocks skipped because their header is not sane.
+    /// The first [`ScanTrouble::LISTED`] blocks skipped because their header is not sane.
     pub bad_blocks: Vec<u32>,
+    /// How many blocks were skipped.
+    pub bad_count: u64,
 }
 
-/// Reads the main fork of a relation (all segments) under `dir` with file number `filenode`.
-pub fn read_relation(dir: &Path, filenode: u32) -> std::io::Result<Vec<u8>> {
-    let mut data = fs::read(dir.join(filenode.to_string()))?;
-    for segno in 1.. {
-        match fs::read(dir.join(format!("{filenode}.{segno}"))) {
-            Ok(more) if !more.is_empty() => data.extend(more),
-            _ => break,
+impl ScanTrouble {
+    /// Bad block numbers kept for the message.
+    pub const LISTED: usize = 20;
+
+    fn note_bad(&mut self, blkno: u32) {
+        self.bad_count += 1;
+        if self.bad_blocks.len() < Self::LISTED {
+            self.bad_blocks.push(blkno);
         }
     }
-    Ok(data)
+}
+
+/// Calls `page_fn(blkno, page)` for every whole page of the main fork of relation `filenode`
+/// under `dir`, all segments in order, reading one page at a time. Only regular files are
+/// opened; the first segment must exist, the list of segments ends at the first absent one.
+/// A trailing partial page is ignored, as the server ignores it.
+pub fn for_each_page(
+    dir: &Path,
+    filenode: u32,
+    blcksz: usize,
+    mut page_fn: impl FnMut(u32, &[u8]),
+) -> io::Result<()> {
+    let mut page = vec![0u8; blcksz];
+    let mut blkno = 0u32;
+    for segno in 0u32.. {
+        let name = match segno {
+            0 => filenode.to_string(),
+            n => format!("{filenode}.{n}"),
+        };
+        let file = match open_regular(&dir.join(name), false) {
+            Ok(f) => f,
+            Err(e) if segno > 0 && e.kind() == io::ErrorKind::NotFound => break,
+            Err(e) => return Err(e),
+        };
+        let mut reader = io::BufReader::with_capacity(blcksz.max(64 << 10), file);
+        let mut pages_in_segment = 0u64;
+        while read_page(&mut reader, &mut page)? {
+            page_fn(blkno, &page);
+            blkno = blkno.saturating_add(1);
+            pages_in_segment += 1;
+        }
+        if pages_in_segment == 0 {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Fills `page`; false at the end of the file (a partial last page counts as the end).
+fn read_page(reader: &mut impl Read, page: &mut [u8]) -> io::Result<bool> {
+    let mut done = 0;
+    while done < page.len() {
+        match reader.read(&mut page[done..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
 }
 
 /// `HEAP_XMAX_IS_LOCKED_ONLY`.
@@ -83,36 +138,52 @@ pub fn for_each_visible_row(
 ) -> ScanTrouble {
     let mut trouble = ScanTrouble::default();
     for (blkno, page) in data.chunks_exact(blcksz).enumerate() {
-        let Some(header) = PageHeader::parse(page) else {
-            continue;
-        };
-        if header.is_new() {
-            continue;
-        }
-        if header.server_rule_violation(blcksz, max_align).is_some() {
-            trouble.bad_blocks.push(blkno as u32);
-            continue;
-        }
-        for item in line_pointers(page, &header) {
-            if item.lp_flags != LpFlags::Normal {
-                continue;
-            }
-            let (start, len) = (item.lp_off as usize, item.lp_len as usize);
-            let Some(tuple) = page.get(start..start + len) else {
-                continue;
-            };
-            let Some(h) = HeapTupleHeader::parse(tuple) else {
-                continue;
-            };
-            let hoff = h.t_hoff as usize;
-            if hoff > tuple.len() || !is_visible(&h, clog) {
-                continue;
-            }
-            f(Row {
-                data: &tuple[hoff..],
-                header: h,
-            });
-        }
+        visible_rows_of_page(page, blkno as u32, max_align, clog, &mut trouble, &mut f);
     }
     trouble
+}
+
+/// Calls `f` for every visible row of one page; a page with a bad header is noted in
+/// `trouble` and skipped.
+pub fn visible_rows_of_page(
+    page: &[u8],
+    blkno: u32,
+    max_align: usize,
+    clog: &CommitLog,
+    trouble: &mut ScanTrouble,
+    f: &mut impl FnMut(Row<'_>),
+) {
+    let Some(header) = PageHeader::parse(page) else {
+        return;
+    };
+    if header.is_new() {
+        return;
+    }
+    if header
+        .server_rule_violation(page.len(), max_align)
+        .is_some()
+    {
+        trouble.note_bad(blkno);
+        return;
+    }
+    for item in line_pointers(page, &header) {
+        if item.lp_flags != LpFlags::Normal {
+            continue;
+        }
+        let (start, len) = (item.lp_off as usize, item.lp_len as usize);
+        let Some(tuple) = page.get(start..start + len) else {
+            continue;
+        };
+        let Some(h) = HeapTupleHeader::parse(tuple) else {
+            continue;
+        };
+        let hoff = h.t_hoff as usize;
+        if hoff > tuple.len() || !is_visible(&h, clog) {
+            continue;
+        }
+        f(Row {
+            data: &tuple[hoff..],
+            header: h,
+        });
+    }
 }

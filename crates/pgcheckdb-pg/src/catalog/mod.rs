@@ -18,8 +18,9 @@ use serde_json::json;
 use crate::control::ControlFile;
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
 use attributes::{align_of, attribute_layout, Attribute};
-use heapscan::{for_each_visible_row, read_relation, Row};
+use heapscan::{for_each_page, visible_rows_of_page, Row, ScanTrouble};
 use layouts::{layouts_for, oids, CatalogLayouts, NAMEDATALEN, OID_THEN_NAME};
+use pgcheckdb_scan::open::not_regular;
 use xact::CommitLog;
 
 /// `pg_class.relkind`.
@@ -123,6 +124,9 @@ pub struct Catalog {
     pub incomplete_databases: HashSet<u32>,
     /// Problems met while reading the catalogs.
     pub findings: Vec<Finding>,
+    /// What pgcheckdb itself could not read (permission denied, ...): the run is incomplete,
+    /// but that is no evidence of corruption.
+    pub tool_errors: Vec<String>,
 }
 
 /// Context for reading one cluster's catalogs.
@@ -145,12 +149,15 @@ impl Catalog {
             ));
             return c;
         };
+        let (clog, trouble) = CommitLog::load(datadir, control.blcksz);
         let mut reader = Reader {
             datadir,
             control,
             layouts,
             catalog: Catalog {
-                clog: CommitLog::new(datadir, control.blcksz),
+                clog,
+                findings: trouble.findings,
+                tool_errors: trouble.tool_errors,
                 ..Catalog::default()
             },
         };
@@ -379,33 +386,56 @@ impl Reader<'_> {
         format!("{}/{filenode}", rel.display())
     }
 
-    /// Reads the visible rows of the relation `filenode` in `dir`, reporting trouble; false if
-    /// the file could not be read whole.
-    fn scan(&mut self, dir: &Path, filenode: u32, what: &str, f: impl FnMut(Row<'_>)) -> bool {
+    /// Reads the visible rows of the relation `filenode` in `dir` page by page, reporting
+    /// trouble; false if the file could not be read whole.
+    fn scan(&mut self, dir: &Path, filenode: u32, what: &str, mut f: impl FnMut(Row<'_>)) -> bool {
         let shown = self.shown(dir, filenode);
-        let data = match read_relation(dir, filenode) {
-            Ok(d) => d,
-            Err(e) => {
-                self.catalog.findings.push(catalog_finding(
-                    &shown,
-                    format!("could not read {what}: {e}"),
-                ));
-                return false;
-            }
-        };
         let (bs, ma) = (self.control.block_size(), self.control.max_align as usize);
-        let trouble = for_each_visible_row(&data, bs, ma, &self.catalog.clog, f);
-        if !trouble.bad_blocks.is_empty() {
+        let clog = &self.catalog.clog;
+        let mut trouble = ScanTrouble::default();
+        let read = for_each_page(dir, filenode, bs, |blkno, page| {
+            visible_rows_of_page(page, blkno, ma, clog, &mut trouble, &mut f)
+        });
+        if let Err(e) = read {
+            self.read_failed(&shown, what, &e);
+            return false;
+        }
+        if trouble.bad_count > 0 {
+            let more = if trouble.bad_count > trouble.bad_blocks.len() as u64 {
+                format!(" (first {} listed)", trouble.bad_blocks.len())
+            } else {
+                String::new()
+            };
             let msg = format!(
-                "{what} has damaged pages {:?}; rows on them are not used for names",
-                trouble.bad_blocks
+                "{what} has {} damaged page(s) {:?}{more}; rows on them are not used for names",
+                trouble.bad_count, trouble.bad_blocks
             );
-            self.catalog.findings.push(
-                catalog_finding(&shown, msg).with_detail(json!({"blocks": trouble.bad_blocks})),
-            );
+            self.catalog
+                .findings
+                .push(catalog_finding(&shown, msg).with_detail(
+                    json!({"blocks": trouble.bad_blocks, "count": trouble.bad_count}),
+                ));
             return false;
         }
         true
+    }
+
+    /// A catalog file that could not be read: permission problems are the tool's, anything
+    /// else (missing, not a regular file, I/O error) is a finding.
+    fn read_failed(&mut self, shown: &str, what: &str, e: &std::io::Error) {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            self.catalog
+                .tool_errors
+                .push(format!("could not read {what} \"{shown}\": {e}"));
+            return;
+        }
+        // A catalog file that is not a regular file is already an `irregular_file` of the
+        // data-directory listing; here it only explains the names that are missing.
+        let mut f = catalog_finding(shown, format!("could not read {what}: {e}"));
+        if let Some(file_type) = not_regular(e) {
+            f.detail = json!({"file_type": file_type});
+        }
+        self.catalog.findings.push(f);
     }
 
     fn map_of(&mut self, dir: &Path) -> HashMap<u32, u32> {
@@ -416,9 +446,22 @@ impl Reader<'_> {
                     "{}/pg_filenode.map",
                     dir.strip_prefix(self.datadir).unwrap_or(dir).display()
                 );
+                if let relmap::RelMapError::Io(io) = &e {
+                    if io.kind() == std::io::ErrorKind::PermissionDenied {
+                        self.read_failed(&shown, "the relation map file", io);
+                        return HashMap::new();
+                    }
+                }
                 let mut f = catalog_finding(&shown, format!("relation map file is unusable: {e}"));
                 f.kind = FindingKind::BadRelmap;
                 f.severity = Severity::Error;
+                if let relmap::RelMapError::Io(io) = &e {
+                    if let Some(file_type) = not_regular(io) {
+                        f.kind = FindingKind::IrregularFile;
+                        f.message = format!("\"{shown}\" is a {file_type} where the relation map file is named; it was not read");
+                        f.detail = json!({"file_type": file_type});
+                    }
+                }
                 self.catalog.findings.push(f);
                 HashMap::new()
             }

@@ -1,9 +1,17 @@
 //! `pg_xact` (the commit log): two status bits per transaction id. The whole directory is
 //! loaded once (a few MB even for old clusters) so that lookups from every worker are lock-free.
+//! What cannot be loaded is never silent: a missing or irregular directory or segment is a
+//! finding, one pgcheckdb may not read is a tool error.
 
 use std::collections::HashMap;
 use std::fs;
+use std::io;
 use std::path::Path;
+
+use pgcheckdb_scan::open::{file_type_name, not_regular};
+use serde_json::json;
+
+use crate::finding::{Finding, FindingKind, Severity};
 
 /// Transactions per byte of a clog page.
 const CLOG_XACTS_PER_BYTE: u32 = 4;
@@ -39,25 +47,108 @@ pub struct CommitLog {
     segments: HashMap<u32, Vec<u8>>,
 }
 
+/// What kept parts of `pg_xact` from being loaded.
+#[derive(Debug, Default)]
+pub struct ClogTrouble {
+    pub findings: Vec<Finding>,
+    pub tool_errors: Vec<String>,
+}
+
+/// The commit log directory, relative to the data directory.
+const PG_XACT: &str = "pg_xact";
+
+/// Directories next to `pg_xact` that the server needs to start and that hold transaction
+/// state the checks would use (multixact members and offsets).
+const REQUIRED_XACT_DIRS: [&str; 3] = [PG_XACT, "pg_multixact/offsets", "pg_multixact/members"];
+
+impl ClogTrouble {
+    fn io(&mut self, rel: &str, what: &str, e: &io::Error) {
+        if e.kind() == io::ErrorKind::PermissionDenied {
+            self.tool_errors
+                .push(format!("could not read \"{rel}\": {e}"));
+            return;
+        }
+        let (kind, message, detail) = match (e.kind(), not_regular(e)) {
+            (_, Some(file_type)) => (
+                FindingKind::IrregularFile,
+                format!("\"{rel}\" is a {file_type} where {what} is named; it was not read: transaction status from it is unknown"),
+                json!({"file_type": file_type}),
+            ),
+            (io::ErrorKind::NotFound, None) => (
+                FindingKind::MissingDirectory,
+                format!("\"{rel}\" is missing from the data directory: the server cannot start, and transaction status is unknown"),
+                json!({}),
+            ),
+            _ => (
+                FindingKind::CatalogUnreadable,
+                format!("could not read {what} \"{rel}\": {e}; transaction status from it is unknown"),
+                json!({"os_error": e.raw_os_error()}),
+            ),
+        };
+        self.findings
+            .push(Finding::for_file(kind, Severity::Error, rel, message).with_detail(detail));
+    }
+}
+
 impl CommitLog {
-    /// Loads every segment file of `<datadir>/pg_xact`; unreadable files are simply absent.
-    pub fn new(datadir: &Path, blcksz: u32) -> CommitLog {
-        let mut segments = HashMap::new();
-        if let Ok(entries) = fs::read_dir(datadir.join("pg_xact")) {
-            for entry in entries.flatten() {
-                let name = entry.file_name();
-                let Some(segno) = name.to_str().and_then(|n| u32::from_str_radix(n, 16).ok())
-                else {
-                    continue;
-                };
-                if let Ok(bytes) =
-                    pgcheckdb_scan::open::read_regular(&entry.path(), MAX_SEGMENT_LEN)
-                {
-                    segments.insert(segno, bytes);
-                }
+    /// Loads every segment file of `<datadir>/pg_xact`, and checks that the multixact
+    /// directories exist. Whatever could not be loaded is in the returned [`ClogTrouble`];
+    /// lookups of transactions in it answer [`XidStatus::Unknown`].
+    pub fn load(datadir: &Path, blcksz: u32) -> (CommitLog, ClogTrouble) {
+        let mut trouble = ClogTrouble::default();
+        for rel in REQUIRED_XACT_DIRS {
+            match fs::metadata(datadir.join(rel)) {
+                Ok(m) if m.is_dir() => {}
+                Ok(m) => trouble.findings.push(
+                    Finding::for_file(
+                        FindingKind::IrregularFile,
+                        Severity::Error,
+                        rel,
+                        format!(
+                            "\"{rel}\" is a {} where a directory is named: the server cannot start",
+                            file_type_name(&m.file_type())
+                        ),
+                    )
+                    .with_detail(json!({"file_type": file_type_name(&m.file_type())})),
+                ),
+                Err(e) => trouble.io(rel, "a directory", &e),
             }
         }
-        CommitLog { blcksz, segments }
+        let mut segments = HashMap::new();
+        match fs::read_dir(datadir.join(PG_XACT)) {
+            Ok(entries) => {
+                for entry in entries {
+                    let entry = match entry {
+                        Ok(entry) => entry,
+                        Err(e) => {
+                            trouble.io(PG_XACT, "the commit log directory", &e);
+                            break;
+                        }
+                    };
+                    let name = entry.file_name();
+                    let Some(segno) = name
+                        .to_str()
+                        .filter(|n| n.len() >= 4 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+                        .and_then(|n| u32::from_str_radix(n, 16).ok())
+                    else {
+                        continue;
+                    };
+                    let rel = format!("{PG_XACT}/{}", name.to_string_lossy());
+                    match pgcheckdb_scan::open::read_regular(&entry.path(), MAX_SEGMENT_LEN) {
+                        Ok(bytes) => {
+                            segments.insert(segno, bytes);
+                        }
+                        Err(e) => trouble.io(&rel, "a commit log segment", &e),
+                    }
+                }
+            }
+            // A missing or irregular pg_xact was reported above.
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound
+                    || e.kind() == io::ErrorKind::NotADirectory => {}
+            Err(e) => trouble.io(PG_XACT, "the commit log directory", &e),
+        }
+        (CommitLog { blcksz, segments }, trouble)
     }
 
     /// The recorded status of `xid`.
