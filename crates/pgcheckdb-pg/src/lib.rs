@@ -16,6 +16,7 @@ pub mod layout;
 pub mod naming;
 pub mod page;
 pub mod physical;
+pub mod placement;
 pub mod relfile;
 pub mod standard;
 pub mod verify;

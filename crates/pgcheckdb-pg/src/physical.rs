@@ -4,8 +4,11 @@
 use serde_json::json;
 
 use crate::checksum::{checksum_from_raw, matching_block_numbers, raw_block_sum};
+use crate::layout::itemid::{max_offset_number, ItemId, SIZE_OF_ITEM_ID};
+use crate::layout::le_u32;
 use crate::page::{
     is_all_zero, zero_prefix_len, zero_tail_sector_start, HeaderRule, PageHeader, SECTOR_SIZE,
+    SIZE_OF_PAGE_HEADER_DATA,
 };
 
 /// Cluster facts the block check needs.
@@ -103,7 +106,7 @@ pub fn check_page_with_sum(
     if checksum.is_some() && checksum_failed.is_none() {
         return strict_verdict(&header, cfg.blcksz);
     }
-    if let Some(zero_from) = torn_tail(&header, page) {
+    if let Some(zero_from) = torn_tail(&header, page, checksum_failed.is_some()) {
         return PageVerdict::Problem(PageProblem::TornPage {
             zero_from,
             pd_upper: header.pd_upper,
@@ -127,40 +130,137 @@ fn strict_verdict(header: &PageHeader, blcksz: usize) -> PageVerdict {
 }
 
 /// The sector offset from which a page that should hold data (`pd_upper < pd_special`) is all
-/// zero to its end, cutting into the data or special area: the mark of a write that stopped
-/// after the first sectors.
-fn torn_tail(header: &PageHeader, page: &[u8]) -> Option<usize> {
+/// zero to its end: the mark of a write that stopped after the first sectors.
+///
+/// With a failed checksum (`damage_proven`) the damage is certain and a zero tail cutting into
+/// the data or special area names it. Without that proof, zero bytes at the end of a page are
+/// normal when they are the last bytes of a tuple (a `bytea` of zeros, a zero-padded value), so
+/// the page is called torn only when the zero range holds bytes that can never be zero
+/// ([`zero_range_breaks_page`]).
+fn torn_tail(header: &PageHeader, page: &[u8], damage_proven: bool) -> Option<usize> {
     if header.pd_upper >= header.pd_special {
         return None;
     }
     let zero_from = zero_tail_sector_start(page);
-    (zero_from >= SECTOR_SIZE && zero_from < header.pd_special as usize).then_some(zero_from)
+    if zero_from < SECTOR_SIZE || zero_from >= page.len() {
+        return None;
+    }
+    let torn = if damage_proven {
+        zero_from < header.pd_special as usize
+    } else {
+        zero_range_breaks_page(header, page, zero_from)
+    };
+    torn.then_some(zero_from)
 }
 
+/// Whether the all-zero range `[zero_from, end)` covers bytes a valid page never has zero,
+/// judged from the page alone (no catalog):
+/// * the whole storage of an item a line pointer points at (every access method's tuple starts
+///   with a non-zero header: a heap tuple's `t_hoff`, an index tuple's size in `t_info`);
+/// * on a page without special space (a heap page), a tuple header's `t_hoff`, which is at
+///   least 24;
+/// * the whole special space, where every index access method keeps non-zero flags or its page
+///   id, and a sequence its magic.
+fn zero_range_breaks_page(header: &PageHeader, page: &[u8], zero_from: usize) -> bool {
+    let special = header.pd_special as usize;
+    if special < page.len() && special >= zero_from {
+        return true;
+    }
+    let heap_shaped = special == page.len();
+    (0..max_offset_number(header)).any(|i| {
+        let Some(word) = le_u32(page, SIZE_OF_PAGE_HEADER_DATA + i * SIZE_OF_ITEM_ID) else {
+            return false;
+        };
+        let item = ItemId::from_word(i as u16 + 1, word);
+        if !item.has_storage() || (item.lp_off as usize) < SIZE_OF_PAGE_HEADER_DATA {
+            return false;
+        }
+        let start = item.lp_off as usize;
+        let header_cut = heap_shaped
+            && item.lp_len as usize > T_HOFF_OFFSET
+            && start + T_HOFF_OFFSET >= zero_from;
+        start >= zero_from || header_cut
+    })
+}
+
+/// Offset of `t_hoff` in a heap tuple header.
+const T_HOFF_OFFSET: usize = 22;
+
 /// Misplaced-page evidence for a checksum mismatch.
+///
+/// A damaged page's stored checksum matches some other block number by chance: checksums take
+/// the 65,535 values 1..=65535, so each of the fork's other `N − 1` blocks matches with
+/// probability 1/65535 and the expected number of chance matches is
+/// `E = (N − 1) / 65535` ([`expected_false_matches`]): 0.044 for a 2,858-block table. A matching
+/// block number alone is therefore claimed as the page's true place only when `E` is below
+/// [`MisplacedEvidence::MAX_EXPECTED_FALSE`] (1 in 10,000, forks of at most 7 blocks); otherwise
+/// the claim needs a fact beyond the 16-bit coincidence: an identical copy at the candidate, or
+/// the page's own tuples naming the candidate in `t_ctid` ([`crate::placement`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MisplacedEvidence {
     /// Other block numbers of the fork whose checksum equals the stored one.
     pub candidates: Vec<u32>,
-    /// Expected number of candidates from chance alone, `nblocks / 65535`.
+    /// Expected number of candidates from chance alone, `(N − 1) / 65535`.
     pub expected_false_matches: f64,
     /// A candidate block whose current content is byte-identical to this page.
     pub identical_copy_at: Option<u32>,
+    /// The block this page's not-updated tuples name in `t_ctid`, kept when it is a candidate
+    /// or when the page found at that block corroborates it.
+    pub ctid_claim: Option<u32>,
+}
+
+/// Why a page is called misplaced, and at which block it belongs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MisplacedBasis {
+    /// The block holds a byte-identical copy.
+    IdenticalCopy(u32),
+    /// The page's tuples name the block in `t_ctid`.
+    Ctid(u32),
+    /// The only candidate, in a fork so small that a chance match is below 1 in 10,000.
+    Checksum(u32),
+}
+
+impl MisplacedBasis {
+    /// The block the page belongs at.
+    pub fn block(self) -> u32 {
+        match self {
+            MisplacedBasis::IdenticalCopy(b)
+            | MisplacedBasis::Ctid(b)
+            | MisplacedBasis::Checksum(b) => b,
+        }
+    }
+
+    /// Name used in finding details (`evidence`).
+    pub fn name(self) -> &'static str {
+        match self {
+            MisplacedBasis::IdenticalCopy(_) => "identical_copy",
+            MisplacedBasis::Ctid(_) => "t_ctid",
+            MisplacedBasis::Checksum(_) => "checksum",
+        }
+    }
+}
+
+/// Expected chance matches of a 16-bit page checksum among the other blocks of an
+/// `fork_blocks`-block fork: `(N − 1) / 65535`.
+pub fn expected_false_matches(fork_blocks: u32) -> f64 {
+    fork_blocks.saturating_sub(1) as f64 / 65535.0
 }
 
 impl MisplacedEvidence {
-    /// Most candidates for which a misplaced write is still claimed.
+    /// Most candidates compared byte for byte with the page.
     pub const MAX_CANDIDATES: usize = 3;
     /// Claim on the checksum alone only when chance explains a candidate this rarely.
-    pub const MAX_EXPECTED_FALSE: f64 = 0.1;
+    pub const MAX_EXPECTED_FALSE: f64 = 1e-4;
 
     /// Looks for block numbers of the fork (`0..fork_blocks`) where this page's stored checksum
-    /// would be right. `read_block` fetches a candidate block to compare contents.
+    /// would be right, and for the block its tuples name. `read_block` fetches another block of
+    /// the fork to compare contents.
     pub fn gather(
         page: &[u8],
         checksum: &ChecksumPair,
         blkno: u32,
         fork_blocks: u32,
+        max_align: usize,
         mut read_block: impl FnMut(u32) -> Option<Vec<u8>>,
     ) -> MisplacedEvidence {
         let candidates = matching_block_numbers(checksum.raw, checksum.stored, fork_blocks, blkno);
@@ -172,28 +272,83 @@ impl MisplacedEvidence {
         } else {
             None
         };
+        let ctid_claim = crate::placement::claimed_block(page, blkno, max_align)
+            .filter(|c| c.claims_block < fork_blocks)
+            .filter(|c| {
+                candidates.contains(&c.claims_block)
+                    || read_block(c.claims_block).is_some_and(|other| {
+                        crate::placement::corroborates(page, blkno, c, &other, max_align).is_some()
+                    })
+            })
+            .map(|c| c.claims_block);
         MisplacedEvidence {
             candidates,
-            expected_false_matches: fork_blocks as f64 / 65535.0,
+            expected_false_matches: expected_false_matches(fork_blocks),
             identical_copy_at,
+            ctid_claim,
+        }
+    }
+
+    /// The basis for calling the page misplaced, if the evidence goes beyond a coincidence.
+    pub fn basis(&self) -> Option<MisplacedBasis> {
+        if let Some(b) = self.identical_copy_at {
+            return Some(MisplacedBasis::IdenticalCopy(b));
+        }
+        if let Some(b) = self.ctid_claim {
+            return Some(MisplacedBasis::Ctid(b));
+        }
+        match self.candidates.as_slice() {
+            [b] if self.expected_false_matches < Self::MAX_EXPECTED_FALSE => {
+                Some(MisplacedBasis::Checksum(*b))
+            }
+            _ => None,
         }
     }
 
     /// True when the evidence is strong enough to call the page misplaced.
     pub fn is_convincing(&self) -> bool {
-        !self.candidates.is_empty()
-            && self.candidates.len() <= Self::MAX_CANDIDATES
-            && (self.identical_copy_at.is_some()
-                || self.expected_false_matches <= Self::MAX_EXPECTED_FALSE)
+        self.basis().is_some()
     }
 
-    /// JSON detail fields.
+    /// JSON detail fields of a `misplaced_page` finding.
     pub fn detail(&self) -> serde_json::Value {
-        json!({
-            "candidates": self.candidates,
-            "expected_false_matches": (self.expected_false_matches * 1e4).round() / 1e4,
+        let mut d = json!({
+            "candidates": self.shown_candidates(),
+            "expected_false_matches": self.rounded_expectation(),
             "identical_copy_at": self.identical_copy_at,
+        });
+        if let Some(basis) = self.basis() {
+            d["claims_block"] = json!(basis.block());
+            d["evidence"] = json!(basis.name());
+        }
+        d
+    }
+
+    /// JSON detail fields of a `checksum_mismatch` finding whose stored checksum would be right
+    /// elsewhere, without evidence that the page belongs there; `None` when no block matches.
+    pub fn mismatch_detail(&self) -> Option<serde_json::Value> {
+        (!self.candidates.is_empty()).then(|| {
+            json!({
+                "candidate_blocks": self.shown_candidates(),
+                "candidate_count": self.candidates.len(),
+                "expected_false_matches": self.rounded_expectation(),
+            })
         })
+    }
+
+    /// At most 20 candidates, for the report.
+    fn shown_candidates(&self) -> &[u32] {
+        &self.candidates[..self.candidates.len().min(20)]
+    }
+
+    /// Four significant decimals, or the value itself when smaller (so it never shows as 0).
+    fn rounded_expectation(&self) -> f64 {
+        let r = (self.expected_false_matches * 1e4).round() / 1e4;
+        if r == 0.0 {
+            self.expected_false_matches
+        } else {
+            r
+        }
     }
 }
 
@@ -282,10 +437,136 @@ mod tests {
         else {
             panic!("expected mismatch");
         };
-        let ev = MisplacedEvidence::gather(&p, &checksum, 3, 10, |b| (b == 2).then(|| p.clone()));
+        let ev =
+            MisplacedEvidence::gather(&p, &checksum, 3, 10, 8, |b| (b == 2).then(|| p.clone()));
         assert_eq!(ev.candidates, vec![2]);
         assert_eq!(ev.identical_copy_at, Some(2));
         assert!(ev.is_convincing());
+    }
+
+    const NO_SUMS: PageCheckConfig = PageCheckConfig {
+        checksums: false,
+        ..CFG
+    };
+
+    /// Seven in-place 1 KiB tuples of block 3 (`pd_upper` 1024); the first, at 7168, has its
+    /// 1000 data bytes from 7192 to the end zero, like a `bytea` of zeros.
+    fn page_with_zero_valued_tuple() -> Vec<u8> {
+        use crate::test_pages::{heap_page_with_tuples_of, TupleSpec};
+        let specs: Vec<TupleSpec> = (1..=7).map(|o| TupleSpec::inserted(3, o)).collect();
+        let mut p = heap_page_with_tuples_of(&specs, 1024);
+        p[7192..].fill(0);
+        p
+    }
+
+    #[test]
+    fn tuple_ending_in_zeros_is_not_torn_without_checksums() {
+        let p = page_with_zero_valued_tuple();
+        assert_eq!(zero_tail_sector_start(&p), 7680);
+        assert_eq!(check_page(&NO_SUMS, &p, 3), PageVerdict::Valid);
+        // With checksums a failed checksum proves damage: the same zero tail is torn.
+        let mut q = p.clone();
+        set_checksum(&mut q, 4);
+        assert!(matches!(
+            check_page(&CFG, &q, 3),
+            PageVerdict::Problem(PageProblem::TornPage {
+                zero_from: 7680,
+                checksum: Some(_),
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn tear_over_tuple_headers_or_special_space_is_torn_without_checksums() {
+        // Zero from 7168: tuple 1's header is gone.
+        let mut p = page_with_zero_valued_tuple();
+        p[7168..].fill(0);
+        assert!(matches!(
+            check_page(&NO_SUMS, &p, 3),
+            PageVerdict::Problem(PageProblem::TornPage {
+                zero_from: 7168,
+                checksum: None,
+                ..
+            })
+        ));
+        // Zero from 4096 (`corrupt --how tear`): tuples 2-4 are gone.
+        let mut p = page_with_zero_valued_tuple();
+        p[4096..].fill(0);
+        assert!(matches!(
+            check_page(&NO_SUMS, &p, 3),
+            PageVerdict::Problem(PageProblem::TornPage {
+                zero_from: 4096,
+                ..
+            })
+        ));
+        // 1032-byte tuples, the first at 7160: zero from 7168 keeps its first 8 bytes but
+        // not its t_hoff (byte 22).
+        use crate::test_pages::{heap_page_with_tuples_of, TupleSpec};
+        let specs: Vec<TupleSpec> = (1..=7).map(|o| TupleSpec::inserted(3, o)).collect();
+        let mut p = heap_page_with_tuples_of(&specs, 1032);
+        p[7168..].fill(0);
+        assert!(matches!(
+            check_page(&NO_SUMS, &p, 3),
+            PageVerdict::Problem(PageProblem::TornPage {
+                zero_from: 7168,
+                ..
+            })
+        ));
+        // An index-shaped page (16-byte special space) whose special space is zero.
+        let mut idx = page_with_zero_valued_tuple();
+        idx[16..18].copy_from_slice(&8176u16.to_le_bytes());
+        assert!(matches!(
+            check_page(&NO_SUMS, &idx, 3),
+            PageVerdict::Problem(PageProblem::TornPage { .. })
+        ));
+    }
+
+    /// A page of block `at` whose stored checksum is set for block `right_for`.
+    fn mismatch(page: &mut [u8], right_for: u32, at: u32) -> ChecksumPair {
+        set_checksum(page, right_for);
+        match check_page(&CFG, page, at) {
+            PageVerdict::Problem(PageProblem::ChecksumMismatch { checksum }) => checksum,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Five in-place 64-byte tuples of block 3.
+    fn in_place_page() -> Vec<u8> {
+        use crate::test_pages::{heap_page_with_tuples, TupleSpec};
+        let specs: Vec<TupleSpec> = (1..=5).map(|o| TupleSpec::inserted(3, o)).collect();
+        heap_page_with_tuples(&specs)
+    }
+
+    #[test]
+    fn a_chance_candidate_in_a_large_fork_is_not_misplaced() {
+        // Damage whose stored checksum happens to be right for block 1234 of 3,000.
+        let mut p = in_place_page();
+        let c = mismatch(&mut p, 1234, 3);
+        let ev = MisplacedEvidence::gather(&p, &c, 3, 3000, 8, |_| None);
+        assert!(ev.candidates.contains(&1234));
+        assert_eq!(ev.basis(), None);
+        assert!((ev.expected_false_matches - 2999.0 / 65535.0).abs() < 1e-12);
+        assert!(ev.mismatch_detail().is_some());
+        // In a 5-block fork a chance match is below 1 in 10,000: the checksum alone suffices.
+        let ev = MisplacedEvidence::gather(&p, &c, 3, 5, 8, |_| None);
+        assert_eq!(ev.candidates, Vec::<u32>::new());
+        let mut q = in_place_page();
+        let c = mismatch(&mut q, 4, 3);
+        let ev = MisplacedEvidence::gather(&q, &c, 3, 5, 8, |_| None);
+        assert_eq!(ev.basis(), Some(MisplacedBasis::Checksum(4)));
+    }
+
+    #[test]
+    fn tuples_naming_the_candidate_make_it_misplaced() {
+        use crate::test_pages::{heap_page_with_tuples, TupleSpec};
+        let specs: Vec<TupleSpec> = (1..=5).map(|o| TupleSpec::inserted(1234, o)).collect();
+        let mut p = heap_page_with_tuples(&specs);
+        let c = mismatch(&mut p, 1234, 3);
+        let ev = MisplacedEvidence::gather(&p, &c, 3, 3000, 8, |_| None);
+        assert_eq!(ev.basis(), Some(MisplacedBasis::Ctid(1234)));
+        assert_eq!(ev.detail()["claims_block"], 1234);
+        assert_eq!(ev.detail()["evidence"], "t_ctid");
     }
 
     proptest::proptest! {

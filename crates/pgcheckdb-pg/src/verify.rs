@@ -22,8 +22,10 @@ use crate::datadir::{
 };
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
 use crate::physical::{
-    check_page_with_sum, ChecksumPair, MisplacedEvidence, PageCheckConfig, PageProblem, PageVerdict,
+    check_page_with_sum, ChecksumPair, MisplacedBasis, MisplacedEvidence, PageCheckConfig,
+    PageProblem, PageVerdict,
 };
+use crate::placement::{claimed_block, corroborates, Corroboration};
 use crate::standard::{
     check_page_structure, ClusterFacts, FileStructure, Inputs, PageFormat, Scratch,
     StructureProblem,
@@ -446,6 +448,9 @@ impl<'a> BlockChecker<'a> {
         let raw_sum = || raw.unwrap_or_else(|| crate::checksum::raw_block_sum(page));
         match check_page_with_sum(&self.cfg, page, blkno as u32, raw_sum) {
             PageVerdict::Valid => {
+                if let Some(finding) = self.placement_finding(file, fork, blkno, page) {
+                    self.findings.push(finding);
+                }
                 self.check_structure(file, blkno, page);
                 true
             }
@@ -552,26 +557,39 @@ impl<'a> BlockChecker<'a> {
         c: ChecksumPair,
     ) -> Finding {
         let fork_blocks = u32::try_from(self.plan.fork_blocks[fork]).unwrap_or(u32::MAX);
-        let evidence = MisplacedEvidence::gather(page, &c, blkno as u32, fork_blocks, |b| {
-            self.plan.read_fork_block(fork, b as u64)
-        });
+        let evidence = MisplacedEvidence::gather(
+            page,
+            &c,
+            blkno as u32,
+            fork_blocks,
+            self.cfg.max_align,
+            |b| self.plan.read_fork_block(fork, b as u64),
+        );
         let mut detail = json!({"expected": c.stored, "calculated": c.calculated});
         if c.stored == 0 {
             detail["hint"] =
                 json!("pd_checksum is 0: the page was probably written while checksums were off");
         }
-        if evidence.is_convincing() {
+        if let Some(basis) = evidence.basis() {
             merge(&mut detail, evidence.detail());
-            let at = evidence.identical_copy_at.unwrap_or(evidence.candidates[0]);
-            let why = match evidence.identical_copy_at {
-                Some(b) => format!("block {b} holds an identical copy"),
-                None => format!(
-                    "{:.4} chance matches expected among {} blocks",
-                    evidence.expected_false_matches, fork_blocks
+            let at = basis.block();
+            let why = match basis {
+                MisplacedBasis::IdenticalCopy(_) => format!("block {at} holds an identical copy"),
+                MisplacedBasis::Ctid(_) => {
+                    format!("the page's tuples name block {at} in t_ctid")
+                }
+                MisplacedBasis::Checksum(_) => format!(
+                    "{:.6} chance matches expected among {fork_blocks} blocks",
+                    evidence.expected_false_matches
                 ),
             };
+            let right_for = if evidence.candidates.contains(&at) {
+                format!(" but right for block {at}")
+            } else {
+                String::new()
+            };
             let message = format!(
-                "misplaced page: stored checksum {} is wrong for block {blkno} (calculated {}) but right for block {at}; {why}",
+                "misplaced page: stored checksum {} is wrong for block {blkno} (calculated {}){right_for}; {why}",
                 c.stored, c.calculated
             );
             return self.block_finding(
@@ -583,10 +601,8 @@ impl<'a> BlockChecker<'a> {
                 detail,
             );
         }
-        if !evidence.candidates.is_empty()
-            && evidence.candidates.len() <= MisplacedEvidence::MAX_CANDIDATES
-        {
-            merge(&mut detail, evidence.detail());
+        if let Some(more) = evidence.mismatch_detail() {
+            merge(&mut detail, more);
         }
         let message = format!(
             "page verification failed, calculated checksum {} but expected {}",
@@ -600,6 +616,64 @@ impl<'a> BlockChecker<'a> {
             message,
             detail,
         )
+    }
+
+    /// Without data checksums, a valid heap page whose tuples name another block in `t_ctid`
+    /// is an image of that block written at the wrong place — when the page found at that
+    /// block corroborates it ([`crate::placement`]).
+    fn placement_finding(
+        &self,
+        file: usize,
+        fork: usize,
+        blkno: u64,
+        page: &[u8],
+    ) -> Option<Finding> {
+        if self.cfg.checksums || !self.placement_applies(file, fork) {
+            return None;
+        }
+        let claim = claimed_block(page, blkno as u32, self.cfg.max_align)?;
+        let b = claim.claims_block;
+        if b as u64 >= self.plan.fork_blocks[fork] {
+            return None;
+        }
+        let other = self.plan.read_fork_block(fork, b as u64)?;
+        let how = corroborates(page, blkno as u32, &claim, &other, self.cfg.max_align)?;
+        let seen = match how {
+            Corroboration::Swapped => format!("block {b} holds the image of block {blkno}"),
+            Corroboration::SameTuples => format!("block {b} holds the same tuples"),
+        };
+        let message = format!(
+            "misplaced page: {} tuples name block {b} in t_ctid at their own offsets, and {seen}: block {blkno} holds an image of block {b}",
+            claim.tuples
+        );
+        let detail = json!({
+            "claims_block": b,
+            "evidence": "t_ctid",
+            "tuples": claim.tuples,
+            "corroboration": how.name(),
+        });
+        Some(self.block_finding(
+            file,
+            blkno,
+            FindingKind::MisplacedPage,
+            Severity::Error,
+            message,
+            detail,
+        ))
+    }
+
+    /// Main forks of heap relations, or of relations the catalog does not describe (the
+    /// physical level: the page's shape decides).
+    fn placement_applies(&self, file: usize, fork: usize) -> bool {
+        if self.plan.forks[fork].fork != crate::relfile::ForkNumber::Main {
+            return false;
+        }
+        let format = self
+            .structure
+            .and_then(|s| s.files.get(file))
+            .and_then(Option::as_ref)
+            .map(|fs| &fs.format);
+        matches!(format, None | Some(PageFormat::Heap(_)))
     }
 
     fn finish(mut self, plan: &Plan, opts: &VerifyOptions, started: Instant) -> VerifyReport {
