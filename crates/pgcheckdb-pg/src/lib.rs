@@ -11,6 +11,8 @@ pub mod corrupt;
 pub mod datadir;
 pub mod enable;
 pub mod finding;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod inspect;
 pub mod layout;
 pub mod naming;

@@ -501,23 +501,17 @@ fn fifos_never_hang(sc: &StandardCluster) {
             assert_tool_error(&verify_run, needle, &what);
         }
     }
-    let inspect = replaced(
-        &sc.datadir().join(&rel),
-        mkfifo,
-        || {
-            run(
-                &["inspect", "-D", &d, "--file", &rel, "--block", "0"],
-                Limits::default(),
-            )
-        },
-    );
+    let inspect = replaced(&sc.datadir().join(&rel), mkfifo, || {
+        run(
+            &["inspect", "-D", &d, "--file", &rel, "--block", "0"],
+            Limits::default(),
+        )
+    });
     assert_status(&inspect, 1, "inspect of a FIFO");
     assert!(inspect.stderr.contains("FIFO"), "{inspect}");
-    let status = replaced(
-        &sc.datadir().join("global/pg_control"),
-        mkfifo,
-        || run(&["checksums", "status", "-D", &d], Limits::default()),
-    );
+    let status = replaced(&sc.datadir().join("global/pg_control"), mkfifo, || {
+        run(&["checksums", "status", "-D", &d], Limits::default())
+    });
     assert_status(&status, 1, "status with a FIFO pg_control");
     assert!(status.stderr.contains("FIFO"), "{status}");
 }

@@ -9,6 +9,9 @@ pub mod layouts;
 pub mod relmap;
 pub mod xact;
 
+#[doc(hidden)]
+pub mod fuzzing;
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,9 +20,11 @@ use serde_json::json;
 
 use crate::control::ControlFile;
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
-use attributes::{align_of, attribute_layout, Attribute};
+use attributes::{align_of, attribute_layout, Attribute, PgAttributeLayout};
 use heapscan::{for_each_page, visible_rows_of_page, Row, ScanTrouble};
-use layouts::{layouts_for, oids, CatalogLayouts, NAMEDATALEN, OID_THEN_NAME};
+use layouts::{
+    layouts_for, oids, CatalogLayouts, PgClassLayout, PgDatabaseLayout, NAMEDATALEN, OID_THEN_NAME,
+};
 use pgcheckdb_scan::open::not_regular;
 use xact::CommitLog;
 
@@ -362,6 +367,66 @@ struct ClassRow {
     relminmxid: u32,
 }
 
+/// One `pg_class` row's columns, `None` if the row is too short for them.
+fn class_row(d: &[u8], l: &PgClassLayout) -> Option<ClassRow> {
+    let byte = |off: usize| d.get(off).copied();
+    Some(ClassRow {
+        oid: u32_at(d, l.oid)?,
+        relname: name_at(d, l.relname)?,
+        relnamespace: u32_at(d, l.relnamespace)?,
+        relam: u32_at(d, l.relam)?,
+        relfilenode: u32_at(d, l.relfilenode)?,
+        reltablespace: u32_at(d, l.reltablespace)?,
+        reltoastrelid: u32_at(d, l.reltoastrelid)?,
+        relisshared: byte(l.relisshared)? != 0,
+        relpersistence: byte(l.relpersistence)?,
+        relkind: RelKind::from_byte(byte(l.relkind)?),
+        relnatts: i16_at(d, l.relnatts)?,
+        relfrozenxid: u32_at(d, l.relfrozenxid)?,
+        relminmxid: u32_at(d, l.relminmxid)?,
+    })
+}
+
+/// One `pg_attribute` row: `(attrelid, attnum, column)`.
+fn attribute_row(
+    d: &[u8],
+    l: &PgAttributeLayout,
+    types: &HashMap<u32, String>,
+) -> Option<(u32, i16, Attribute)> {
+    let attnum = i16_at(d, l.attnum)?;
+    let attr = Attribute {
+        name: name_at(d, l.attname)?,
+        type_name: u32_at(d, l.atttypid).and_then(|t| types.get(&t).cloned()),
+        attlen: i16_at(d, l.attlen)?,
+        align: align_of(*d.get(l.attalign)?)?,
+        dropped: *d.get(l.attisdropped)? != 0,
+    };
+    Some((u32_at(d, l.attrelid)?, attnum, attr))
+}
+
+/// One `pg_database` row.
+fn database_row(d: &[u8], l: &PgDatabaseLayout) -> Option<DatabaseInfo> {
+    Some(DatabaseInfo {
+        oid: u32_at(d, l.oid)?,
+        name: name_at(d, l.datname)?,
+        tablespace: u32_at(d, l.dattablespace)?,
+        frozenxid: u32_at(d, l.datfrozenxid)?,
+    })
+}
+
+/// `(oid, name)` of a catalog row that starts with them (pg_namespace, pg_am, ...).
+fn oid_name_row(d: &[u8]) -> Option<(u32, String)> {
+    Some((u32_at(d, OID_THEN_NAME.0)?, name_at(d, OID_THEN_NAME.1)?))
+}
+
+/// `(indexrelid, indrelid)` of a `pg_index` row.
+fn index_row(d: &[u8]) -> Option<(u32, u32)> {
+    Some((
+        u32_at(d, layouts::pg_index::INDEXRELID)?,
+        u32_at(d, layouts::pg_index::INDRELID)?,
+    ))
+}
+
 impl Reader<'_> {
     fn dir_of(&self, db_oid: u32, spc: u32) -> PathBuf {
         match spc {
@@ -480,18 +545,7 @@ impl Reader<'_> {
             return out;
         };
         self.scan(dir, filenode, "pg_attribute", |row| {
-            let d = row.data;
-            let parsed = (|| {
-                let attnum = i16_at(d, l.attnum)?;
-                let attr = Attribute {
-                    name: name_at(d, l.attname)?,
-                    type_name: u32_at(d, l.atttypid).and_then(|t| types.get(&t).cloned()),
-                    attlen: i16_at(d, l.attlen)?,
-                    align: align_of(*d.get(l.attalign)?)?,
-                    dropped: *d.get(l.attisdropped)? != 0,
-                };
-                Some((u32_at(d, l.attrelid)?, attnum, attr))
-            })();
+            let parsed = attribute_row(row.data, &l, types);
             if let Some((relid, attnum, attr)) = parsed.filter(|p| p.1 > 0) {
                 out.entry(relid).or_default().push((attnum, attr));
             }
@@ -508,20 +562,7 @@ impl Reader<'_> {
         let layout = self.layouts.pg_database;
         let mut dbs = Vec::new();
         self.scan(&global, filenode, "pg_database", |row| {
-            let d = row.data;
-            if let (Some(oid), Some(name), Some(tablespace), Some(frozenxid)) = (
-                u32_at(d, layout.oid),
-                name_at(d, layout.datname),
-                u32_at(d, layout.dattablespace),
-                u32_at(d, layout.datfrozenxid),
-            ) {
-                dbs.push(DatabaseInfo {
-                    oid,
-                    name,
-                    tablespace,
-                    frozenxid,
-                });
-            }
+            dbs.extend(database_row(row.data, &layout));
         });
         for db in dbs {
             self.catalog.databases.insert(db.oid, db);
@@ -535,26 +576,7 @@ impl Reader<'_> {
         let l = self.layouts.pg_class;
         let mut rows = Vec::new();
         let complete = self.scan(dir, filenode, "pg_class", |row| {
-            let d = row.data;
-            let byte = |off: usize| d.get(off).copied();
-            let parsed = (|| {
-                Some(ClassRow {
-                    oid: u32_at(d, l.oid)?,
-                    relname: name_at(d, l.relname)?,
-                    relnamespace: u32_at(d, l.relnamespace)?,
-                    relam: u32_at(d, l.relam)?,
-                    relfilenode: u32_at(d, l.relfilenode)?,
-                    reltablespace: u32_at(d, l.reltablespace)?,
-                    reltoastrelid: u32_at(d, l.reltoastrelid)?,
-                    relisshared: byte(l.relisshared)? != 0,
-                    relpersistence: byte(l.relpersistence)?,
-                    relkind: RelKind::from_byte(byte(l.relkind)?),
-                    relnatts: i16_at(d, l.relnatts)?,
-                    relfrozenxid: u32_at(d, l.relfrozenxid)?,
-                    relminmxid: u32_at(d, l.relminmxid)?,
-                })
-            })();
-            rows.extend(parsed);
+            rows.extend(class_row(row.data, &l));
         });
         (rows, complete)
     }
@@ -569,12 +591,7 @@ impl Reader<'_> {
         let mut out = HashMap::new();
         let Some(filenode) = filenode else { return out };
         self.scan(dir, filenode, what, |row| {
-            if let (Some(oid), Some(name)) = (
-                u32_at(row.data, OID_THEN_NAME.0),
-                name_at(row.data, OID_THEN_NAME.1),
-            ) {
-                out.insert(oid, name);
-            }
+            out.extend(oid_name_row(row.data));
         });
         out
     }
@@ -647,10 +664,7 @@ impl Reader<'_> {
             .collect();
         let Some(node) = pg_index else { return owners };
         self.scan(dir, node, "pg_index", |row| {
-            let (Some(index), Some(table)) = (
-                u32_at(row.data, layouts::pg_index::INDEXRELID),
-                u32_at(row.data, layouts::pg_index::INDRELID),
-            ) else {
+            let Some((index, table)) = index_row(row.data) else {
                 return;
             };
             if let Some(t) = by_oid.get(&table) {

@@ -151,6 +151,13 @@ impl CommitLog {
         (CommitLog { blcksz, segments }, trouble)
     }
 
+    /// A commit log from segment images (`segno -> bytes`) instead of `pg_xact`; for tests and
+    /// fuzzing.
+    #[doc(hidden)]
+    pub fn from_segments(blcksz: u32, segments: HashMap<u32, Vec<u8>>) -> CommitLog {
+        CommitLog { blcksz, segments }
+    }
+
     /// The recorded status of `xid`.
     pub fn status(&self, xid: u32) -> XidStatus {
         match xid {
@@ -159,7 +166,10 @@ impl CommitLog {
             _ => {}
         }
         let per_page = self.blcksz * CLOG_XACTS_PER_BYTE;
-        let page = xid / per_page;
+        // An empty log (`CommitLog::default()`) has no block size and knows no xid.
+        let Some(page) = xid.checked_div(per_page) else {
+            return XidStatus::Unknown;
+        };
         let segno = page / SLRU_PAGES_PER_SEGMENT;
         let byte = (page % SLRU_PAGES_PER_SEGMENT) as usize * self.blcksz as usize
             + ((xid % per_page) / CLOG_XACTS_PER_BYTE) as usize;

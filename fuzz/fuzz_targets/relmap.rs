@@ -1,0 +1,8 @@
+//! The relation-map parser (`pg_filenode.map`), with the input's CRC as it is and made right.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    pgcheckdb_pg::fuzzing::relmap(data);
+});
