@@ -632,7 +632,8 @@ impl<'a> BlockChecker<'a> {
 
     /// One info finding per fork that has all-zero pages before its last used page.
     /// Only main forks count: free-space-map pages are written lazily and upper levels stay
-    /// zero until needed, so zero pages inside an FSM fork are normal.
+    /// zero until needed, so zero pages inside an FSM fork are normal. A hash index's bucket
+    /// pages allocated ahead of use are zero too and are left out.
     fn interior_zero_findings(&mut self) -> Vec<Finding> {
         let forks = &self.plan.forks;
         self.new_blocks
@@ -647,11 +648,17 @@ impl<'a> BlockChecker<'a> {
                 .position(|(f, _)| *f != fork)
                 .map_or(self.new_blocks.len(), |n| i + n);
             if let Some(&last) = self.last_used.get(&fork) {
-                let interior: Vec<u64> = self.new_blocks[i..end]
+                let mut interior: Vec<u64> = self.new_blocks[i..end]
                     .iter()
                     .map(|(_, b)| *b)
                     .filter(|&b| b < last)
                     .collect();
+                if !interior.is_empty() {
+                    let meta = self.plan.read_fork_block(fork, 0).unwrap_or_default();
+                    if let Some(spare) = crate::hash_buckets::unused_bucket_blocks(&meta) {
+                        interior.retain(|b| !spare.contains(b));
+                    }
+                }
                 if !interior.is_empty() {
                     out.push(self.interior_finding(fork, &interior));
                 }
