@@ -113,7 +113,7 @@ fn orphan_reason(
     }
     if standby {
         return (
-            format!("created as {what} by transaction {}, whose commit may not be flushed yet (standby shut down in recovery)", p.xmin),
+            format!("created as {what} by transaction {}, not committed as far as this standby's files show (standby shut down in recovery: it may still run on the primary, or its commit may not be flushed yet)", p.xmin),
             json!({"reason": "standby_not_flushed", "xid": p.xmin}),
         );
     }
