@@ -1,6 +1,6 @@
 //! Missing relation files: every relation `pg_class` lists with storage (tables, indexes,
 //! sequences, TOAST tables, materialized views) must have the first segment of its main fork,
-//! and an unlogged one also its `_init` fork. A missing file is found by comparing the catalog
+//! and an unlogged one also its `_init` fork; every database of `pg_database` its directory. A missing file is found by comparing the catalog
 //! with the listing of the data directory; the server only fails when it opens the relation.
 //!
 //! Not checked: temporary relations (their files vanish at shutdown), relations of a table
@@ -76,7 +76,7 @@ pub fn missing_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
         .filter(|(k, _)| files.has_any_segment(k, ForkNumber::Main))
         .map(|(k, r)| (k.0, r.oid))
         .collect();
-    let mut out = Vec::new();
+    let mut out = missing_database_dirs(plan, catalog, &files);
     for (key, rel) in keys {
         let unlogged = rel.persistence == persistence::UNLOGGED;
         let dir = Catalog::relation_dir(*key, &files.version_dir);
@@ -94,6 +94,33 @@ pub fn missing_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
         if unlogged && !files.has(key, ForkNumber::Init, 0) {
             out.push(files.finding(key, rel, &dir, ForkNumber::Init, Vec::new()));
         }
+    }
+    out
+}
+
+/// One finding per valid database of `pg_database` whose directory does not exist: none of its
+/// relations are then compared one by one.
+fn missing_database_dirs(plan: &Plan, catalog: &Catalog, files: &Files<'_>) -> Vec<Finding> {
+    let mut dbs: Vec<_> = catalog.databases.values().filter(|d| !d.invalid).collect();
+    dbs.sort_by_key(|d| d.oid);
+    let mut out = Vec::new();
+    for db in dbs {
+        let dir = Catalog::relation_dir((db.oid, db.tablespace, 0), &files.version_dir);
+        if plan.datadir.join(&dir).is_dir() || files.unreadable.iter().any(|e| under(&dir, e)) {
+            continue;
+        }
+        let mut message = format!(
+            "the directory of database \"{}\" is missing; the server cannot connect to it",
+            db.name
+        );
+        let severity = files.downgrade(&mut message);
+        let mut f = Finding::for_file(FindingKind::MissingFile, severity, &dir, message)
+            .with_detail(json!({"directory": true}));
+        f.database = Some(DatabaseRef {
+            oid: Some(db.oid),
+            name: Some(db.name.clone()),
+        });
+        out.push(f);
     }
     out
 }
@@ -125,7 +152,7 @@ fn location_key(location: Location) -> (u32, u32) {
     }
 }
 
-/// Whether `path` is the directory `dir` that could not be listed, or inside it, or holds it.
+/// Whether the directory `dir` is the one that could not be listed, inside it, or holds it.
 fn under(dir: &str, unreadable: &str) -> bool {
     dir == unreadable
         || dir.starts_with(&format!("{unreadable}/"))
@@ -133,6 +160,18 @@ fn under(dir: &str, unreadable: &str) -> bool {
 }
 
 impl Files<'_> {
+    /// Error, or on a standby shut down in recovery a warning with the reason: its catalog
+    /// pages may be older than the file operations WAL replay already did.
+    fn downgrade(&self, message: &mut String) -> Severity {
+        if !self.in_recovery {
+            return Severity::Error;
+        }
+        message.push_str(
+            " (standby shut down in recovery: its catalog rows may not be flushed yet, so the object may have been dropped or rewritten since)",
+        );
+        Severity::Warning
+    }
+
     fn has(&self, key: &FileKey, fork: ForkNumber, segno: u32) -> bool {
         self.present.contains(&(key.0, key.1, key.2, fork, segno))
     }
@@ -169,13 +208,7 @@ impl Files<'_> {
             ),
             _ => format!("the file of {what} is missing; the server fails when it opens the relation"),
         };
-        let mut severity = Severity::Error;
-        if self.in_recovery {
-            severity = Severity::Warning;
-            message.push_str(
-                " (standby shut down in recovery: its catalog rows may not be flushed yet, so the relation may have been dropped or rewritten since)",
-            );
-        }
+        let severity = self.downgrade(&mut message);
         let mut f = Finding::for_file(FindingKind::MissingFile, severity, &path, message)
             .with_detail(json!({"later_segments": later}))
             .at_segment(0);
@@ -191,5 +224,22 @@ impl Files<'_> {
             kind: Some(rel.kind.name()),
         });
         f
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unreadable_directories_cover_their_contents_and_parents() {
+        assert!(under("base/5", "base/5"));
+        assert!(under("base/5", "base"));
+        assert!(under(
+            "pg_tblspc/16384/PG_16_202307071/5",
+            "pg_tblspc/16384"
+        ));
+        assert!(!under("base/5", "base/50"));
+        assert!(!under("base/50", "base/5"));
     }
 }

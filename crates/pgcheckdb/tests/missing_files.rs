@@ -6,7 +6,7 @@
 //! fails on the same files. A healthy cluster has none. The files of a prepared transaction
 //! (a table, and one created in a subtransaction) are named as such, not as crash leftovers.
 //! The zero bucket pages a hash index allocates ahead of use are no `interior_zero_pages`,
-//! while a zeroed heap block still is.
+//! while a zeroed heap block still is. A database without its directory is one finding.
 
 mod common;
 
@@ -140,6 +140,25 @@ fn scenario(major: u32, checksums: bool) {
         "no interior_zero_pages for the zeroed heap block\n{run}"
     );
     amcheck_cross_check(&mut sc, &reported, &names);
+    missing_database_directory(&sc);
+}
+
+/// Without its directory, database `second` is one `missing_file` for the directory.
+fn missing_database_directory(sc: &StandardCluster) {
+    let other = sc.rel("second", "other");
+    let (dir, _) = other.rsplit_once('/').expect("directory of second");
+    fs::remove_dir_all(sc.datadir().join(dir)).expect("remove the directory of second");
+    let run = verify(sc.datadir(), 2);
+    assert_status(&run, 2, "cluster without the directory of a database");
+    let in_second: Vec<&Value> = of_kind(&run, "missing_file")
+        .into_iter()
+        .filter(|f| f["database"]["name"] == "second")
+        .collect();
+    assert_eq!(in_second.len(), 1, "{in_second:#?}\n{run}");
+    let f = in_second[0];
+    assert_eq!(f["file"], dir, "{f}");
+    assert_eq!(f["severity"], "error", "{f}");
+    assert_eq!(f["detail"]["directory"], true, "{f}");
 }
 
 /// Enables prepared transactions, prepares one that creates `prep_t` and (in a subtransaction)
