@@ -92,6 +92,9 @@ pub enum FindingKind {
     /// A file named like a relation segment whose blocks would lie past `MaxBlockNumber`: no
     /// relation can have it, the server never reads it.
     ImpossibleSegment,
+    /// A relation with storage in `pg_class` whose main fork (or unlogged `_init` fork) file is
+    /// missing.
+    MissingFile,
 }
 
 impl FindingKind {
@@ -132,6 +135,7 @@ impl FindingKind {
             FindingKind::TablespaceMissing => "tablespace_missing",
             FindingKind::MissingDirectory => "missing_directory",
             FindingKind::ImpossibleSegment => "impossible_segment",
+            FindingKind::MissingFile => "missing_file",
         }
     }
 
@@ -171,6 +175,7 @@ impl FindingKind {
         FindingKind::TablespaceMissing,
         FindingKind::MissingDirectory,
         FindingKind::ImpossibleSegment,
+        FindingKind::MissingFile,
     ];
 }
 

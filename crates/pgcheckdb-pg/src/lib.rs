@@ -13,8 +13,10 @@ pub mod enable;
 pub mod finding;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod hash_buckets;
 pub mod inspect;
 pub mod layout;
+pub mod missing;
 pub mod naming;
 pub mod page;
 pub mod physical;

@@ -1,17 +1,25 @@
 //! Puts names on a verification report: database, `schema.relation`, relation kind and access
-//! method for every finding, plus the catalog's own problems and orphan files.
+//! method for every finding, plus the catalog's own problems, orphan files (with the reason no
+//! committed catalog row owns them) and relation files that are missing.
 
 use std::collections::HashSet;
 
-use crate::catalog::Catalog;
-use crate::finding::{Finding, FindingKind, Severity};
+use serde_json::json;
+
+use crate::catalog::{Catalog, PendingRelation};
+use crate::control::DbState;
+use crate::finding::{Finding, FindingKind, RelationRef, Severity};
 use crate::relfile::ForkNumber;
 use crate::verify::{Plan, VerifyReport};
 
-/// Annotates every finding and adds catalog findings and orphan files; keeps the order stable.
+/// Annotates every finding and adds catalog findings, orphan files and missing files; keeps the
+/// order stable.
 pub fn name_findings(report: &mut VerifyReport, plan: &Plan, catalog: &Catalog) {
     report.findings.extend(catalog.findings.iter().cloned());
     report.findings.extend(orphan_files(plan, catalog));
+    report
+        .findings
+        .extend(crate::missing::missing_files(plan, catalog));
     for f in &mut report.findings {
         catalog.annotate(f);
     }
@@ -39,27 +47,81 @@ fn orphan_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
         {
             continue;
         }
+        let blocks = plan.fork_blocks[fi];
+        let pending = catalog.pending_for_file(&first.rel_path, db, fork.relfilenode);
+        let (why, mut detail) = orphan_reason(pending, plan, catalog);
+        detail["blocks"] = json!(blocks);
         let mut f = Finding::for_file(
             FindingKind::OrphanFile,
             Severity::Info,
             &first.rel_path,
-            format!(
-                "no catalog row owns this file ({} blocks); probably left behind by a crash",
-                plan.fork_blocks[fi]
-            ),
+            format!("no committed catalog row owns this file ({blocks} blocks): {why}"),
         )
-        .with_detail(serde_json::json!({"blocks": plan.fork_blocks[fi]}))
+        .with_detail(detail)
         .at_segment(first.name.segno);
         f.fork = Some(ForkNumber::Main);
         f.database = Some(crate::finding::DatabaseRef {
             oid: Some(db),
             name: None,
         });
-        f.relation = Some(crate::finding::RelationRef {
+        f.relation = Some(RelationRef {
             filenode: Some(fork.relfilenode),
-            ..Default::default()
+            oid: pending.map(|p| p.oid),
+            name: pending.map(|p| p.name.clone()),
+            kind: pending.map(|p| p.kind.name()),
         });
         out.push(f);
     }
     out
+}
+
+/// Why no committed row owns a file, and the facts behind it as `detail`.
+fn orphan_reason(
+    pending: Option<&PendingRelation>,
+    plan: &Plan,
+    catalog: &Catalog,
+) -> (String, serde_json::Value) {
+    let standby = plan.control.state == DbState::ShutdownedInRecovery;
+    let Some(p) = pending else {
+        return if standby {
+            (
+                "catalog rows for this file may not be flushed yet (standby shut down in recovery)"
+                    .into(),
+                json!({"reason": "standby_not_flushed"}),
+            )
+        } else {
+            (
+                "probably left behind by a crash".into(),
+                json!({"reason": "no_catalog_row"}),
+            )
+        };
+    };
+    let what = format!("{} {}", p.kind.name().replace('_', " "), p.name);
+    if let Some(x) = catalog.prepared_xact(p.xmin) {
+        let gid = x
+            .gid
+            .as_deref()
+            .map(|g| format!(" '{g}'"))
+            .unwrap_or_default();
+        return (
+            format!(
+                "created as {what} by prepared transaction {}{gid}, which has not committed yet",
+                x.xid
+            ),
+            json!({"reason": "prepared_transaction", "xid": x.xid, "gid": x.gid}),
+        );
+    }
+    if standby {
+        return (
+            format!("created as {what} by transaction {}, not committed as far as this standby's files show (standby shut down in recovery: it may still run on the primary, or its commit may not be flushed yet)", p.xmin),
+            json!({"reason": "standby_not_flushed", "xid": p.xmin}),
+        );
+    }
+    (
+        format!(
+            "created as {what} by transaction {}, which never committed; left behind by a crash",
+            p.xmin
+        ),
+        json!({"reason": "uncommitted_transaction", "xid": p.xmin}),
+    )
 }

@@ -734,7 +734,8 @@ impl<'a> BlockChecker<'a> {
 
     /// One info finding per fork that has all-zero pages before its last used page.
     /// Only main forks count: free-space-map pages are written lazily and upper levels stay
-    /// zero until needed, so zero pages inside an FSM fork are normal.
+    /// zero until needed, so zero pages inside an FSM fork are normal. A hash index's bucket
+    /// pages allocated ahead of use are zero too and are left out.
     fn interior_zero_findings(&mut self) -> Vec<Finding> {
         let forks = &self.plan.forks;
         self.new_runs
@@ -749,7 +750,12 @@ impl<'a> BlockChecker<'a> {
                 .position(|r| r.fork != fork)
                 .map_or(self.new_runs.len(), |n| i + n);
             if let Some(&last) = self.last_used.get(&fork) {
-                let interior = InteriorZeros::of(&self.new_runs[i..end], last);
+                let first_new = self.new_runs[i].first;
+                let spare = (first_new < last)
+                    .then(|| self.plan.read_fork_block(fork, 0))
+                    .flatten()
+                    .and_then(|meta| crate::hash_buckets::unused_bucket_blocks(&meta));
+                let interior = InteriorZeros::of(&self.new_runs[i..end], last, spare);
                 if interior.count > 0 {
                     out.push(self.interior_finding(fork, &interior));
                 }
@@ -827,20 +833,50 @@ impl InteriorZeros {
     /// Block numbers listed in a finding's detail.
     const SHOWN: usize = 20;
 
-    /// The new pages of `runs` (one fork, sorted) before the last used block `last_used`.
-    fn of(runs: &[BlockRun], last_used: u64) -> InteriorZeros {
+    /// The new pages of `runs` (one fork, sorted) before the last used block `last_used`,
+    /// leaving out the blocks of `spare` (a hash index's bucket pages allocated ahead of use).
+    fn of(
+        runs: &[BlockRun],
+        last_used: u64,
+        spare: Option<std::ops::RangeInclusive<u64>>,
+    ) -> InteriorZeros {
         let mut out = InteriorZeros {
             count: 0,
             shown: Vec::new(),
         };
         for r in runs.iter().filter(|r| r.first < last_used) {
             let last = r.last.min(last_used - 1);
-            out.count += last - r.first + 1;
-            let room = Self::SHOWN - out.shown.len();
-            out.shown.extend((r.first..=last).take(room));
+            for (first, last) in without(r.first, last, spare.as_ref()) {
+                out.count += last - first + 1;
+                let room = Self::SHOWN - out.shown.len();
+                out.shown.extend((first..=last).take(room));
+            }
         }
         out
     }
+}
+
+/// The parts of `first..=last` outside `spare`: none, one or two ranges.
+fn without(
+    first: u64,
+    last: u64,
+    spare: Option<&std::ops::RangeInclusive<u64>>,
+) -> Vec<(u64, u64)> {
+    let Some(spare) = spare.filter(|s| !s.is_empty()) else {
+        return vec![(first, last)];
+    };
+    let (s0, s1) = (*spare.start(), *spare.end());
+    if s1 < first || s0 > last {
+        return vec![(first, last)];
+    }
+    let mut parts = Vec::new();
+    if first < s0 {
+        parts.push((first, s0 - 1));
+    }
+    if s1 < last {
+        parts.push((s1 + 1, last));
+    }
+    parts
 }
 
 /// A run of unreadable blocks `first..=last` of one file that failed with the same error.
@@ -1050,10 +1086,19 @@ mod tests {
                 last: 1 << 40,
             },
         ];
-        let z = InteriorZeros::of(&runs, 1 << 30);
+        let z = InteriorZeros::of(&runs, 1 << 30, None);
         assert_eq!(z.count, 3 + ((1 << 30) - 10));
         assert_eq!(z.shown.len(), InteriorZeros::SHOWN);
         assert_eq!(&z.shown[..4], &[2, 3, 4, 10]);
-        assert_eq!(InteriorZeros::of(&runs, 2).count, 0);
+        assert_eq!(InteriorZeros::of(&runs, 2, None).count, 0);
+    }
+
+    #[test]
+    fn spare_hash_bucket_blocks_are_cut_out_of_interior_runs() {
+        assert_eq!(without(5, 9, None), vec![(5, 9)]);
+        assert_eq!(without(5, 9, Some(&(7..=7))), vec![(5, 6), (8, 9)]);
+        assert_eq!(without(5, 9, Some(&(1..=20))), vec![]);
+        assert_eq!(without(5, 9, Some(&(9..=12))), vec![(5, 8)]);
+        assert_eq!(without(5, 9, Some(&(10..=12))), vec![(5, 9)]);
     }
 }

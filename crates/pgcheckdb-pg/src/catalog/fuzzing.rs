@@ -26,7 +26,11 @@ pub fn decode_catalog_file(
         let d = row.data;
         for major in 14..=18 {
             if let Some(l) = layouts_for(major) {
-                std::hint::black_box(class_row(d, &l.pg_class));
+                std::hint::black_box(class_row(
+                    d,
+                    &l.pg_class,
+                    super::heapscan::RowState::Visible,
+                ));
                 std::hint::black_box(database_row(d, &l.pg_database));
             }
             if let Some((_, attnum, attr)) =

@@ -128,6 +128,32 @@ pub fn is_visible(h: &HeapTupleHeader, clog: &CommitLog) -> bool {
     xmin_committed(h, clog) && !xmax_removed(h, clog)
 }
 
+/// What a row is to a clean-shutdown snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowState {
+    /// Inserted by a committed transaction and not removed.
+    Visible,
+    /// Inserted by a transaction that never committed: still in progress in `pg_xact` (a
+    /// prepared transaction, or one a crash interrupted) or aborted. Carries `t_xmin`.
+    Uncommitted(u32),
+}
+
+/// The row's state, or `None` for a removed row or one whose inserter is unknown.
+fn row_state(h: &HeapTupleHeader, clog: &CommitLog) -> Option<RowState> {
+    if is_visible(h, clog) {
+        return Some(RowState::Visible);
+    }
+    if xmin_committed(h, clog) {
+        return None;
+    }
+    let aborted_hint = h.t_infomask & im::HEAP_XMIN_INVALID != 0;
+    match clog.status(h.t_xmin) {
+        _ if aborted_hint => Some(RowState::Uncommitted(h.t_xmin)),
+        XidStatus::InProgress | XidStatus::Aborted => Some(RowState::Uncommitted(h.t_xmin)),
+        _ => None,
+    }
+}
+
 /// Calls `f` for every visible row of the relation image `data`.
 pub fn for_each_visible_row(
     data: &[u8],
@@ -136,9 +162,24 @@ pub fn for_each_visible_row(
     clog: &CommitLog,
     mut f: impl FnMut(Row<'_>),
 ) -> ScanTrouble {
+    for_each_row(data, blcksz, max_align, clog, |row, state| {
+        if state == RowState::Visible {
+            f(row);
+        }
+    })
+}
+
+/// Calls `f` for every visible or uncommitted row of the relation image `data`.
+pub fn for_each_row(
+    data: &[u8],
+    blcksz: usize,
+    max_align: usize,
+    clog: &CommitLog,
+    mut f: impl FnMut(Row<'_>, RowState),
+) -> ScanTrouble {
     let mut trouble = ScanTrouble::default();
     for (blkno, page) in data.chunks_exact(blcksz).enumerate() {
-        visible_rows_of_page(page, blkno as u32, max_align, clog, &mut trouble, &mut f);
+        rows_of_page(page, blkno as u32, max_align, clog, &mut trouble, &mut f);
     }
     trouble
 }
@@ -152,6 +193,23 @@ pub fn visible_rows_of_page(
     clog: &CommitLog,
     trouble: &mut ScanTrouble,
     f: &mut impl FnMut(Row<'_>),
+) {
+    rows_of_page(page, blkno, max_align, clog, trouble, &mut |row, state| {
+        if state == RowState::Visible {
+            f(row);
+        }
+    });
+}
+
+/// Calls `f` for every visible or uncommitted row of one page, with its state; a page with a
+/// bad header is noted in `trouble` and skipped.
+pub fn rows_of_page(
+    page: &[u8],
+    blkno: u32,
+    max_align: usize,
+    clog: &CommitLog,
+    trouble: &mut ScanTrouble,
+    f: &mut impl FnMut(Row<'_>, RowState),
 ) {
     let Some(header) = PageHeader::parse(page) else {
         return;
@@ -178,12 +236,18 @@ pub fn visible_rows_of_page(
             continue;
         };
         let hoff = h.t_hoff as usize;
-        if hoff > tuple.len() || !is_visible(&h, clog) {
+        if hoff > tuple.len() {
             continue;
         }
-        f(Row {
-            data: &tuple[hoff..],
-            header: h,
-        });
+        let Some(state) = row_state(&h, clog) else {
+            continue;
+        };
+        f(
+            Row {
+                data: &tuple[hoff..],
+                header: h,
+            },
+            state,
+        );
     }
 }

@@ -58,6 +58,7 @@ pub struct PgDatabaseLayout {
     pub datname: usize,
     pub datfrozenxid: usize,
     pub dattablespace: usize,
+    pub datconnlimit: usize,
 }
 
 /// 14: `datcollate`/`datctype` are `name` columns in the fixed part.
@@ -66,6 +67,7 @@ pub const PG_DATABASE_14: PgDatabaseLayout = PgDatabaseLayout {
     datname: 4,
     datfrozenxid: 216,
     dattablespace: 224,
+    datconnlimit: 208,
 };
 /// 15–18.
 pub const PG_DATABASE_15: PgDatabaseLayout = PgDatabaseLayout {
@@ -73,6 +75,7 @@ pub const PG_DATABASE_15: PgDatabaseLayout = PgDatabaseLayout {
     datname: 4,
     datfrozenxid: 84,
     dattablespace: 92,
+    datconnlimit: 80,
 };
 
 /// `pg_index` columns pgcheckdb reads: the same in 14–18.

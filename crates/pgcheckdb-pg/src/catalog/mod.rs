@@ -7,6 +7,7 @@ pub mod attributes;
 pub mod heapscan;
 pub mod layouts;
 pub mod relmap;
+pub mod twophase;
 pub mod xact;
 
 #[doc(hidden)]
@@ -21,11 +22,12 @@ use serde_json::json;
 use crate::control::ControlFile;
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
 use attributes::{align_of, attribute_layout, Attribute, PgAttributeLayout};
-use heapscan::{for_each_page, visible_rows_of_page, Row, ScanTrouble};
+use heapscan::{for_each_page, rows_of_page, Row, RowState, ScanTrouble};
 use layouts::{
     layouts_for, oids, CatalogLayouts, PgClassLayout, PgDatabaseLayout, NAMEDATALEN, OID_THEN_NAME,
 };
 use pgcheckdb_scan::open::not_regular;
+use twophase::PreparedXact;
 use xact::CommitLog;
 
 /// `pg_class.relkind`.
@@ -61,6 +63,20 @@ impl RelKind {
         }
     }
 
+    /// Whether relations of this kind have files (`RELKIND_HAS_STORAGE`): tables, indexes,
+    /// sequences, TOAST tables and materialized views; not views, composite types, foreign
+    /// tables or partitioned tables and indexes.
+    pub fn has_storage(self) -> bool {
+        matches!(
+            self,
+            RelKind::Table
+                | RelKind::Index
+                | RelKind::Sequence
+                | RelKind::Toast
+                | RelKind::MaterializedView
+        )
+    }
+
     /// The name used in output (`table`, `index`, `toast_table`, ...).
     pub fn name(self) -> String {
         match self {
@@ -86,6 +102,31 @@ pub struct DatabaseInfo {
     pub name: String,
     pub tablespace: u32,
     pub frozenxid: u32,
+    /// `datconnlimit = -2` (`DATCONNLIMIT_INVALID_DB`): an interrupted `DROP DATABASE` left the
+    /// row; its files may be partly removed.
+    pub invalid: bool,
+}
+
+/// `DATCONNLIMIT_INVALID_DB`.
+const DATCONNLIMIT_INVALID_DB: i32 = -2;
+
+/// `relpersistence` values.
+pub mod persistence {
+    pub const PERMANENT: u8 = b'p';
+    pub const UNLOGGED: u8 = b'u';
+    pub const TEMP: u8 = b't';
+}
+
+/// A `pg_class` row inserted by a transaction that has not committed (prepared, or cut off by a
+/// crash): its file exists, but no committed row owns it.
+#[derive(Debug, Clone)]
+pub struct PendingRelation {
+    pub oid: u32,
+    /// `schema.name`.
+    pub name: String,
+    pub kind: RelKind,
+    /// The inserting transaction (`t_xmin`).
+    pub xmin: u32,
 }
 
 /// One relation from `pg_class`.
@@ -132,6 +173,10 @@ pub struct Catalog {
     /// What pgcheckdb itself could not read (permission denied, ...): the run is incomplete,
     /// but that is no evidence of corruption.
     pub tool_errors: Vec<String>,
+    /// Relations whose `pg_class` row is not committed, by file key.
+    pub pending: HashMap<FileKey, PendingRelation>,
+    /// Prepared transactions (`pg_twophase/`).
+    pub prepared: Vec<PreparedXact>,
 }
 
 /// Context for reading one cluster's catalogs.
@@ -163,6 +208,10 @@ impl Catalog {
                 clog,
                 findings: trouble.findings,
                 tool_errors: trouble.tool_errors,
+                prepared: control
+                    .major
+                    .map(|m| twophase::read_prepared(datadir, m))
+                    .unwrap_or_default(),
                 ..Catalog::default()
             },
         };
@@ -184,6 +233,22 @@ impl Catalog {
     ) -> Option<&RelationInfo> {
         self.relations
             .get(&(db_oid, tablespace_of_path(file), filenode))
+    }
+
+    /// The uncommitted relation stored in `file` under file number `filenode` of `db_oid`.
+    pub fn pending_for_file(
+        &self,
+        file: &str,
+        db_oid: u32,
+        filenode: u32,
+    ) -> Option<&PendingRelation> {
+        self.pending
+            .get(&(db_oid, tablespace_of_path(file), filenode))
+    }
+
+    /// The prepared transaction that `xid` belongs to (as itself or a subtransaction).
+    pub fn prepared_xact(&self, xid: u32) -> Option<&PreparedXact> {
+        self.prepared.iter().find(|p| p.owns(xid))
     }
 
     /// Fills in the names of a finding's database and relation.
@@ -365,10 +430,11 @@ struct ClassRow {
     relnatts: i16,
     relfrozenxid: u32,
     relminmxid: u32,
+    state: RowState,
 }
 
 /// One `pg_class` row's columns, `None` if the row is too short for them.
-fn class_row(d: &[u8], l: &PgClassLayout) -> Option<ClassRow> {
+fn class_row(d: &[u8], l: &PgClassLayout, state: RowState) -> Option<ClassRow> {
     let byte = |off: usize| d.get(off).copied();
     Some(ClassRow {
         oid: u32_at(d, l.oid)?,
@@ -384,6 +450,7 @@ fn class_row(d: &[u8], l: &PgClassLayout) -> Option<ClassRow> {
         relnatts: i16_at(d, l.relnatts)?,
         relfrozenxid: u32_at(d, l.relfrozenxid)?,
         relminmxid: u32_at(d, l.relminmxid)?,
+        state,
     })
 }
 
@@ -411,6 +478,7 @@ fn database_row(d: &[u8], l: &PgDatabaseLayout) -> Option<DatabaseInfo> {
         name: name_at(d, l.datname)?,
         tablespace: u32_at(d, l.dattablespace)?,
         frozenxid: u32_at(d, l.datfrozenxid)?,
+        invalid: u32_at(d, l.datconnlimit).map(|v| v as i32) == Some(DATCONNLIMIT_INVALID_DB),
     })
 }
 
@@ -454,12 +522,27 @@ impl Reader<'_> {
     /// Reads the visible rows of the relation `filenode` in `dir` page by page, reporting
     /// trouble; false if the file could not be read whole.
     fn scan(&mut self, dir: &Path, filenode: u32, what: &str, mut f: impl FnMut(Row<'_>)) -> bool {
+        self.scan_rows(dir, filenode, what, |row, state| {
+            if state == RowState::Visible {
+                f(row);
+            }
+        })
+    }
+
+    /// [`Self::scan`], also passing the rows of transactions that did not commit.
+    fn scan_rows(
+        &mut self,
+        dir: &Path,
+        filenode: u32,
+        what: &str,
+        mut f: impl FnMut(Row<'_>, RowState),
+    ) -> bool {
         let shown = self.shown(dir, filenode);
         let (bs, ma) = (self.control.block_size(), self.control.max_align as usize);
         let clog = &self.catalog.clog;
         let mut trouble = ScanTrouble::default();
         let read = for_each_page(dir, filenode, bs, |blkno, page| {
-            visible_rows_of_page(page, blkno, ma, clog, &mut trouble, &mut f)
+            rows_of_page(page, blkno, ma, clog, &mut trouble, &mut f)
         });
         if let Err(e) = read {
             self.read_failed(&shown, what, &e);
@@ -571,12 +654,13 @@ impl Reader<'_> {
         self.catalog.tablespaces = self.read_names(&global, spc_node, "pg_tablespace");
     }
 
-    /// The rows of `pg_class`, and whether every page of it could be used.
+    /// The rows of `pg_class` (visible and uncommitted), and whether every page of it could be
+    /// used.
     fn read_class_rows(&mut self, dir: &Path, filenode: u32) -> (Vec<ClassRow>, bool) {
         let l = self.layouts.pg_class;
         let mut rows = Vec::new();
-        let complete = self.scan(dir, filenode, "pg_class", |row| {
-            rows.extend(class_row(row.data, &l));
+        let complete = self.scan_rows(dir, filenode, "pg_class", |row, state| {
+            rows.extend(class_row(row.data, &l, state));
         });
         (rows, complete)
     }
@@ -606,6 +690,8 @@ impl Reader<'_> {
             return;
         };
         let (rows, complete) = self.read_class_rows(&dir, class_node);
+        let (rows, uncommitted): (Vec<ClassRow>, Vec<ClassRow>) =
+            rows.into_iter().partition(|r| r.state == RowState::Visible);
         if !complete {
             self.catalog.incomplete_databases.insert(db.oid);
         }
@@ -641,6 +727,54 @@ impl Reader<'_> {
             let owner = owners.get(&r.oid).cloned();
             self.add_relation(db, &r, &names, attrs, owner);
         }
+        for r in uncommitted {
+            self.add_pending(db, &r, &names);
+        }
+    }
+
+    /// The file key of a `pg_class` row: mapped relations (`relfilenode` 0) through the map.
+    fn file_key(db: &DatabaseInfo, r: &ClassRow, names: &NameSources<'_>) -> Option<FileKey> {
+        let filenode = match r.relfilenode {
+            0 if r.relisshared => names.global_map.get(&r.oid).copied(),
+            0 => names.local_map.get(&r.oid).copied(),
+            n => Some(n),
+        }?;
+        Some(if r.relisshared {
+            (0, oids::GLOBALTABLESPACE, filenode)
+        } else {
+            let spc = match r.reltablespace {
+                0 => db.tablespace,
+                spc => spc,
+            };
+            (db.oid, spc, filenode)
+        })
+    }
+
+    fn full_name(r: &ClassRow, names: &NameSources<'_>) -> String {
+        let schema = names
+            .namespaces
+            .get(&r.relnamespace)
+            .cloned()
+            .unwrap_or_else(|| format!("namespace_{}", r.relnamespace));
+        format!("{schema}.{}", r.relname)
+    }
+
+    /// Records an uncommitted row, unless a committed row owns the same file.
+    fn add_pending(&mut self, db: &DatabaseInfo, r: &ClassRow, names: &NameSources<'_>) {
+        let (RowState::Uncommitted(xmin), Some(key)) = (r.state, Self::file_key(db, r, names))
+        else {
+            return;
+        };
+        if !r.relkind.has_storage() || self.catalog.relations.contains_key(&key) {
+            return;
+        }
+        let pending = PendingRelation {
+            oid: r.oid,
+            name: Self::full_name(r, names),
+            kind: r.relkind,
+            xmin,
+        };
+        self.catalog.pending.insert(key, pending);
     }
 
     /// For each index, its table (`pg_index`); for each TOAST table, the table pointing at it
@@ -682,44 +816,21 @@ impl Reader<'_> {
         attributes: Option<Arc<[Attribute]>>,
         owner: Option<String>,
     ) {
-        let NameSources {
-            namespaces,
-            ams,
-            local_map,
-            global_map,
-        } = names;
-        let filenode = match r.relfilenode {
-            0 if r.relisshared => global_map.get(&r.oid).copied(),
-            0 => local_map.get(&r.oid).copied(),
-            n => Some(n),
+        let Some((db_oid, spc, filenode)) = Self::file_key(db, r, names) else {
+            return;
         };
-        let Some(filenode) = filenode else { return };
-        let (db_oid, spc) = if r.relisshared {
-            (0, oids::GLOBALTABLESPACE)
-        } else {
-            (
-                db.oid,
-                if r.reltablespace == 0 {
-                    db.tablespace
-                } else {
-                    r.reltablespace
-                },
-            )
-        };
-        let schema = namespaces
-            .get(&r.relnamespace)
-            .cloned()
-            .unwrap_or_else(|| format!("namespace_{}", r.relnamespace));
         let am = (r.relam != 0)
             .then(|| {
-                ams.get(&r.relam)
+                names
+                    .ams
+                    .get(&r.relam)
                     .cloned()
                     .or_else(|| builtin_am(r.relam).map(String::from))
             })
             .flatten();
         let info = RelationInfo {
             oid: r.oid,
-            name: format!("{schema}.{}", r.relname),
+            name: Self::full_name(r, names),
             kind: r.relkind,
             relam: r.relam,
             am,
