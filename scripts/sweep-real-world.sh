@@ -346,6 +346,10 @@ build_standby() {
     # shellcheck disable=SC2046
     as_pg "${BIN[$primary]}/pg_basebackup" $(conn "$primary") -D "$DIR/$name/data" -R -X stream -c fast
     pg_adopt "$name" 17
+    # pg_basebackup -R writes every libpq option it knows; the server's walreceiver may load an
+    # older libpq that rejects some (e.g. sslnegotiation): a plain conninfo, which wins (later line).
+    echo "primary_conninfo = 'host=$DIR/$primary/sock port=${PORT[$primary]} user=postgres'" \
+        >> "$DIR/$name/data/postgresql.auto.conf"
     pg_start "$name"
     log "$name: pgbench on the primary, an open transaction and a prepared one ..."
     pgbench "$primary" -T 25 -c 2 postgres > "$DIR/$name/pgbench.log" 2>&1 &
@@ -361,15 +365,21 @@ build_standby() {
 BEGIN;
 CREATE TABLE prepared_t (id int PRIMARY KEY, v text);
 INSERT INTO prepared_t SELECT g, md5(g::text) FROM generate_series(1, 2000) g;
-UPDATE pgbench_branches SET bbalance = bbalance WHERE bid = 1;
 PREPARE TRANSACTION 'sweep_prepared';
 EOF
-    sleep 10
+    sleep 4
+    # A checkpoint on the primary mid-traffic, as checkpoint_timeout would make: the standby's
+    # restartpoint then writes pages holding xids newer than its pg_control's nextXid.
+    sql "$primary" postgres <<< "CHECKPOINT;"
+    sleep 6
     local want; want=$(value "$primary" postgres "SELECT pg_current_wal_lsn()")
+    local caught_up=f
     for _ in $(seq 60); do
-        [ "$(value "$name" postgres "SELECT pg_last_wal_replay_lsn() >= '$want'")" = t ] && break
+        caught_up=$(value "$name" postgres "SELECT pg_last_wal_replay_lsn() >= '$want'")
+        [ "$caught_up" = t ] && break
         sleep 1
     done
+    [ "$caught_up" = t ] || { tail -20 "$DIR/$name/server.log" >&2; die "$name: standby did not catch up"; }
     # CHECKPOINT on the standby: a restartpoint, as a long-running standby would have had.
     value "$name" postgres "CHECKPOINT" > /dev/null
     pg_stop "$name"        # while the primary still runs pgbench
