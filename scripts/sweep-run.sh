@@ -14,12 +14,17 @@
 #   BIN verify -D DIR/<name>/data --level standard --format json --no-progress -j 2
 # and prints one summary line (exit status, counts by severity, counts by kind for non-info
 # findings), then every finding whose severity is not "info" (kind, severity, file, block,
-# relation, message). SWEEP_LEVEL overrides the level, SWEEP_JOBS the -j value, and
-# SWEEP_OUT names the directory for the raw JSON output and stderr of each run (default a temp
-# dir, printed at the end).
+# relation, message). It also checks that verify wrote nothing (no file under the data
+# directory newer than the run's start) and stops a run that takes longer than SWEEP_TIMEOUT
+# seconds (default 900; a hang is a failure).
+#
+# Environment: SWEEP_LEVEL (default standard), SWEEP_JOBS (-j, default 2), SWEEP_TIMEOUT,
+# SWEEP_MAX_LINES (print at most this many non-info findings per cluster; default 0 = all),
+# SWEEP_OUT (directory for each run's raw JSON Lines and stderr; default a new temp dir, printed
+# at the end).
 #
 # Exit status: 0 when every cluster exited 0 with no error/warning finding; 1 otherwise (also
-# when a cluster directory is incomplete or no cluster was found).
+# when a cluster directory is incomplete, verify wrote or hung, or no cluster was found).
 set -uo pipefail
 
 if [ $# -lt 1 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
@@ -33,6 +38,8 @@ else DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd); fi
 command -v jq > /dev/null || { echo "sweep-run: needs jq" >&2; exit 2; }
 LEVEL=${SWEEP_LEVEL:-standard}
 JOBS=${SWEEP_JOBS:-2}
+TIMEOUT=${SWEEP_TIMEOUT:-900}
+MAX_LINES=${SWEEP_MAX_LINES:-0}
 OUT=${SWEEP_OUT:-$(mktemp -d /tmp/pgcheckdb-sweep-out.XXXXXX)}
 mkdir -p "$OUT"
 
@@ -55,10 +62,13 @@ for name in "${names[@]}"; do
         bad=1
         continue
     fi
+    stamp=$OUT/$name.started
+    touch "$stamp"
     start=$(date +%s.%N)
-    "$BIN" verify -D "$data" --level "$LEVEL" --format json --no-progress -j "$JOBS" \
-        > "$OUT/$name.jsonl" 2> "$OUT/$name.stderr"
+    timeout "$TIMEOUT" "$BIN" verify -D "$data" --level "$LEVEL" --format json --no-progress \
+        -j "$JOBS" > "$OUT/$name.jsonl" 2> "$OUT/$name.stderr"
     status=$?
+    written=$(find "$data" -newer "$stamp" -print 2>/dev/null | head -5)
     secs=$(echo "$(date +%s.%N) - $start" | bc 2>/dev/null || echo "?")
     counts=$(jq -r -s '[.[] | select(.type == "finding")] | group_by(.severity)
                  | map("\(.[0].severity)=\(length)") | join(" ")' "$OUT/$name.jsonl" 2>/dev/null)
@@ -67,7 +77,7 @@ for name in "${names[@]}"; do
     nonclean=$(jq -r -s '[.[] | select(.type == "finding" and .severity != "info")] | length' \
         "$OUT/$name.jsonl" 2>/dev/null || echo "?")
     verdict=OK
-    if [ "$status" != 0 ] || [ "$nonclean" != 0 ]; then verdict=FAIL; bad=1; fi
+    if [ "$status" != 0 ] || [ "$nonclean" != 0 ] || [ -n "$written" ]; then verdict=FAIL; bad=1; fi
     printf '== %s: %s exit=%s findings: %s%s (PG %s, %s, %.1fs)\n' "$name" "$verdict" "$status" \
         "${counts:-none}" "${kinds:+ | non-info by kind: $kinds}" "$(cat "$data/PG_VERSION")" \
         "$(du -sh "$data" 2>/dev/null | cut -f1)" "$secs"
@@ -75,7 +85,12 @@ for name in "${names[@]}"; do
            | "   \(.severity) \(.kind) \(.file // "-")\(if .block != null then " blk \(.block)" else "" end)"
              + "\(if .relation.name != null then " [\(.relation.name)]" else "" end)"
              + "\(if .database.name != null then " db=\(.database.name)" else "" end): \(.message)"' \
-        "$OUT/$name.jsonl" 2>/dev/null
+        "$OUT/$name.jsonl" 2>/dev/null | if [ "$MAX_LINES" -gt 0 ]; then head -n "$MAX_LINES"; else cat; fi
+    if [ "$MAX_LINES" -gt 0 ] && [ "$nonclean" != "?" ] && [ "$nonclean" -gt "$MAX_LINES" ]; then
+        echo "   ... $((nonclean - MAX_LINES)) more (SWEEP_MAX_LINES=$MAX_LINES; all in $OUT/$name.jsonl)"
+    fi
+    [ "$status" = 124 ] && echo "   TIMEOUT: verify ran longer than ${TIMEOUT}s and was stopped"
+    [ -n "$written" ] && echo "   WROTE: files changed during verify, e.g.:" && sed 's/^/     /' <<< "$written"
     if [ "$status" != 0 ] && [ "$status" != 2 ]; then
         jq -r 'select(.type == "summary" and .error != null) | "   summary error: \(.error)"' \
             "$OUT/$name.jsonl" 2>/dev/null
