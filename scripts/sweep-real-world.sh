@@ -201,6 +201,11 @@ INSERT INTO parts SELECT g, date '2024-01-01' + (g % 90), md5(g::text) FROM gene
 SELECT nextval('s_plain') FROM generate_series(1, 77);
 CREATE TABLE empty_t (a int);
 CREATE INDEX ON empty_t (a);
+-- Rows whose data ends in long runs of zero bytes (zeroed counters, a preallocated blob): the
+-- first row of each page sits at its end, so pages end in zeros without being torn.
+CREATE TABLE zero_tail (id int, counters bigint[], blob bytea);
+INSERT INTO zero_tail SELECT g, array_fill(0::bigint, ARRAY[100]), decode(repeat('00', 1200), 'hex')
+FROM generate_series(1, 200) g;
 ANALYZE;
 EOF
 )
@@ -227,6 +232,10 @@ CREATE INDEX ON shrink (id);
 BEGIN; UPDATE shrink SET pad = 'z' WHERE id > 2000; ROLLBACK;   -- aborted tuples at the end
 DELETE FROM shrink WHERE id > 2000;
 VACUUM shrink;                                              -- truncates the relation
+CREATE TABLE aborted_tail AS SELECT g AS id, repeat('a', 100) AS pad FROM generate_series(1, 5000) g;
+VACUUM aborted_tail;
+BEGIN; UPDATE aborted_tail SET pad = 'b' || pad; ROLLBACK;  -- doubles the table, all aborted
+VACUUM aborted_tail;                                        -- removes them and truncates
 REFRESH MATERIALIZED VIEW CONCURRENTLY shapes_mv;
 REINDEX TABLE shapes_unlogged;
 VACUUM (ANALYZE);
