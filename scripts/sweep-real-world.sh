@@ -32,6 +32,12 @@
 #                         CLUSTER, TRUNCATE, ADD/DROP COLUMN with defaults, TOAST, every index AM,
 #                         partitioned tables, an aborted UPDATE then a truncating VACUUM.
 #   many18                5,000 tables with an index each.
+#   features16            everyday features nobody thinks about: pgbench with foreign keys
+#                         (multixacts from KEY SHARE locks), SELECT FOR SHARE from several
+#                         sessions, COPY FREEZE, large objects, an invalid index left by a failed
+#                         CREATE UNIQUE INDEX CONCURRENTLY, REINDEX CONCURRENTLY, SET UNLOGGED /
+#                         SET LOGGED, a tablespace outside the data directory, VACUUM FREEZE;
+#                         made without checksums and switched on offline with pg_checksums --enable.
 #
 # Servers run as the `postgres` user when we are root, on Unix sockets only (listen_addresses
 # = ''), each on its own port. PostgreSQL binaries: $PGCHECKDB_CACHE/postgres/<major>/bin (default
@@ -44,7 +50,7 @@ mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
 PGROOT=${PGCHECKDB_CACHE:-/var/cache/pgcheckdb}/postgres
 SRC=${SWEEP_PG_SRC:-$DIR/src}
-ONLY=${SWEEP_ONLY:-regress15 regress18 upgrade14to18 standby17 crash16 nochecks14 nochecks18 many18}
+ONLY=${SWEEP_ONLY:-regress15 regress18 upgrade14to18 standby17 crash16 nochecks14 nochecks18 many18 features16}
 PG_USER=postgres
 
 log() { printf '[sweep %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
@@ -456,6 +462,63 @@ EOF
     done_mark "$name" "18 with checksums, 5,000 tables with a primary key index each"
 }
 
+# ---------------------------------------------------------------- g. everyday features
+
+# shared_traffic NAME SECONDS: FOR SHARE sessions beside foreign-key pgbench (multixacts).
+shared_traffic() {
+    pgbench "$1" -n -T "$2" -c 4 -f "$DIR/$1/share.sql" postgres > /dev/null 2>&1 &
+    local share=$!
+    pgbench "$1" -T "$2" -c 3 postgres > /dev/null 2>&1
+    wait "$share"
+}
+
+build_features() {
+    local name=features16
+    pg_init "$name" 16 off max_prepared_transactions 5
+    local space=$DIR/$name/tablespace
+    mkdir -p "$space"; [ "$(id -u)" = 0 ] && chown "$PG_USER:" "$space"
+    pg_start "$name"
+    pgbench "$name" -q -i -s 2 --foreign-keys postgres > /dev/null 2>&1
+    # Row locks from several sessions on few rows: multixact xmax values.
+    printf '%s\n' '\set id random(1, 20)' 'BEGIN;' \
+        'SELECT * FROM pgbench_accounts WHERE aid = :id FOR SHARE;' \
+        'SELECT pg_sleep(0.002);' 'COMMIT;' > "$DIR/$name/share.sql"
+    [ "$(id -u)" = 0 ] && chown "$PG_USER:" "$DIR/$name/share.sql"
+    shared_traffic "$name" 8
+    sql "$name" postgres <<EOF
+CREATE TABLESPACE outside LOCATION '$space';
+CREATE TABLE frozen (id int, v text);
+BEGIN;
+TRUNCATE frozen;
+COPY frozen FROM PROGRAM 'seq 1 20000 | sed "s/\$/\tv/"' WITH (FREEZE);
+COMMIT;
+SELECT lo_from_bytea(0, decode(repeat('ab', 50000), 'hex')) FROM generate_series(1, 5);
+CREATE TABLE dup (id int);
+INSERT INTO dup SELECT g % 1000 FROM generate_series(1, 5000) g;
+CREATE INDEX dup_ok ON dup (id);
+REINDEX INDEX CONCURRENTLY dup_ok;
+CREATE TABLE moved (id int PRIMARY KEY, v text) TABLESPACE outside;
+INSERT INTO moved SELECT g, md5(g::text) FROM generate_series(1, 3000) g;
+ALTER TABLE pgbench_history SET TABLESPACE outside;
+CREATE TABLE toggled AS SELECT g AS id FROM generate_series(1, 3000) g;
+ALTER TABLE toggled SET UNLOGGED;
+ALTER TABLE toggled SET LOGGED;
+CREATE TABLE filled (id int, v text) WITH (fillfactor = 50);
+INSERT INTO filled SELECT g, 'v' FROM generate_series(1, 5000) g;
+UPDATE filled SET v = 'w';
+VACUUM FREEZE;
+EOF
+    # A failed unique build leaves an invalid index behind (outside a transaction block).
+    sql "$name" postgres <<< "CREATE UNIQUE INDEX CONCURRENTLY dup_unique ON dup (id);" 2> /dev/null || true
+    [ "$(value "$name" postgres "SELECT count(*) FROM pg_index WHERE NOT indisvalid")" -ge 1 ] \
+        || die "$name: no invalid index was left"
+    shared_traffic "$name" 5     # after VACUUM FREEZE, so multixacts stay on disk
+    pg_stop "$name"
+    as_pg "${BIN[$name]}/pg_checksums" --enable -D "$DIR/$name/data" > "$DIR/$name/pg_checksums.log" 2>&1 \
+        || { cat "$DIR/$name/pg_checksums.log" >&2; die "$name: pg_checksums --enable"; }
+    done_mark "$name" "16, foreign-key pgbench (multixacts), FOR SHARE, COPY FREEZE, large objects, invalid index, REINDEX CONCURRENTLY, SET UNLOGGED/LOGGED, outside tablespace, VACUUM FREEZE, then pg_checksums --enable"
+}
+
 # ---------------------------------------------------------------- main
 
 for c in $ONLY; do
@@ -470,6 +533,7 @@ for c in $ONLY; do
         nochecks14) build_nochecks nochecks14 14 ;;
         nochecks18) build_nochecks nochecks18 18 ;;
         many18) build_many ;;
+        features16) build_features ;;
         *) die "unknown cluster $c" ;;
     esac
 done
