@@ -56,6 +56,8 @@ PG_USER=postgres
 log() { printf '[sweep %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 trap 'log "error: failed at line $LINENO: $BASH_COMMAND"' ERR
+# Connection options are passed as words (see conn): the directory must not contain blanks.
+[[ "$DIR" != *[[:space:]]* ]] || die "the directory must not contain blanks: $DIR"
 
 # Runs a command as the cluster user (or as ourselves when not root).
 as_pg() {
@@ -329,6 +331,7 @@ EOF
         -p "${PORT[$old]}" -P "${PORT[$name]}" -s "$work" > "$DIR/$name/pg_upgrade.log" 2>&1) \
         || { tail -30 "$DIR/$name/pg_upgrade.log" >&2; die "pg_upgrade"; }
     pg_start "$name"
+    # shellcheck disable=SC2046
     as_pg "${BIN[$name]}/vacuumdb" $(conn "$name") --all --analyze-in-stages > /dev/null 2>&1
     sql "$name" app <<'EOF'
 INSERT INTO shapes (n, t) SELECT g, 'on-18-' || g FROM generate_series(1, 3000) g;
