@@ -24,7 +24,8 @@
 #                         an unlogged table), pg_upgrade --link to 18, then DML and VACUUM on 18.
 #   standby17             streaming standby (pg_basebackup -R) of a pgbench primary, stopped while
 #                         the primary runs pgbench, holds a long open transaction and a prepared
-#                         transaction that created a table: "shut down in recovery".
+#                         transaction that created a table, after a checkpoint on the primary
+#                         and a restartpoint on the standby: "shut down in recovery".
 #   standby17-primary     that primary, stopped afterwards (the prepared transaction stays).
 #   crash16               pgbench traffic, `pg_ctl stop -m immediate` mid-run, start (crash
 #                         recovery), clean stop.
