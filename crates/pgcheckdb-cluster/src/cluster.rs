@@ -399,3 +399,116 @@ fn unique_dir(parent: &Path) -> Result<PathBuf> {
         }
     }
 }
+
+/// Helpers for crash, standby and upgrade scenarios (see also `derived.rs`).
+impl Cluster {
+    /// Stops the server with an immediate shutdown: no shutdown checkpoint, so the next start
+    /// runs crash recovery.
+    pub fn stop_immediate(&mut self) -> Result<()> {
+        if !self.running {
+            return Ok(());
+        }
+        self.pg_ctl_stop("immediate")?;
+        self.running = false;
+        Ok(())
+    }
+
+    /// The directory of the server's Unix socket.
+    pub fn socket_dir(&self) -> &Path {
+        &self.socket_dir
+    }
+
+    /// libpq options that reach this server: `-h <socket dir> -p <port> -U <superuser>`.
+    pub fn conn_args(&self) -> Vec<String> {
+        vec![
+            "-h".to_string(),
+            self.socket_dir.display().to_string(),
+            "-p".to_string(),
+            PORT.to_string(),
+            "-U".to_string(),
+            SUPERUSER.to_string(),
+        ]
+    }
+
+    /// A libpq connection string that reaches this server (socket, port, superuser).
+    pub fn conninfo(&self) -> String {
+        format!(
+            "host='{}' port={PORT} user={SUPERUSER}",
+            self.socket_dir.display()
+        )
+    }
+
+    /// Appends `postgresql.conf` settings (they take effect at the next start).
+    pub fn add_settings(&self, settings: &[(&str, &str)]) -> Result<()> {
+        let owned: Vec<(String, String)> = settings
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        self.write_settings(&owned)
+    }
+
+    /// Runs `pgbench` against database `db` with `args` (e.g. `-i -s 1`) and returns its output.
+    pub fn pgbench(&self, db: &str, args: &[&str]) -> Result<String> {
+        let out = exec::run(self.pgbench_command(db, args), "pgbench", None)?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Starts `pgbench` in the background; the caller waits for the child (its output is
+    /// discarded, a failure shows in its exit status).
+    pub fn spawn_pgbench(&self, db: &str, args: &[&str]) -> Result<std::process::Child> {
+        let mut cmd = self.pgbench_command(db, args);
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        cmd.spawn()
+            .map_err(io_context("could not start pgbench".to_string()))
+    }
+
+    fn pgbench_command(&self, db: &str, args: &[&str]) -> Command {
+        let mut cmd = self.command("pgbench");
+        cmd.args(self.conn_args()).args(args).arg(db);
+        cmd
+    }
+
+    /// Starts `psql` in the background running `sql` in `db`, e.g. a transaction that stays
+    /// open until the server stops; the caller waits for or kills the child.
+    pub fn spawn_psql(&self, db: &str, sql: &str) -> Result<std::process::Child> {
+        let mut cmd = self.psql_command(db);
+        cmd.args(["-q", "-c", sql])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        cmd.spawn()
+            .map_err(io_context("could not start psql".to_string()))
+    }
+
+    /// A handle for a data directory another program made in the work directory `root`
+    /// (`root/data`, with a `sock/` directory): a standby or an upgraded cluster. Not running.
+    pub(crate) fn adopt(
+        bin: PgBinaries,
+        user: Option<RunAs>,
+        root: &Path,
+        checksums: bool,
+    ) -> Cluster {
+        Cluster {
+            bin,
+            user,
+            root: root.to_path_buf(),
+            datadir: root.join("data"),
+            socket_dir: root.join("sock"),
+            log_file: root.join("server.log"),
+            checksums,
+            running: false,
+            keep: false,
+        }
+    }
+
+    /// A new empty work directory (as [`Cluster::init_temp`] makes) owned by `user`.
+    pub(crate) fn temp_work_dir(user: Option<&RunAs>) -> Result<PathBuf> {
+        let parent = std::env::var_os("PGCHECKDB_TMPDIR")
+            .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+        let dir = unique_dir(&parent)?;
+        prepare_work_dir(&dir, user)?;
+        Ok(dir)
+    }
+}

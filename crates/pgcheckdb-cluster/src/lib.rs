@@ -7,11 +7,13 @@
 
 mod binaries;
 mod cluster;
+mod derived;
 mod error;
 mod exec;
 mod user;
 
 pub use binaries::{PgBinaries, INSTALL_HINT};
 pub use cluster::{Cluster, ClusterOptions};
+pub use derived::UpgradeMode;
 pub use error::{Error, Result};
 pub use user::RunAs;

@@ -12,6 +12,7 @@ pub mod run;
 pub mod snapshot;
 
 pub use fixture::{standard_cluster, standard_cluster_with, FixtureOptions, StandardCluster};
+pub use pgcheckdb_cluster::UpgradeMode;
 pub use pgcheckdb_cluster::{Cluster, ClusterOptions, PgBinaries, RunAs};
 
 /// The PostgreSQL major versions pgcheckdb supports and tests.
