@@ -82,6 +82,9 @@ pub enum FindingKind {
     VisibilityMapInvalid,
     /// A free-space-map page has an impossible format (warning: the server rebuilds it).
     FreeSpaceMapInvalid,
+    /// A heap page's update chain is broken: a line pointer reached twice, HOT flags that
+    /// disagree along a chain, contradicting commit status, a lost or rootless heap-only tuple.
+    HotChainInvalid,
 }
 
 impl FindingKind {
@@ -118,11 +121,12 @@ impl FindingKind {
             FindingKind::SequencePageInvalid => "sequence_page_invalid",
             FindingKind::VisibilityMapInvalid => "visibility_map_invalid",
             FindingKind::FreeSpaceMapInvalid => "free_space_map_invalid",
+            FindingKind::HotChainInvalid => "hot_chain_invalid",
         }
     }
 
     /// Every kind, for documentation tables and tests.
-    pub const ALL: [FindingKind; 30] = [
+    pub const ALL: [FindingKind; 31] = [
         FindingKind::ChecksumMismatch,
         FindingKind::MisplacedPage,
         FindingKind::TornPage,
@@ -153,6 +157,7 @@ impl FindingKind {
         FindingKind::SequencePageInvalid,
         FindingKind::VisibilityMapInvalid,
         FindingKind::FreeSpaceMapInvalid,
+        FindingKind::HotChainInvalid,
     ];
 }
 

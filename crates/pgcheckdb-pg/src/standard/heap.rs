@@ -4,11 +4,13 @@
 
 use serde_json::json;
 
+use super::xids::{self, in_future, precedes};
 use super::{
-    align_up, is_aligned, max_align, ClusterFacts, HeapRelation, Inputs, Scratch, StructureProblem,
+    align_up, hot, is_aligned, items, max_align, ClusterFacts, HeapRelation, Inputs, Scratch,
+    StructureProblem,
 };
 use crate::catalog::attributes::Attribute;
-use crate::catalog::xact::{CommitLog, XidStatus, FIRST_NORMAL_TRANSACTION_ID};
+use crate::catalog::xact::{CommitLog, XidStatus};
 use crate::finding::{FindingKind as K, Severity};
 use crate::layout::heap::{
     infomask as im, infomask2 as im2, HeapTupleHeader, SIZEOF_HEAP_TUPLE_HEADER,
@@ -39,13 +41,18 @@ fn max_heap_tuples_per_page(facts: &ClusterFacts) -> usize {
 pub fn check_heap_page(
     page: &[u8],
     h: &PageHeader,
+    blkno: u64,
     rel: &HeapRelation,
     inputs: &Inputs<'_>,
     scratch: &mut Scratch,
     out: &mut Vec<StructureProblem>,
 ) {
     let (facts, clog, fork_blocks) = (inputs.facts, inputs.clog, inputs.file.fork_blocks);
-    let Scratch { items, storage } = scratch;
+    let Scratch {
+        items,
+        storage,
+        chain,
+    } = scratch;
     line_pointers_into(page, h, items);
     storage.clear();
     if !page_level_ok(h, items, facts, out) {
@@ -53,11 +60,12 @@ pub fn check_heap_page(
     }
     for item in items.iter() {
         match item.lp_flags {
-            LpFlags::Unused => check_unused(item, out),
+            LpFlags::Unused => items::check_unused(item, out),
             LpFlags::Redirect => check_redirect(page, h, item, items, facts, out),
             LpFlags::Dead if item.lp_len == 0 => {}
             LpFlags::Normal | LpFlags::Dead => {
-                if let Some(range) = check_item_bounds(h, item, facts, out) {
+                let min_len = max_align(SIZEOF_HEAP_TUPLE_HEADER, facts.max_align);
+                if let Some(range) = items::check_item_bounds(h, item, min_len, facts, out) {
                     storage.push((range, item.offnum));
                     if item.lp_flags == LpFlags::Normal {
                         let tuple =
@@ -77,7 +85,8 @@ pub fn check_heap_page(
             }
         }
     }
-    check_overlap(storage, out);
+    items::check_overlap(storage, out);
+    hot::check_chains(page, h, items, blkno, rel, inputs, chain, out);
 }
 
 /// `pd_lower` must end the line-pointer array and the array must be of legal size.
@@ -107,22 +116,6 @@ fn page_level_ok(
         return false;
     }
     true
-}
-
-fn check_unused(item: &ItemId, out: &mut Vec<StructureProblem>) {
-    if item.lp_len != 0 || item.lp_off != 0 {
-        out.push(
-            StructureProblem::error(
-                K::LinePointerInvalid,
-                format!(
-                    "unused line pointer has lp_off {} lp_len {}",
-                    item.lp_off, item.lp_len
-                ),
-            )
-            .severity(Severity::Warning)
-            .at(item.offnum),
-        );
-    }
 }
 
 fn check_redirect(
@@ -180,74 +173,6 @@ fn redirect_target_problem(
     })
 }
 
-/// Bounds of an item with storage; returns its aligned byte range when it is inside the page.
-fn check_item_bounds(
-    h: &PageHeader,
-    item: &ItemId,
-    facts: &ClusterFacts,
-    out: &mut Vec<StructureProblem>,
-) -> Option<(usize, usize)> {
-    let (off, len) = (item.lp_off as usize, item.lp_len as usize);
-    let min_len = max_align(SIZEOF_HEAP_TUPLE_HEADER, facts.max_align);
-    let problem = if !is_aligned(off, facts.max_align) {
-        Some(format!("lp_off {off} is not MAXALIGNed"))
-    } else if item.lp_flags == LpFlags::Normal && len < min_len {
-        Some(format!(
-            "lp_len {len} is shorter than a tuple header ({min_len})"
-        ))
-    } else if off < h.pd_upper as usize {
-        Some(format!(
-            "lp_off {off} is inside the free space (pd_upper {})",
-            h.pd_upper
-        ))
-    } else if off + len > h.pd_special as usize {
-        Some(format!(
-            "item at {off} with lp_len {len} runs past pd_special {}",
-            h.pd_special
-        ))
-    } else {
-        None
-    };
-    match problem {
-        Some(message) => {
-            out.push(
-                StructureProblem::error(K::LinePointerInvalid, message)
-                    .at(item.offnum)
-                    .detail(json!({"lp_off": off, "lp_len": len})),
-            );
-            None
-        }
-        None => Some((
-            off,
-            off + max_align(len, facts.max_align).min(h.pd_special as usize - off),
-        )),
-    }
-}
-
-fn check_overlap(storage: &mut [((usize, usize), u16)], out: &mut Vec<StructureProblem>) {
-    // Items are usually stored from the end of the page downwards in line pointer order, so
-    // the list is already in descending order: reverse it instead of sorting.
-    if storage.windows(2).all(|w| w[0] > w[1]) {
-        storage.reverse();
-    } else {
-        storage.sort_unstable();
-    }
-    for pair in storage.windows(2) {
-        let ((_, end_a), a) = pair[0];
-        let ((start_b, _), b) = pair[1];
-        if start_b < end_a {
-            out.push(
-                StructureProblem::error(
-                    K::LinePointerOverlap,
-                    format!("storage of line pointer {b} overlaps line pointer {a}"),
-                )
-                .at(b)
-                .detail(json!({"other": a})),
-            );
-        }
-    }
-}
-
 /// The checks of one `LP_NORMAL` heap tuple.
 struct TupleCheck<'a> {
     tuple: &'a [u8],
@@ -272,8 +197,9 @@ impl TupleCheck<'_> {
         if !self.header_ok(&h) {
             return;
         }
-        self.check_xids(&h);
-        if !self.xmin_committed(&h) {
+        let committed = self.xmin_committed(&h);
+        self.check_xids(&h, committed);
+        if !committed {
             return; // an aborted or unknown inserter's tuple may follow another layout
         }
         let natts = h.natts() as usize;
@@ -328,6 +254,14 @@ impl TupleCheck<'_> {
                 "xmax is marked both committed and a multixact".into(),
             );
         }
+        let hot_updated = h.t_infomask2 & im2::HEAP_HOT_UPDATED != 0
+            && mask & (im::HEAP_XMAX_INVALID | im::HEAP_XMIN_INVALID) == 0;
+        if hot_updated && mask & im::HEAP_XMAX_IS_MULTI == 0 && h.t_xmax == 0 {
+            self.push(
+                K::HotChainInvalid,
+                "tuple is marked HOT-updated but its xmax is 0".into(),
+            );
+        }
         if h.t_infomask2 & im2::HEAP_ONLY_TUPLE != 0 && mask & im::HEAP_UPDATED == 0 {
             self.push(
                 K::TupleHeaderInvalid,
@@ -345,7 +279,11 @@ impl TupleCheck<'_> {
         if special {
             return;
         }
-        if ctid.offset == 0 || ctid.block as u64 >= self.fork_blocks {
+        // PostgreSQL follows t_ctid only when the xmax is a committed update: an aborted
+        // UPDATE's new version may be gone with the blocks VACUUM truncated.
+        let beyond = ctid.block as u64 >= self.fork_blocks
+            && xids::xmax_committed_update(h, self.facts, self.clog);
+        if ctid.offset == 0 || beyond {
             self.out.push(
                 StructureProblem::error(
                     K::TupleHeaderInvalid,
@@ -360,9 +298,8 @@ impl TupleCheck<'_> {
         }
     }
 
-    /// `true` if `xid` is a normal xid at or after `nextXid`.
     fn in_future(&self, xid: u32) -> bool {
-        xid >= FIRST_NORMAL_TRANSACTION_ID && (xid.wrapping_sub(self.facts.next_xid) as i32) >= 0
+        in_future(xid, self.facts)
     }
 
     fn xid_problem(&mut self, message: String) {
@@ -374,22 +311,17 @@ impl TupleCheck<'_> {
         );
     }
 
-    fn check_xids(&mut self, h: &HeapTupleHeader) {
+    fn check_xids(&mut self, h: &HeapTupleHeader, xmin_committed: bool) {
         let mask = h.t_infomask;
-        let frozen = mask & (im::HEAP_XMIN_COMMITTED | im::HEAP_XMIN_INVALID)
-            == im::HEAP_XMIN_COMMITTED | im::HEAP_XMIN_INVALID;
+        let frozen = xids::xmin_frozen(mask);
         if !frozen && self.in_future(h.t_xmin) {
             self.xid_problem(format!(
-                "xmin {} is not older than nextXid {}",
+                "xmin {} is not older than the newest xid the cluster's files allow (next {})",
                 h.t_xmin, self.facts.next_xid
             ));
         }
         let frozenxid = self.rel.relfrozenxid;
-        if !frozen
-            && h.t_xmin >= FIRST_NORMAL_TRANSACTION_ID
-            && frozenxid >= FIRST_NORMAL_TRANSACTION_ID
-            && (h.t_xmin.wrapping_sub(frozenxid) as i32) < 0
-        {
+        if !frozen && precedes(h.t_xmin, frozenxid) {
             self.xid_problem(format!(
                 "xmin {} precedes relfrozenxid {frozenxid} but the tuple is not frozen",
                 h.t_xmin
@@ -399,17 +331,37 @@ impl TupleCheck<'_> {
             return;
         }
         if mask & im::HEAP_XMAX_IS_MULTI != 0 {
-            let m = h.t_xmax;
-            if m == 0 || (m.wrapping_sub(self.facts.next_multi) as i32) >= 0 {
-                self.xid_problem(format!(
-                    "multixact xmax {m} is invalid or not older than nextMulti {}",
-                    self.facts.next_multi
-                ));
-            }
+            self.check_multi_xmax(h.t_xmax, xmin_committed);
         } else if self.in_future(h.t_xmax) {
             self.xid_problem(format!(
-                "xmax {} is not older than nextXid {}",
+                "xmax {} is not older than the newest xid the cluster's files allow (next {})",
                 h.t_xmax, self.facts.next_xid
+            ));
+        } else if xmin_committed && !xids::xmax_is_locked_only(mask) {
+            // As verify_heapam: an update or delete of a committed tuple older than the
+            // relation's (or cluster's) oldest valid xid would have been frozen or pruned.
+            let oldest = xids::oldest_valid_xid(self.rel, self.facts);
+            if precedes(h.t_xmax, oldest) {
+                self.xid_problem(format!(
+                    "xmax {} precedes the oldest valid transaction id {oldest}",
+                    h.t_xmax
+                ));
+            }
+        }
+    }
+
+    fn check_multi_xmax(&mut self, m: u32, xmin_committed: bool) {
+        if m == 0 || (m.wrapping_sub(self.facts.next_multi) as i32) >= 0 {
+            self.xid_problem(format!(
+                "multixact xmax {m} is invalid or not older than the newest multixact the cluster's files allow (next {})",
+                self.facts.next_multi
+            ));
+            return;
+        }
+        let oldest = xids::oldest_valid_multi(self.rel, self.facts);
+        if xmin_committed && oldest != 0 && (m.wrapping_sub(oldest) as i32) < 0 {
+            self.xid_problem(format!(
+                "multixact xmax {m} precedes the oldest valid multixact {oldest}"
             ));
         }
     }
