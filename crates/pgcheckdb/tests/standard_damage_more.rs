@@ -542,6 +542,7 @@ fn damage_scenario(major: u32) {
             "HOT update to a tuple not heap-only",
             "heap-only version of a non-HOT update",
             "second tuple leads to a chain member",
+            "HOT-updated with xmax 0",
             "heap-only tuple without a root",
             "xmax before relfrozenxid",
         ]
@@ -793,6 +794,22 @@ fn standby_scenario(major: u32) {
     let clog = CommitLog::new(&standby_data, control.blcksz);
     let path = standby_data.join(&file);
     let blocks = std::fs::metadata(&path).expect("accounts").len() / BLCKSZ as u64;
+    // The WAL the standby received names every xid its heap holds.
+    let wal_newest = pgcheckdb_pg::standard::wal::newest_xid(&control, &standby_data, next)
+        .unwrap_or_else(|| panic!("PostgreSQL {major}: no WAL record readable on the standby"));
+    for block in 0..blocks {
+        let page = corrupt::read_block(&path, block, BLCKSZ).expect("read");
+        if PageHeader::parse(&page).is_none_or(|h| h.is_new()) {
+            continue;
+        }
+        for (n, _, t) in tuples(&page) {
+            assert!(
+                t.t_xmin < 3 || (wal_newest.wrapping_sub(t.t_xmin) as i32) >= 0,
+                "PostgreSQL {major}: block {block} offset {n} xmin {} is newer than the WAL's newest xid {wal_newest}",
+                t.t_xmin
+            );
+        }
+    }
     let mut target = None;
     'scan: for block in 0..blocks {
         let page = corrupt::read_block(&path, block, BLCKSZ).expect("read");
