@@ -1,15 +1,14 @@
 //! Heap pages: line pointers (bounds, alignment, overlap, redirects), tuple headers (`t_hoff`,
-//! `natts`, illegal infomask combinations, xids against `nextXid` and `relfrozenxid`) and the
-//! attribute walk against `pg_attribute` (lengths, alignment, varlena headers, TOAST pointers).
+//! `natts`, illegal infomask combinations, `t_ctid`, xids against the cluster's bounds and
+//! `relfrozenxid`); then the attribute walk (`attrs.rs`) and the update chains (`hot.rs`).
 
 use serde_json::json;
 
 use super::xids::{self, in_future, precedes};
 use super::{
-    align_up, hot, is_aligned, items, max_align, ClusterFacts, HeapRelation, Inputs, Scratch,
+    hot, is_aligned, items, max_align, ClusterFacts, HeapRelation, Inputs, Scratch,
     StructureProblem,
 };
-use crate::catalog::attributes::Attribute;
 use crate::catalog::xact::{CommitLog, XidStatus};
 use crate::finding::{FindingKind as K, Severity};
 use crate::layout::heap::{
@@ -20,12 +19,6 @@ use crate::layout::le_u32;
 use crate::layout::special::SEQ_MAGIC;
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
-/// `VARTAG_ONDISK`: the only external varlena tag allowed on disk.
-const VARTAG_ONDISK: u8 = 18;
-/// Size of `varatt_external`, the payload of an on-disk TOAST pointer.
-const VARATT_EXTERNAL_SIZE: usize = 16;
-/// Largest raw size of a varlena (`MaxAllocSize`-ish bound used by amcheck).
-const VARLENA_MAX_RAW: u32 = 0x3FFF_FFFF;
 /// `ItemPointer` offset used as a speculative-insertion token marker.
 const SPEC_TOKEN_OFFSET: u16 = 0xFFFE;
 /// `ItemPointer` offset that marks a row moved to another partition.
@@ -86,7 +79,13 @@ pub fn check_heap_page(
         }
     }
     items::check_overlap(storage, out);
-    hot::check_chains(page, h, items, blkno, rel, inputs, chain, out);
+    let chain_page = hot::HeapPage {
+        page,
+        header: h,
+        items,
+        blkno,
+    };
+    hot::check_chains(&chain_page, rel, inputs, chain, out);
 }
 
 /// `pd_lower` must end the line-pointer array and the array must be of legal size.
@@ -173,15 +172,15 @@ fn redirect_target_problem(
     })
 }
 
-/// The checks of one `LP_NORMAL` heap tuple.
-struct TupleCheck<'a> {
-    tuple: &'a [u8],
-    offnum: u16,
-    rel: &'a HeapRelation,
-    fork_blocks: u64,
-    facts: &'a ClusterFacts,
-    clog: &'a CommitLog,
-    out: &'a mut Vec<StructureProblem>,
+/// The checks of one `LP_NORMAL` heap tuple (the attribute walk is in `attrs.rs`).
+pub(super) struct TupleCheck<'a> {
+    pub(super) tuple: &'a [u8],
+    pub(super) offnum: u16,
+    pub(super) rel: &'a HeapRelation,
+    pub(super) fork_blocks: u64,
+    pub(super) facts: &'a ClusterFacts,
+    pub(super) clog: &'a CommitLog,
+    pub(super) out: &'a mut Vec<StructureProblem>,
 }
 
 impl TupleCheck<'_> {
@@ -375,185 +374,6 @@ impl TupleCheck<'_> {
             return false;
         }
         self.clog.status(h.t_xmin) == XidStatus::Committed
-    }
-
-    /// Walks attributes `1..=natts` the way the server deforms a tuple, checking every length
-    /// and varlena header against the tuple's end.
-    fn walk_attributes(&mut self, h: &HeapTupleHeader, attrs: &[Attribute]) {
-        let data = &self.tuple[h.t_hoff as usize..];
-        let mut off = 0usize;
-        for (i, a) in attrs.iter().enumerate() {
-            let attnum = i + 1;
-            if h.att_is_null(self.tuple, attnum) {
-                continue;
-            }
-            match self.attribute_end(h, data, off, a, attnum) {
-                Ok(end) => off = end,
-                Err(problem) => {
-                    self.out.push(problem.at(self.offnum).attr(attnum));
-                    return;
-                }
-            }
-        }
-        if attrs.len() == h.natts() as usize && off != data.len() {
-            self.out.push(
-                StructureProblem::error(
-                    K::AttributeInvalid,
-                    format!(
-                        "attributes end at byte {off} of the data but the tuple has {} data bytes",
-                        data.len()
-                    ),
-                )
-                .at(self.offnum),
-            );
-        }
-    }
-
-    /// Offset just past attribute `a`, which starts at or after `off`.
-    fn attribute_end(
-        &mut self,
-        h: &HeapTupleHeader,
-        data: &[u8],
-        off: usize,
-        a: &Attribute,
-        attnum: usize,
-    ) -> Result<usize, StructureProblem> {
-        let past = |start: usize, len: usize| {
-            StructureProblem::error(
-                K::AttributeInvalid,
-                format!("attribute {attnum} ({}) of length {len} at offset {start} ends beyond the tuple's {} data bytes", a.label(), data.len()),
-            )
-        };
-        match a.attlen {
-            len if len > 0 => {
-                let start = align_up(off, a.align);
-                let end = start + len as usize;
-                if end > data.len() {
-                    return Err(past(start, len as usize));
-                }
-                Ok(end)
-            }
-            -1 => self.varlena_end(h, data, off, a, attnum),
-            -2 => {
-                let rest = data.get(off..).unwrap_or_default();
-                let nul = rest
-                    .iter()
-                    .position(|&b| b == 0)
-                    .ok_or_else(|| past(off, rest.len() + 1))?;
-                Ok(off + nul + 1)
-            }
-            other => Err(StructureProblem::error(
-                K::AttributeInvalid,
-                format!("pg_attribute gives attribute {attnum} the impossible length {other}"),
-            )),
-        }
-    }
-
-    fn varlena_end(
-        &mut self,
-        h: &HeapTupleHeader,
-        data: &[u8],
-        off: usize,
-        a: &Attribute,
-        attnum: usize,
-    ) -> Result<usize, StructureProblem> {
-        let bad = |msg: String| {
-            StructureProblem::error(
-                K::AttributeInvalid,
-                format!("attribute {attnum} ({}): {msg}", a.label()),
-            )
-        };
-        let mut start = off;
-        if data.get(start) == Some(&0) {
-            start = align_up(start, a.align);
-        }
-        let b0 = *data.get(start).ok_or_else(|| {
-            bad(format!(
-                "starts at offset {start}, beyond the tuple's {} data bytes",
-                data.len()
-            ))
-        })?;
-        let size = if b0 == 0x01 {
-            self.toast_pointer(h, data, start, attnum)?;
-            2 + VARATT_EXTERNAL_SIZE
-        } else if b0 & 0x01 == 0x01 {
-            (b0 >> 1) as usize
-        } else {
-            let word = le_u32(data, start)
-                .ok_or_else(|| bad(format!("4-byte varlena header at {start} is cut off")))?;
-            let size = ((word >> 2) & 0x3FFF_FFFF) as usize;
-            if size < 4 {
-                return Err(bad(format!(
-                    "4-byte varlena header at {start} gives length {size}"
-                )));
-            }
-            size
-        };
-        if start + size > data.len() {
-            return Err(bad(format!(
-                "varlena of length {size} at offset {start} ends beyond the tuple's {} data bytes",
-                data.len()
-            )));
-        }
-        Ok(start + size)
-    }
-
-    /// Checks an on-disk TOAST pointer (`varatt_external`) at `start`.
-    fn toast_pointer(
-        &mut self,
-        h: &HeapTupleHeader,
-        data: &[u8],
-        start: usize,
-        attnum: usize,
-    ) -> Result<(), StructureProblem> {
-        let toast = |msg: String| StructureProblem::error(K::ToastPointerInvalid, msg);
-        let tag = *data
-            .get(start + 1)
-            .ok_or_else(|| toast("TOAST pointer is cut off".into()))?;
-        if tag != VARTAG_ONDISK {
-            return Err(toast(format!("external varlena has tag {tag}, only {VARTAG_ONDISK} (on-disk TOAST pointer) is legal on disk")));
-        }
-        let p = start + 2;
-        let fields = (
-            le_u32(data, p),
-            le_u32(data, p + 4),
-            le_u32(data, p + 8),
-            le_u32(data, p + 12),
-        );
-        let (Some(rawsize), Some(extinfo), Some(valueid), Some(toastrelid)) = fields else {
-            return Err(toast("TOAST pointer is cut off".into()));
-        };
-        let extsize = extinfo & 0x3FFF_FFFF;
-        let method = extinfo >> 30;
-        let mut problems = Vec::new();
-        if rawsize > VARLENA_MAX_RAW {
-            problems.push(format!("raw size {rawsize} is too large"));
-        }
-        if extsize < rawsize.saturating_sub(4) && method > 1 {
-            problems.push(format!(
-                "compression method {method} is not pglz (0) or lz4 (1)"
-            ));
-        }
-        if h.t_infomask & im::HEAP_HASEXTERNAL == 0 {
-            problems.push("the tuple is not marked HEAP_HASEXTERNAL".into());
-        }
-        if self.rel.reltoastrelid == 0 {
-            problems.push("the relation has no TOAST table".into());
-        } else if toastrelid != self.rel.reltoastrelid {
-            problems.push(format!(
-                "it points at relation {toastrelid}, not this table's TOAST table {}",
-                self.rel.reltoastrelid
-            ));
-        }
-        for p in problems {
-            self.out.push(
-                toast(format!("TOAST pointer of attribute {attnum} (value {valueid}): {p}"))
-                    .at(self.offnum)
-                    .attr(attnum)
-                    .detail(json!({"va_valueid": valueid, "va_toastrelid": toastrelid, "va_rawsize": rawsize, "va_extsize": extsize})),
-            );
-        }
-        Ok(())
     }
 }
 

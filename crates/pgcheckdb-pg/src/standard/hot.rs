@@ -40,32 +40,30 @@ pub struct ChainSlot {
     xmin: Option<Commit>,
 }
 
+/// One heap page as the chain checks read it.
+pub struct HeapPage<'a> {
+    pub page: &'a [u8],
+    pub header: &'a PageHeader,
+    pub items: &'a [ItemId],
+    pub blkno: u64,
+}
+
 /// Checks the update chains of one heap page; `slots` is reused scratch.
 pub fn check_chains(
-    page: &[u8],
-    h: &PageHeader,
-    items: &[ItemId],
-    blkno: u64,
+    p: &HeapPage<'_>,
     rel: &HeapRelation,
     inputs: &Inputs<'_>,
     slots: &mut Vec<ChainSlot>,
     out: &mut Vec<StructureProblem>,
 ) {
-    collect(page, h, items, blkno, rel, inputs, slots);
-    link(items, slots, inputs, out);
-    check_roots(items, slots, out);
+    collect(p, rel, inputs, slots);
+    link(p.items, slots, inputs, out);
+    check_roots(p.items, slots, out);
 }
 
 /// Fills one slot per line pointer (index `offnum - 1`).
-fn collect(
-    page: &[u8],
-    h: &PageHeader,
-    items: &[ItemId],
-    blkno: u64,
-    rel: &HeapRelation,
-    inputs: &Inputs<'_>,
-    slots: &mut Vec<ChainSlot>,
-) {
+fn collect(p: &HeapPage<'_>, rel: &HeapRelation, inputs: &Inputs<'_>, slots: &mut Vec<ChainSlot>) {
+    let (page, h, items, blkno) = (p.page, p.header, p.items, p.blkno);
     slots.clear();
     slots.resize(items.len(), ChainSlot::default());
     let n = items.len();

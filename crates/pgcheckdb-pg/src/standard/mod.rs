@@ -6,6 +6,7 @@
 //! Every check runs on one page image that already passed the physical checks, reads only
 //! within the page, and reports problems instead of failing.
 
+mod attrs;
 pub mod bounds;
 pub mod btree;
 pub mod heap;
