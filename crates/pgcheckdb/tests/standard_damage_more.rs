@@ -230,7 +230,7 @@ fn infomask2(page: &[u8], off: usize) -> u16 {
 }
 
 /// Injects every case into a stopped cluster; returns them.
-fn inject(d: &Damaged, relfrozenxid: u32) -> Vec<Case> {
+fn inject(d: &Damaged, relfrozenxid: u32, prepared_xid: u32) -> Vec<Case> {
     let mut cases = Vec::new();
     let mut case = |name, relation, block, kind, offset| {
         cases.push(Case {
@@ -361,6 +361,19 @@ fn inject(d: &Damaged, relfrozenxid: u32) -> Vec<Case> {
         t
     });
     case("xmax before relfrozenxid", "hot", 8, "xid_invalid", Some(t));
+    let r = d.edit("hot", 9, |p| {
+        let [(r, roff), _, _] = hot_chain(p);
+        put_u32(p, roff, prepared_xid);
+        put_u16(p, roff + 20, infomask(p, roff) & !im::HEAP_XMIN_COMMITTED);
+        r
+    });
+    case(
+        "in-progress root, committed successor",
+        "hot",
+        9,
+        "hot_chain_invalid",
+        Some(r),
+    );
     d.edit("idx_hash", 0, |p| put_u32(p, 24 + 24, 1_000_000));
     case(
         "hash maxbucket beyond the index",
@@ -489,6 +502,11 @@ fn damage_scenario(major: u32) {
         .expect("relfrozenxid")
         .parse()
         .expect("number");
+    let prepared_xid: u32 = cluster
+        .query_value("postgres", "SELECT transaction FROM pg_prepared_xacts")
+        .expect("prepared xid")
+        .parse()
+        .expect("number");
     cluster.stop().expect("stop");
     let d = Damaged { cluster, files };
     let datadir = d.cluster.datadir().display().to_string();
@@ -501,7 +519,7 @@ fn damage_scenario(major: u32) {
         clean.status, 0,
         "PostgreSQL {major}: healthy cluster\n{clean}"
     );
-    let cases = inject(&d, relfrozenxid);
+    let cases = inject(&d, relfrozenxid, prepared_xid);
     let run = run::pgcheckdb(
         &bin(),
         &["verify", "--format", "json", "-j", "2", "-D", &datadir],

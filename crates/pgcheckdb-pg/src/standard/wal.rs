@@ -35,12 +35,12 @@ pub fn newest_xid(control: &ControlFile, datadir: &Path, reference: u32) -> Opti
     let mut prev = None;
     let mut newest: Option<u32> = None;
     let mut record = Vec::new();
-    while let Some(next) = reader.record(lsn, prev, &mut record) {
+    while let Some((start, next)) = reader.record(lsn, prev, &mut record) {
         let xid = le_u32(&record, 4).unwrap_or(0);
         if xid >= FIRST_NORMAL_TRANSACTION_ID {
             newest = Some(later(newest.unwrap_or(reference.wrapping_sub(1)), xid));
         }
-        prev = Some(lsn);
+        prev = Some(start);
         lsn = if record[17] == RM_XLOG_ID && record[16] & 0xF0 == XLOG_SWITCH {
             (next / reader.seg_size + u64::from(next % reader.seg_size != 0)) * reader.seg_size
         } else {
@@ -74,8 +74,15 @@ impl WalReader {
         })
     }
 
-    /// Reads the record at `lsn` into `out` and returns the LSN just past it, if it is valid.
-    fn record(&mut self, lsn: u64, prev: Option<u64>, out: &mut Vec<u8>) -> Option<u64> {
+    /// Reads the record at `lsn` into `out` and returns its start (past a page header when `lsn`
+    /// begins a page: `xl_prev` names that position) and the LSN just past it, if it is valid.
+    fn record(&mut self, lsn: u64, prev: Option<u64>, out: &mut Vec<u8>) -> Option<(u64, u64)> {
+        self.load(lsn / self.seg_size)?;
+        let lsn = if lsn.is_multiple_of(self.page_size) {
+            lsn + self.page_header(lsn)?
+        } else {
+            lsn
+        };
         out.clear();
         self.read(lsn, SIZE_OF_XLOG_RECORD, out)?;
         let tot_len = le_u32(out, 0)?;
@@ -90,7 +97,7 @@ impl WalReader {
         let end = self.read(lsn, tot_len as usize, out)?;
         let crc = crc32c::crc32c(&out[SIZE_OF_XLOG_RECORD..]);
         let crc = crc32c::crc32c_append(crc, &out[..XL_CRC_OFFSET]);
-        (Some(crc) == le_u32(out, XL_CRC_OFFSET)).then_some(end)
+        (Some(crc) == le_u32(out, XL_CRC_OFFSET)).then_some((lsn, end))
     }
 
     /// Appends `len` record bytes starting at `lsn` to `out`, skipping page headers; returns
