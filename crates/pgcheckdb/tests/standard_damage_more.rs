@@ -562,6 +562,7 @@ fn damage_scenario(major: u32) {
             "second tuple leads to a chain member",
             "HOT-updated with xmax 0",
             "heap-only tuple without a root",
+            "in-progress root, committed successor",
             "xmax before relfrozenxid",
         ]
     } else {

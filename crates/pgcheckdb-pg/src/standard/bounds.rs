@@ -14,10 +14,17 @@
 //!   write-ahead rule; a standby replays only WAL it has flushed). Every transaction id written
 //!   into a tuple is the `xl_xid` of the record that wrote it, so the highest `xl_xid` from the
 //!   checkpoint's redo pointer to the end of valid WAL bounds every xid on disk.
+//!   Not every xid is some record's `xl_xid`: subtransactions of a transaction that wrote no
+//!   WAL of its own (unlogged tables, `wal_level = minimal` with a table created in the same
+//!   transaction) appear only inside commit records, which are not decoded. The next bound
+//!   covers them once their commit-log page is on disk.
 //! * **The `pg_xact` extent.** The server zeroes the commit-log page of a transaction id before
 //!   it hands the id out; when that page is on disk, every id up to its last one may exist.
-//!   This covers a `pg_wal` that does not hold the whole tail (a restored backup).
+//!   This also covers a `pg_wal` that does not hold the whole tail (a restored backup).
 //! * **The `pg_multixact/offsets` extent**, the same for multixact ids.
+//!
+//! Outside a clean shutdown the files can still lag (a commit-log page only in the crashed
+//! server's memory), so ids past the bound are warnings there, not errors.
 //!
 //! A cleanly shut-down primary keeps `nextXid` exact (its shutdown checkpoint follows every
 //! transaction), so damage just past it is still found; everything else takes the maximum of
