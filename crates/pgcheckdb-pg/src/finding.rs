@@ -95,6 +95,9 @@ pub enum FindingKind {
     /// A relation with storage in `pg_class` whose main fork (or unlogged `_init` fork) file is
     /// missing.
     MissingFile,
+    /// A heap page's update chain is broken: a line pointer reached twice, HOT flags that
+    /// disagree along a chain, contradicting commit status, a lost or rootless heap-only tuple.
+    HotChainInvalid,
 }
 
 impl FindingKind {
@@ -136,6 +139,7 @@ impl FindingKind {
             FindingKind::MissingDirectory => "missing_directory",
             FindingKind::ImpossibleSegment => "impossible_segment",
             FindingKind::MissingFile => "missing_file",
+            FindingKind::HotChainInvalid => "hot_chain_invalid",
         }
     }
 
@@ -176,6 +180,7 @@ impl FindingKind {
         FindingKind::MissingDirectory,
         FindingKind::ImpossibleSegment,
         FindingKind::MissingFile,
+        FindingKind::HotChainInvalid,
     ];
 }
 

@@ -132,6 +132,7 @@ fn heap_relation(columns: Option<Vec<Attribute>>, relnatts: i16, toast: u32) -> 
         attributes: columns.map(Arc::from),
         reltoastrelid: toast,
         relfrozenxid: 3,
+        relminmxid: 1,
     }
 }
 
@@ -203,6 +204,9 @@ impl StandardContext {
                 max_align: MAX_ALIGN,
                 next_xid: 100_000,
                 next_multi: 1,
+                oldest_xid: 3,
+                oldest_multi: 1,
+                clog_exact: true,
                 xid_severity: Severity::Error,
             },
             clog: committed_clog(),

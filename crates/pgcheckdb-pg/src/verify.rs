@@ -16,7 +16,7 @@ use pgcheckdb_scan::{plan_units, DirtyRange, Progress, ScanFile, ScanOptions, Vi
 use crate::catalog::xact::CommitLog;
 use crate::catalog::Catalog;
 use crate::checksum::raw_block_sums;
-use crate::control::{ControlFile, DbState};
+use crate::control::ControlFile;
 use crate::datadir::{
     check_segments, group_forks, list_relation_files, DataDirectory, ForkFiles, RelationFile,
 };
@@ -297,17 +297,7 @@ impl<'c> Structure<'c> {
                 })
             })
             .collect();
-        let facts = ClusterFacts {
-            blcksz: control.blcksz as usize,
-            max_align: control.max_align as usize,
-            next_xid: control.next_xid as u32,
-            next_multi: control.next_multi,
-            xid_severity: if control.state == DbState::Shutdowned {
-                Severity::Error
-            } else {
-                Severity::Warning
-            },
-        };
+        let facts = crate::standard::bounds::cluster_facts(control, &plan.datadir);
         Structure {
             files,
             facts,

@@ -1,14 +1,15 @@
 //! Heap pages: line pointers (bounds, alignment, overlap, redirects), tuple headers (`t_hoff`,
-//! `natts`, illegal infomask combinations, xids against `nextXid` and `relfrozenxid`) and the
-//! attribute walk against `pg_attribute` (lengths, alignment, varlena headers, TOAST pointers).
+//! `natts`, illegal infomask combinations, `t_ctid`, xids against the cluster's bounds and
+//! `relfrozenxid`); then the attribute walk (`attrs.rs`) and the update chains (`hot.rs`).
 
 use serde_json::json;
 
+use super::xids::{self, in_future, precedes};
 use super::{
-    align_up, is_aligned, max_align, ClusterFacts, HeapRelation, Inputs, Scratch, StructureProblem,
+    hot, is_aligned, items, max_align, ClusterFacts, HeapRelation, Inputs, Scratch,
+    StructureProblem,
 };
-use crate::catalog::attributes::Attribute;
-use crate::catalog::xact::{CommitLog, XidStatus, FIRST_NORMAL_TRANSACTION_ID};
+use crate::catalog::xact::{CommitLog, XidStatus};
 use crate::finding::{FindingKind as K, Severity};
 use crate::layout::heap::{
     infomask as im, infomask2 as im2, HeapTupleHeader, SIZEOF_HEAP_TUPLE_HEADER,
@@ -18,12 +19,6 @@ use crate::layout::le_u32;
 use crate::layout::special::SEQ_MAGIC;
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
-/// `VARTAG_ONDISK`: the only external varlena tag allowed on disk.
-const VARTAG_ONDISK: u8 = 18;
-/// Size of `varatt_external`, the payload of an on-disk TOAST pointer.
-const VARATT_EXTERNAL_SIZE: usize = 16;
-/// Largest raw size of a varlena (`MaxAllocSize`-ish bound used by amcheck).
-const VARLENA_MAX_RAW: u32 = 0x3FFF_FFFF;
 /// `ItemPointer` offset used as a speculative-insertion token marker.
 const SPEC_TOKEN_OFFSET: u16 = 0xFFFE;
 /// `ItemPointer` offset that marks a row moved to another partition.
@@ -39,13 +34,18 @@ fn max_heap_tuples_per_page(facts: &ClusterFacts) -> usize {
 pub fn check_heap_page(
     page: &[u8],
     h: &PageHeader,
+    blkno: u64,
     rel: &HeapRelation,
     inputs: &Inputs<'_>,
     scratch: &mut Scratch,
     out: &mut Vec<StructureProblem>,
 ) {
     let (facts, clog, fork_blocks) = (inputs.facts, inputs.clog, inputs.file.fork_blocks);
-    let Scratch { items, storage } = scratch;
+    let Scratch {
+        items,
+        storage,
+        chain,
+    } = scratch;
     line_pointers_into(page, h, items);
     storage.clear();
     if !page_level_ok(h, items, facts, out) {
@@ -53,11 +53,12 @@ pub fn check_heap_page(
     }
     for item in items.iter() {
         match item.lp_flags {
-            LpFlags::Unused => check_unused(item, out),
+            LpFlags::Unused => items::check_unused(item, out),
             LpFlags::Redirect => check_redirect(page, h, item, items, facts, out),
             LpFlags::Dead if item.lp_len == 0 => {}
             LpFlags::Normal | LpFlags::Dead => {
-                if let Some(range) = check_item_bounds(h, item, facts, out) {
+                let min_len = max_align(SIZEOF_HEAP_TUPLE_HEADER, facts.max_align);
+                if let Some(range) = items::check_item_bounds(h, item, min_len, facts, out) {
                     storage.push((range, item.offnum));
                     if item.lp_flags == LpFlags::Normal {
                         let tuple =
@@ -77,7 +78,14 @@ pub fn check_heap_page(
             }
         }
     }
-    check_overlap(storage, out);
+    items::check_overlap(storage, out);
+    let chain_page = hot::HeapPage {
+        page,
+        header: h,
+        items,
+        blkno,
+    };
+    hot::check_chains(&chain_page, rel, inputs, chain, out);
 }
 
 /// `pd_lower` must end the line-pointer array and the array must be of legal size.
@@ -107,22 +115,6 @@ fn page_level_ok(
         return false;
     }
     true
-}
-
-fn check_unused(item: &ItemId, out: &mut Vec<StructureProblem>) {
-    if item.lp_len != 0 || item.lp_off != 0 {
-        out.push(
-            StructureProblem::error(
-                K::LinePointerInvalid,
-                format!(
-                    "unused line pointer has lp_off {} lp_len {}",
-                    item.lp_off, item.lp_len
-                ),
-            )
-            .severity(Severity::Warning)
-            .at(item.offnum),
-        );
-    }
 }
 
 fn check_redirect(
@@ -180,83 +172,15 @@ fn redirect_target_problem(
     })
 }
 
-/// Bounds of an item with storage; returns its aligned byte range when it is inside the page.
-fn check_item_bounds(
-    h: &PageHeader,
-    item: &ItemId,
-    facts: &ClusterFacts,
-    out: &mut Vec<StructureProblem>,
-) -> Option<(usize, usize)> {
-    let (off, len) = (item.lp_off as usize, item.lp_len as usize);
-    let min_len = max_align(SIZEOF_HEAP_TUPLE_HEADER, facts.max_align);
-    let problem = if !is_aligned(off, facts.max_align) {
-        Some(format!("lp_off {off} is not MAXALIGNed"))
-    } else if item.lp_flags == LpFlags::Normal && len < min_len {
-        Some(format!(
-            "lp_len {len} is shorter than a tuple header ({min_len})"
-        ))
-    } else if off < h.pd_upper as usize {
-        Some(format!(
-            "lp_off {off} is inside the free space (pd_upper {})",
-            h.pd_upper
-        ))
-    } else if off + len > h.pd_special as usize {
-        Some(format!(
-            "item at {off} with lp_len {len} runs past pd_special {}",
-            h.pd_special
-        ))
-    } else {
-        None
-    };
-    match problem {
-        Some(message) => {
-            out.push(
-                StructureProblem::error(K::LinePointerInvalid, message)
-                    .at(item.offnum)
-                    .detail(json!({"lp_off": off, "lp_len": len})),
-            );
-            None
-        }
-        None => Some((
-            off,
-            off + max_align(len, facts.max_align).min(h.pd_special as usize - off),
-        )),
-    }
-}
-
-fn check_overlap(storage: &mut [((usize, usize), u16)], out: &mut Vec<StructureProblem>) {
-    // Items are usually stored from the end of the page downwards in line pointer order, so
-    // the list is already in descending order: reverse it instead of sorting.
-    if storage.windows(2).all(|w| w[0] > w[1]) {
-        storage.reverse();
-    } else {
-        storage.sort_unstable();
-    }
-    for pair in storage.windows(2) {
-        let ((_, end_a), a) = pair[0];
-        let ((start_b, _), b) = pair[1];
-        if start_b < end_a {
-            out.push(
-                StructureProblem::error(
-                    K::LinePointerOverlap,
-                    format!("storage of line pointer {b} overlaps line pointer {a}"),
-                )
-                .at(b)
-                .detail(json!({"other": a})),
-            );
-        }
-    }
-}
-
-/// The checks of one `LP_NORMAL` heap tuple.
-struct TupleCheck<'a> {
-    tuple: &'a [u8],
-    offnum: u16,
-    rel: &'a HeapRelation,
-    fork_blocks: u64,
-    facts: &'a ClusterFacts,
-    clog: &'a CommitLog,
-    out: &'a mut Vec<StructureProblem>,
+/// The checks of one `LP_NORMAL` heap tuple (the attribute walk is in `attrs.rs`).
+pub(super) struct TupleCheck<'a> {
+    pub(super) tuple: &'a [u8],
+    pub(super) offnum: u16,
+    pub(super) rel: &'a HeapRelation,
+    pub(super) fork_blocks: u64,
+    pub(super) facts: &'a ClusterFacts,
+    pub(super) clog: &'a CommitLog,
+    pub(super) out: &'a mut Vec<StructureProblem>,
 }
 
 impl TupleCheck<'_> {
@@ -272,8 +196,9 @@ impl TupleCheck<'_> {
         if !self.header_ok(&h) {
             return;
         }
-        self.check_xids(&h);
-        if !self.xmin_committed(&h) {
+        let committed = self.xmin_committed(&h);
+        self.check_xids(&h, committed);
+        if !committed {
             return; // an aborted or unknown inserter's tuple may follow another layout
         }
         let natts = h.natts() as usize;
@@ -328,6 +253,14 @@ impl TupleCheck<'_> {
                 "xmax is marked both committed and a multixact".into(),
             );
         }
+        let hot_updated = h.t_infomask2 & im2::HEAP_HOT_UPDATED != 0
+            && mask & (im::HEAP_XMAX_INVALID | im::HEAP_XMIN_INVALID) == 0;
+        if hot_updated && mask & im::HEAP_XMAX_IS_MULTI == 0 && h.t_xmax == 0 {
+            self.push(
+                K::HotChainInvalid,
+                "tuple is marked HOT-updated but its xmax is 0".into(),
+            );
+        }
         if h.t_infomask2 & im2::HEAP_ONLY_TUPLE != 0 && mask & im::HEAP_UPDATED == 0 {
             self.push(
                 K::TupleHeaderInvalid,
@@ -345,7 +278,11 @@ impl TupleCheck<'_> {
         if special {
             return;
         }
-        if ctid.offset == 0 || ctid.block as u64 >= self.fork_blocks {
+        // PostgreSQL follows t_ctid only when the xmax is a committed update: an aborted
+        // UPDATE's new version may be gone with the blocks VACUUM truncated.
+        let beyond = ctid.block as u64 >= self.fork_blocks
+            && xids::xmax_committed_update(h, self.facts, self.clog);
+        if ctid.offset == 0 || beyond {
             self.out.push(
                 StructureProblem::error(
                     K::TupleHeaderInvalid,
@@ -360,9 +297,8 @@ impl TupleCheck<'_> {
         }
     }
 
-    /// `true` if `xid` is a normal xid at or after `nextXid`.
     fn in_future(&self, xid: u32) -> bool {
-        xid >= FIRST_NORMAL_TRANSACTION_ID && (xid.wrapping_sub(self.facts.next_xid) as i32) >= 0
+        in_future(xid, self.facts)
     }
 
     fn xid_problem(&mut self, message: String) {
@@ -374,22 +310,17 @@ impl TupleCheck<'_> {
         );
     }
 
-    fn check_xids(&mut self, h: &HeapTupleHeader) {
+    fn check_xids(&mut self, h: &HeapTupleHeader, xmin_committed: bool) {
         let mask = h.t_infomask;
-        let frozen = mask & (im::HEAP_XMIN_COMMITTED | im::HEAP_XMIN_INVALID)
-            == im::HEAP_XMIN_COMMITTED | im::HEAP_XMIN_INVALID;
+        let frozen = xids::xmin_frozen(mask);
         if !frozen && self.in_future(h.t_xmin) {
             self.xid_problem(format!(
-                "xmin {} is not older than nextXid {}",
+                "xmin {} is not older than the newest xid the cluster's files allow (next {})",
                 h.t_xmin, self.facts.next_xid
             ));
         }
         let frozenxid = self.rel.relfrozenxid;
-        if !frozen
-            && h.t_xmin >= FIRST_NORMAL_TRANSACTION_ID
-            && frozenxid >= FIRST_NORMAL_TRANSACTION_ID
-            && (h.t_xmin.wrapping_sub(frozenxid) as i32) < 0
-        {
+        if !frozen && precedes(h.t_xmin, frozenxid) {
             self.xid_problem(format!(
                 "xmin {} precedes relfrozenxid {frozenxid} but the tuple is not frozen",
                 h.t_xmin
@@ -399,17 +330,37 @@ impl TupleCheck<'_> {
             return;
         }
         if mask & im::HEAP_XMAX_IS_MULTI != 0 {
-            let m = h.t_xmax;
-            if m == 0 || (m.wrapping_sub(self.facts.next_multi) as i32) >= 0 {
-                self.xid_problem(format!(
-                    "multixact xmax {m} is invalid or not older than nextMulti {}",
-                    self.facts.next_multi
-                ));
-            }
+            self.check_multi_xmax(h.t_xmax, xmin_committed);
         } else if self.in_future(h.t_xmax) {
             self.xid_problem(format!(
-                "xmax {} is not older than nextXid {}",
+                "xmax {} is not older than the newest xid the cluster's files allow (next {})",
                 h.t_xmax, self.facts.next_xid
+            ));
+        } else if xmin_committed && !xids::xmax_is_locked_only(mask) {
+            // As verify_heapam: an update or delete of a committed tuple older than the
+            // relation's (or cluster's) oldest valid xid would have been frozen or pruned.
+            let oldest = xids::oldest_valid_xid(self.rel, self.facts);
+            if precedes(h.t_xmax, oldest) {
+                self.xid_problem(format!(
+                    "xmax {} precedes the oldest valid transaction id {oldest}",
+                    h.t_xmax
+                ));
+            }
+        }
+    }
+
+    fn check_multi_xmax(&mut self, m: u32, xmin_committed: bool) {
+        if m == 0 || (m.wrapping_sub(self.facts.next_multi) as i32) >= 0 {
+            self.xid_problem(format!(
+                "multixact xmax {m} is invalid or not older than the newest multixact the cluster's files allow (next {})",
+                self.facts.next_multi
+            ));
+            return;
+        }
+        let oldest = xids::oldest_valid_multi(self.rel, self.facts);
+        if xmin_committed && oldest != 0 && (m.wrapping_sub(oldest) as i32) < 0 {
+            self.xid_problem(format!(
+                "multixact xmax {m} precedes the oldest valid multixact {oldest}"
             ));
         }
     }
@@ -423,185 +374,6 @@ impl TupleCheck<'_> {
             return false;
         }
         self.clog.status(h.t_xmin) == XidStatus::Committed
-    }
-
-    /// Walks attributes `1..=natts` the way the server deforms a tuple, checking every length
-    /// and varlena header against the tuple's end.
-    fn walk_attributes(&mut self, h: &HeapTupleHeader, attrs: &[Attribute]) {
-        let data = &self.tuple[h.t_hoff as usize..];
-        let mut off = 0usize;
-        for (i, a) in attrs.iter().enumerate() {
-            let attnum = i + 1;
-            if h.att_is_null(self.tuple, attnum) {
-                continue;
-            }
-            match self.attribute_end(h, data, off, a, attnum) {
-                Ok(end) => off = end,
-                Err(problem) => {
-                    self.out.push(problem.at(self.offnum).attr(attnum));
-                    return;
-                }
-            }
-        }
-        if attrs.len() == h.natts() as usize && off != data.len() {
-            self.out.push(
-                StructureProblem::error(
-                    K::AttributeInvalid,
-                    format!(
-                        "attributes end at byte {off} of the data but the tuple has {} data bytes",
-                        data.len()
-                    ),
-                )
-                .at(self.offnum),
-            );
-        }
-    }
-
-    /// Offset just past attribute `a`, which starts at or after `off`.
-    fn attribute_end(
-        &mut self,
-        h: &HeapTupleHeader,
-        data: &[u8],
-        off: usize,
-        a: &Attribute,
-        attnum: usize,
-    ) -> Result<usize, StructureProblem> {
-        let past = |start: usize, len: usize| {
-            StructureProblem::error(
-                K::AttributeInvalid,
-                format!("attribute {attnum} ({}) of length {len} at offset {start} ends beyond the tuple's {} data bytes", a.label(), data.len()),
-            )
-        };
-        match a.attlen {
-            len if len > 0 => {
-                let start = align_up(off, a.align);
-                let end = start + len as usize;
-                if end > data.len() {
-                    return Err(past(start, len as usize));
-                }
-                Ok(end)
-            }
-            -1 => self.varlena_end(h, data, off, a, attnum),
-            -2 => {
-                let rest = data.get(off..).unwrap_or_default();
-                let nul = rest
-                    .iter()
-                    .position(|&b| b == 0)
-                    .ok_or_else(|| past(off, rest.len() + 1))?;
-                Ok(off + nul + 1)
-            }
-            other => Err(StructureProblem::error(
-                K::AttributeInvalid,
-                format!("pg_attribute gives attribute {attnum} the impossible length {other}"),
-            )),
-        }
-    }
-
-    fn varlena_end(
-        &mut self,
-        h: &HeapTupleHeader,
-        data: &[u8],
-        off: usize,
-        a: &Attribute,
-        attnum: usize,
-    ) -> Result<usize, StructureProblem> {
-        let bad = |msg: String| {
-            StructureProblem::error(
-                K::AttributeInvalid,
-                format!("attribute {attnum} ({}): {msg}", a.label()),
-            )
-        };
-        let mut start = off;
-        if data.get(start) == Some(&0) {
-            start = align_up(start, a.align);
-        }
-        let b0 = *data.get(start).ok_or_else(|| {
-            bad(format!(
-                "starts at offset {start}, beyond the tuple's {} data bytes",
-                data.len()
-            ))
-        })?;
-        let size = if b0 == 0x01 {
-            self.toast_pointer(h, data, start, attnum)?;
-            2 + VARATT_EXTERNAL_SIZE
-        } else if b0 & 0x01 == 0x01 {
-            (b0 >> 1) as usize
-        } else {
-            let word = le_u32(data, start)
-                .ok_or_else(|| bad(format!("4-byte varlena header at {start} is cut off")))?;
-            let size = ((word >> 2) & 0x3FFF_FFFF) as usize;
-            if size < 4 {
-                return Err(bad(format!(
-                    "4-byte varlena header at {start} gives length {size}"
-                )));
-            }
-            size
-        };
-        if start + size > data.len() {
-            return Err(bad(format!(
-                "varlena of length {size} at offset {start} ends beyond the tuple's {} data bytes",
-                data.len()
-            )));
-        }
-        Ok(start + size)
-    }
-
-    /// Checks an on-disk TOAST pointer (`varatt_external`) at `start`.
-    fn toast_pointer(
-        &mut self,
-        h: &HeapTupleHeader,
-        data: &[u8],
-        start: usize,
-        attnum: usize,
-    ) -> Result<(), StructureProblem> {
-        let toast = |msg: String| StructureProblem::error(K::ToastPointerInvalid, msg);
-        let tag = *data
-            .get(start + 1)
-            .ok_or_else(|| toast("TOAST pointer is cut off".into()))?;
-        if tag != VARTAG_ONDISK {
-            return Err(toast(format!("external varlena has tag {tag}, only {VARTAG_ONDISK} (on-disk TOAST pointer) is legal on disk")));
-        }
-        let p = start + 2;
-        let fields = (
-            le_u32(data, p),
-            le_u32(data, p + 4),
-            le_u32(data, p + 8),
-            le_u32(data, p + 12),
-        );
-        let (Some(rawsize), Some(extinfo), Some(valueid), Some(toastrelid)) = fields else {
-            return Err(toast("TOAST pointer is cut off".into()));
-        };
-        let extsize = extinfo & 0x3FFF_FFFF;
-        let method = extinfo >> 30;
-        let mut problems = Vec::new();
-        if rawsize > VARLENA_MAX_RAW {
-            problems.push(format!("raw size {rawsize} is too large"));
-        }
-        if extsize < rawsize.saturating_sub(4) && method > 1 {
-            problems.push(format!(
-                "compression method {method} is not pglz (0) or lz4 (1)"
-            ));
-        }
-        if h.t_infomask & im::HEAP_HASEXTERNAL == 0 {
-            problems.push("the tuple is not marked HEAP_HASEXTERNAL".into());
-        }
-        if self.rel.reltoastrelid == 0 {
-            problems.push("the relation has no TOAST table".into());
-        } else if toastrelid != self.rel.reltoastrelid {
-            problems.push(format!(
-                "it points at relation {toastrelid}, not this table's TOAST table {}",
-                self.rel.reltoastrelid
-            ));
-        }
-        for p in problems {
-            self.out.push(
-                toast(format!("TOAST pointer of attribute {attnum} (value {valueid}): {p}"))
-                    .at(self.offnum)
-                    .attr(attnum)
-                    .detail(json!({"va_valueid": valueid, "va_toastrelid": toastrelid, "va_rawsize": rawsize, "va_extsize": extsize})),
-            );
-        }
-        Ok(())
     }
 }
 

@@ -1,8 +1,10 @@
 //! Pages of the other index access methods — hash, GiST, GIN, SP-GiST, BRIN: the special
-//! space must have the method's size and page id, fixed blocks must have the right type, and
-//! sibling links must stay inside the index.
+//! space must have the method's size and page id, fixed blocks must have the right type,
+//! sibling links must stay inside the index, the pages that hold index tuples must have sane
+//! line pointers, and the metapage's block numbers and counts must fit the index
+//! (`index_meta.rs`).
 
-use super::{PageFormat, StructureProblem};
+use super::{index_meta, items, Inputs, PageFormat, Scratch, StructureProblem};
 use crate::finding::FindingKind as K;
 use crate::layout::special::{BRIN_PAGE_TYPES, GIST_PAGE_ID, HASHO_PAGE_ID, SPGIST_PAGE_ID};
 use crate::layout::{le_u16, le_u32};
@@ -22,15 +24,62 @@ const LH_META_PAGE: u16 = 0x0008;
 /// GiST and GIN rightlink meaning "none".
 const INVALID_BLOCK: u32 = u32::MAX;
 
+/// GiST `F_DELETED` page flag.
+const GIST_F_DELETED: u16 = 0x02;
+/// GIN page flags that mean "no line pointers here": `GIN_DATA` (posting lists or posting
+/// items), `GIN_DELETED`, `GIN_META`.
+const GIN_NO_ITEMS: u16 = 0x01 | 0x04 | 0x08;
+/// SP-GiST `SPGIST_META` and `SPGIST_DELETED` flags.
+const SPGIST_NO_ITEMS: u16 = 0x01 | 0x02;
+/// Hash page types that hold index tuples: `LH_OVERFLOW_PAGE`, `LH_BUCKET_PAGE`.
+const LH_TUPLE_PAGES: [u16; 2] = [0x01, 0x02];
+
 /// Checks one page of a hash, GiST, GIN, SP-GiST or BRIN index.
 pub fn check_index_page(
     page: &[u8],
     h: &PageHeader,
     blkno: u64,
     format: &PageFormat,
-    fork_blocks: u64,
+    inputs: &Inputs<'_>,
+    scratch: &mut Scratch,
     out: &mut Vec<StructureProblem>,
 ) {
+    let fork_blocks = inputs.file.fork_blocks;
+    if check_special(page, h, blkno, format, fork_blocks, out) {
+        if blkno == 0 {
+            index_meta::check_metapage(page, format, inputs.facts, fork_blocks, out);
+        }
+        if holds_index_tuples(page, h, blkno, format) {
+            items::check_index_items(page, h, inputs.facts, scratch, out);
+        }
+    }
+}
+
+/// True for the pages whose line pointers point at index tuples.
+fn holds_index_tuples(page: &[u8], h: &PageHeader, blkno: u64, format: &PageFormat) -> bool {
+    let special = h.pd_special as usize;
+    match format {
+        PageFormat::Hash => {
+            LH_TUPLE_PAGES.contains(&(le_u16(page, special + 12).unwrap_or(0) & LH_PAGE_TYPE))
+        }
+        PageFormat::Gist => le_u16(page, special + 12).unwrap_or(0) & GIST_F_DELETED == 0,
+        PageFormat::Gin => le_u16(page, special + 6).unwrap_or(0) & GIN_NO_ITEMS == 0,
+        PageFormat::SpGist => {
+            blkno != 0 && le_u16(page, special).unwrap_or(0) & SPGIST_NO_ITEMS == 0
+        }
+        _ => false,
+    }
+}
+
+/// The special space, page id and links; true when they are sane enough to read further.
+fn check_special(
+    page: &[u8],
+    h: &PageHeader,
+    blkno: u64,
+    format: &PageFormat,
+    fork_blocks: u64,
+    out: &mut Vec<StructureProblem>,
+) -> bool {
     let special = h.pd_special as usize;
     let size = page.len() - special;
     let last = le_u16(page, page.len() - 2).unwrap_or(0);
@@ -42,8 +91,12 @@ pub fn check_index_page(
         PageFormat::Brin => brin(page, size, last, blkno),
         _ => Ok(()),
     };
-    if let Err(message) = result {
-        out.push(StructureProblem::error(K::IndexPageInvalid, message));
+    match result {
+        Ok(()) => true,
+        Err(message) => {
+            out.push(StructureProblem::error(K::IndexPageInvalid, message));
+            false
+        }
     }
 }
 

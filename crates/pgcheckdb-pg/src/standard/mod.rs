@@ -6,10 +6,17 @@
 //! Every check runs on one page image that already passed the physical checks, reads only
 //! within the page, and reports problems instead of failing.
 
+mod attrs;
+pub mod bounds;
 pub mod btree;
 pub mod heap;
+pub mod hot;
 pub mod index;
+pub mod index_meta;
+pub mod items;
 pub mod maps;
+pub mod wal;
+pub mod xids;
 
 use std::sync::Arc;
 
@@ -39,6 +46,7 @@ pub struct HeapRelation {
     pub attributes: Option<Arc<[Attribute]>>,
     pub reltoastrelid: u32,
     pub relfrozenxid: u32,
+    pub relminmxid: u32,
 }
 
 /// Which page format a file must hold.
@@ -70,6 +78,7 @@ impl PageFormat {
             attributes: rel.attributes.clone(),
             reltoastrelid: rel.reltoastrelid,
             relfrozenxid: rel.relfrozenxid,
+            relminmxid: rel.relminmxid,
         };
         match (rel.kind, rel.relam) {
             (RelKind::Sequence, _) => Some(PageFormat::Sequence(heap())),
@@ -95,16 +104,26 @@ pub struct FileStructure {
     pub fork_blocks: u64,
 }
 
-/// Cluster-wide facts the checks compare against.
+/// Cluster-wide facts the checks compare against (built by `bounds::cluster_facts`).
 #[derive(Debug, Clone, Copy)]
 pub struct ClusterFacts {
     pub blcksz: usize,
     pub max_align: usize,
-    /// Low 32 bits of `nextXid`.
+    /// The first transaction id the files cannot hold (low 32 bits): `nextXid` of a cleanly
+    /// shut-down primary, else the newest id the WAL and `pg_xact` show (see `bounds`).
     pub next_xid: u32,
+    /// The same for multixact ids.
     pub next_multi: u32,
-    /// Error for a cleanly shut-down primary, warning otherwise (xids on disk may be newer
-    /// than the last checkpoint's).
+    /// `checkPointCopy.oldestXid`: older xids have been frozen away.
+    pub oldest_xid: u32,
+    /// `checkPointCopy.oldestMulti`.
+    pub oldest_multi: u32,
+    /// True when `pg_xact` is exact (clean shutdown): an xid it shows in progress is really
+    /// in progress (a prepared transaction) or was never committed. Otherwise commit bits may
+    /// not have reached disk yet, and "in progress" proves nothing.
+    pub clog_exact: bool,
+    /// Error for a cleanly shut-down primary, warning otherwise (the bounds then come from
+    /// files that may lag behind the data pages).
     pub xid_severity: Severity,
 }
 
@@ -168,15 +187,17 @@ pub fn check_page_structure(
     };
     let (file, facts) = (inputs.file, inputs.facts);
     match &file.format {
-        PageFormat::Heap(rel) => heap::check_heap_page(page, &header, rel, inputs, scratch, out),
+        PageFormat::Heap(rel) => {
+            heap::check_heap_page(page, &header, blkno, rel, inputs, scratch, out)
+        }
         PageFormat::Sequence(rel) => {
             heap::check_sequence_page(page, &header, facts, out);
-            heap::check_heap_page(page, &header, rel, inputs, scratch, out);
+            heap::check_heap_page(page, &header, blkno, rel, inputs, scratch, out);
         }
         PageFormat::Btree => btree::check_btree_page(page, &header, blkno, inputs, scratch, out),
         PageFormat::VisibilityMap => maps::check_vm_page(page, &header, facts, out),
         PageFormat::FreeSpaceMap => maps::check_fsm_page(page, &header, facts, out),
-        other => index::check_index_page(page, &header, blkno, other, file.fork_blocks, out),
+        other => index::check_index_page(page, &header, blkno, other, inputs, scratch, out),
     }
 }
 
@@ -195,6 +216,8 @@ pub struct Scratch {
     pub items: Vec<crate::layout::itemid::ItemId>,
     /// Item storage ranges `((start, end), offnum)` for the overlap check.
     pub storage: Vec<((usize, usize), u16)>,
+    /// Per line pointer of a heap page, for the update-chain checks.
+    pub chain: Vec<hot::ChainSlot>,
 }
 
 /// Rounds `len` up to `align`, a power of two (MAXALIGN and `attalign` always are: pg_control's
