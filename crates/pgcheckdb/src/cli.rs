@@ -307,7 +307,7 @@ pub struct CorruptArgs {
     #[arg(long, value_parser = parse_offset)]
     pub offset: Option<usize>,
     /// Other block for swap.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=MAX_BLOCK_NUMBER))]
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(0..=MAX_BLOCK_NUMBER))]
     pub with: Option<u64>,
     /// Recompute the page checksum afterwards, so only structure checks can see the damage.
     #[arg(long)]
@@ -334,7 +334,7 @@ pub struct BlockArgs {
     #[arg(long)]
     pub database: Option<String>,
     /// Absolute block number in the fork, as `verify` reports it.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=MAX_BLOCK_NUMBER))]
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(0..=MAX_BLOCK_NUMBER))]
     pub block: u64,
     /// Fork (main, fsm, vm, init); default: the fork named by --file, else main.
     #[arg(long)]
@@ -369,7 +369,7 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub online: bool,
     /// Read at most this many MB per second.
-    #[arg(long, value_name = "MB/s", value_parser = parse_rate)]
+    #[arg(long, value_name = "MB/s", value_parser = parse_rate, allow_negative_numbers = true)]
     pub max_rate: Option<f64>,
 }
 
