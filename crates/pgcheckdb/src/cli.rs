@@ -539,7 +539,7 @@ mod tests {
             panic!("not inspect")
         };
         assert_eq!(
-            (args.target.relation.as_deref(), args.target.block),
+            (args.args.target.relation.as_deref(), args.args.target.block),
             (Some("t"), 3)
         );
         assert!(Cli::try_parse_from([

@@ -734,3 +734,119 @@ fn quiet_on_corrupt_and_checksums_disable() {
         "-q drops the standby warning\n{disable}"
     );
 }
+
+#[test]
+fn output_contract_is_in_the_repository_and_complete() {
+    let output = std::fs::read_to_string(repo_file("docs/OUTPUT.md")).expect("docs/OUTPUT.md");
+    let readme = std::fs::read_to_string(repo_file("README.md")).expect("README.md");
+    assert!(output.contains("Contract version"), "versioned");
+    assert!(
+        readme.contains("(docs/OUTPUT.md)"),
+        "the README links docs/OUTPUT.md"
+    );
+    for kind in pgcheckdb_pg::finding::FindingKind::ALL {
+        let cell = format!("| `{}` |", kind.name());
+        assert!(
+            output.contains(&cell),
+            "docs/OUTPUT.md lacks kind {}",
+            kind.name()
+        );
+        assert!(
+            readme.contains(&cell),
+            "README.md's table lacks kind {}",
+            kind.name()
+        );
+    }
+    for field in [
+        "type",
+        "kind",
+        "severity",
+        "file",
+        "fork",
+        "segment",
+        "block",
+        "offset",
+        "attnum",
+        "database",
+        "relation",
+        "detail",
+        "message",
+        "level",
+        "postgres_version",
+        "checksums",
+        "corrupt_blocks",
+        "findings",
+        "seconds",
+        "error",
+        "command",
+        "exit_status",
+    ] {
+        assert!(
+            output.contains(&format!("`{field}`")),
+            "docs/OUTPUT.md lacks field {field}"
+        );
+    }
+    // Every metric the binary writes is documented.
+    let metrics = pgcheckdb_report_metric_names();
+    for name in metrics {
+        assert!(
+            output.contains(&format!("`{name}`")),
+            "docs/OUTPUT.md lacks metric {name}"
+        );
+    }
+}
+
+/// The metric names of a real `--format prometheus` run's text (no cluster needed: the
+/// summary of a failed run still carries them).
+fn pgcheckdb_report_metric_names() -> Vec<String> {
+    let run = pgcheckdb(&["verify", "-D", "/nonexistent/pgc", "--format", "prometheus"]);
+    assert_status(&run, 1, "prometheus on a missing directory");
+    let names: std::collections::BTreeSet<String> = run
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_string)
+        .collect();
+    assert!(names.len() >= 10, "{run}");
+    names.into_iter().collect()
+}
+
+#[test]
+fn docs_name_only_files_of_the_repository() {
+    let root = repo_file("");
+    let mut docs = vec![root.join("README.md")];
+    for e in std::fs::read_dir(root.join("docs")).expect("docs") {
+        let p = e.expect("entry").path();
+        if p.extension().is_some_and(|x| x == "md") {
+            docs.push(p);
+        }
+    }
+    for doc in docs {
+        let text = std::fs::read_to_string(&doc).expect("read doc");
+        for bad in ["/work/", "/home/", "/root/", "/Users/"] {
+            assert!(
+                !text.contains(bad),
+                "{} holds a machine path ({bad})",
+                doc.display()
+            );
+        }
+        // Markdown links to local files must resolve.
+        for (i, _) in text.match_indices("](") {
+            let target = &text[i + 2..];
+            let Some(end) = target.find(')') else {
+                continue;
+            };
+            let link = target[..end].split('#').next().unwrap_or_default();
+            if link.is_empty() || link.contains("://") || link.starts_with("mailto:") {
+                continue;
+            }
+            let base = doc.parent().expect("dir");
+            assert!(
+                base.join(link).exists(),
+                "{} links to missing {link}",
+                doc.display()
+            );
+        }
+    }
+}
