@@ -8,6 +8,9 @@ use pgcheckdb_pg::finding::{Finding, Severity};
 use pgcheckdb_pg::verify::Summary;
 use serde::Serialize;
 
+pub mod advice;
+pub mod prometheus;
+
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -70,7 +73,7 @@ fn relation_text(f: &Finding) -> String {
     }
     if let Some(rel) = &f.relation {
         match (&rel.name, rel.filenode) {
-            (Some(name), _) => parts.push(format!("relation \"{name}\"")),
+            (Some(name), _) => parts.push(named_relation(f, name)),
             (None, Some(node)) => parts.push(format!("relfilenode {node}")),
             (None, None) => {}
         }
@@ -79,6 +82,109 @@ fn relation_text(f: &Finding) -> String {
         parts.push(format!("fork {}", fork.name()));
     }
     parts.join(", ")
+}
+
+/// `relation "public.orders_pkey" (index of table "public.orders")`: an index or TOAST
+/// relation also names the table a DBA acts on.
+fn named_relation(f: &Finding, name: &str) -> String {
+    let kind = f.relation.as_ref().and_then(|r| r.kind.as_deref());
+    match (kind, advice::owning_table(f)) {
+        (Some("index") | Some("partitioned_index"), Some(t)) => {
+            format!("relation \"{name}\", index of table \"{t}\"")
+        }
+        (Some("toast_table"), Some(t)) => {
+            format!("relation \"{name}\", TOAST table of \"{t}\"")
+        }
+        _ => format!("relation \"{name}\""),
+    }
+}
+
+/// At most this many findings of one page are listed in text; JSON lists all of them.
+pub const TEXT_FINDINGS_PER_PAGE: usize = 10;
+
+/// Writes findings as text: one line each, but several on one page are grouped under a line
+/// naming the page, at most `per_page` of them listed; then the advice (`hint:` lines).
+pub fn write_findings_text(
+    out: &mut dyn Write,
+    findings: &[Finding],
+    per_page: usize,
+) -> io::Result<()> {
+    let mut rest = findings;
+    while let Some(first) = rest.first() {
+        let same_page = rest
+            .iter()
+            .take_while(|f| first.block.is_some() && f.file == first.file && f.block == first.block)
+            .count()
+            .max(1);
+        let (page, tail) = rest.split_at(same_page);
+        if page.len() == 1 {
+            writeln!(out, "{}", finding_text(first))?;
+        } else {
+            write_page_group(out, page, per_page)?;
+        }
+        rest = tail;
+    }
+    for line in advice::hints(findings) {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+/// `error: 57 findings on block 3 of "base/5/16384" (...):`, then the findings indented.
+fn write_page_group(out: &mut dyn Write, page: &[Finding], per_page: usize) -> io::Result<()> {
+    let first = &page[0];
+    let worst = page
+        .iter()
+        .map(|f| f.severity)
+        .min()
+        .unwrap_or(first.severity);
+    let rel = relation_text(first);
+    let rel = if rel.is_empty() {
+        String::new()
+    } else {
+        format!(" ({rel})")
+    };
+    writeln!(
+        out,
+        "{}: {} findings on block {} of \"{}\"{rel}:",
+        severity_word(worst),
+        page.len(),
+        first.block.unwrap_or(0),
+        first.file
+    )?;
+    for f in page.iter().take(per_page) {
+        writeln!(out, "  {}", item_text(f))?;
+    }
+    if page.len() > per_page {
+        writeln!(
+            out,
+            "  ... and {} more on this page (--format json lists every one)",
+            page.len() - per_page
+        )?;
+    }
+    Ok(())
+}
+
+/// A finding inside its page's group: `offset 12: error: line_pointer_invalid: ...`.
+fn item_text(f: &Finding) -> String {
+    let mut at = Vec::new();
+    if let Some(o) = f.offset {
+        at.push(format!("offset {o}"));
+    }
+    if let Some(a) = f.attnum {
+        at.push(format!("attribute {a}"));
+    }
+    let at = if at.is_empty() {
+        String::new()
+    } else {
+        format!("{}: ", at.join(" "))
+    };
+    format!(
+        "{at}{}: {}: {}",
+        severity_word(f.severity),
+        f.kind.name(),
+        f.message
+    )
 }
 
 /// One line: `error: checksum_mismatch in "base/5/16384.1" (database 5, relfilenode 16384, fork main) block 131075: ...`.

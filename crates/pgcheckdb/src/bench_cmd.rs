@@ -22,7 +22,7 @@ pub struct BenchArgs {
 #[derive(Debug, Args)]
 pub struct BenchCommon {
     /// PostgreSQL major version (default: the newest installed).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(14..=18))]
     pub pg_version: Option<u32>,
     /// Directory holding initdb, pg_ctl, postgres and psql.
     #[arg(long, value_name = "DIR")]
@@ -53,13 +53,13 @@ pub struct ChecksumOverheadArgs {
     #[command(flatten)]
     pub common: BenchCommon,
     /// Rows of workload A, N (default 1000000; --quick 2000).
-    #[arg(long, short = 'n')]
+    #[arg(long, short = 'n', value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     pub rows: Option<u64>,
     /// Rows of workload B, char(2000) each (default 100000; --quick 2000).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     pub rows_b: Option<u64>,
     /// Sequential scans per workload B run (default 20; --quick 3).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub scans: Option<u32>,
     /// The normal shared_buffers of workload B (and of A), big enough for B's table.
     #[arg(long)]
@@ -71,7 +71,7 @@ pub struct CheckpointArgs {
     #[command(flatten)]
     pub common: BenchCommon,
     /// Rows of char(8000) per run (default 16000; --quick 480).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     pub rows: Option<u64>,
     /// Commit and CHECKPOINT every K rows.
     #[arg(long, short = 'k', default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
@@ -83,7 +83,7 @@ pub struct VerifyScalingArgs {
     #[command(flatten)]
     pub common: BenchCommon,
     /// Approximate data size in MB (default 2048; --quick 48).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub size_mb: Option<u64>,
     /// Highest -j tried (default: the number of cores).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]

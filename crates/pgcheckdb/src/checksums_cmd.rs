@@ -45,9 +45,9 @@ pub struct DisableArgs {
 
 pub fn run(common: &Common, args: &ChecksumsArgs) -> anyhow::Result<u8> {
     match &args.action {
-        ChecksumsAction::Status { pgdata } => status(common, pgdata.as_ref()),
-        ChecksumsAction::Enable(a) => enable_cmd(common, a),
-        ChecksumsAction::Disable(a) => disable_cmd(common, a),
+        ChecksumsAction::Status(s) => status(common, s.pgdata.as_ref()),
+        ChecksumsAction::Enable(e) => enable_cmd(common, &e.args),
+        ChecksumsAction::Disable(d) => disable_cmd(common, &d.args),
     }
 }
 

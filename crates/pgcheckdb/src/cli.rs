@@ -5,62 +5,258 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// The PostgreSQL major versions whose data directories pgcheckdb reads, for `--version`.
+pub const VERSION_TEXT: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (reads data directories of PostgreSQL 14, 15, 16, 17 and 18)"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "pgcheckdb",
-    version,
-    about = "DBCC CHECKDB for PostgreSQL: find and name damaged pages, offline, in parallel"
+    version = VERSION_TEXT,
+    about = "DBCC CHECKDB for PostgreSQL: find and name damaged pages, offline, in parallel",
+    arg_required_else_help = true
 )]
 pub struct Cli {
-    #[command(flatten)]
-    pub common: Common,
     #[command(subcommand)]
     pub command: Command,
 }
 
-/// Flags every command takes.
-#[derive(Debug, Args)]
+/// What the commands need of the output and run flags. Built from the flags the command
+/// offers; a flag a command does not offer keeps its default here.
+#[derive(Debug, Clone, Default)]
 pub struct Common {
-    /// Worker threads (default: all cores).
-    #[arg(short = 'j', long = "jobs", global = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    /// `-j`: worker threads (default: all cores).
     pub jobs: Option<u32>,
-    /// Output format.
-    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Text)]
+    /// `--format text|json` (`prometheus` is `metrics_stdout` with text here).
     pub format: OutputFormat,
+    /// `--progress`.
+    pub progress: bool,
+    /// `--no-progress`.
+    pub no_progress: bool,
+    /// `-q`: only findings and errors.
+    pub quiet: bool,
+    /// `-v`: what is read, counts and the time of each phase.
+    pub verbose: bool,
+    /// `verify --format prometheus`: metrics instead of findings on stdout.
+    pub metrics_stdout: bool,
+    /// `verify --metrics-file FILE`: metrics written atomically to FILE.
+    pub metrics_file: Option<PathBuf>,
+}
+
+/// `-j, --jobs N`.
+#[derive(Debug, Args)]
+pub struct JobsFlag {
+    /// Worker threads (default: all cores).
+    #[arg(short = 'j', long = "jobs", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub jobs: Option<u32>,
+}
+
+/// `--format text|json`.
+#[derive(Debug, Args)]
+pub struct FormatFlag {
+    /// Output format (json: JSON Lines ending in a summary line; see docs/OUTPUT.md).
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+}
+
+/// `--format text|json|prometheus` and `--metrics-file` of `verify`.
+#[derive(Debug, Args)]
+pub struct VerifyOutput {
+    /// Output format (json: JSON Lines ending in a summary line; prometheus: metrics in the
+    /// text exposition format instead of findings; see docs/OUTPUT.md).
+    #[arg(long, value_enum, default_value_t = VerifyFormat::Text)]
+    pub format: VerifyFormat,
+    /// Also write the run's metrics to FILE, atomically, in node_exporter's textfile-collector
+    /// format (on every outcome; the last success time is kept from the previous file).
+    #[arg(long, value_name = "FILE")]
+    pub metrics_file: Option<PathBuf>,
+}
+
+/// `--progress` and `--no-progress`.
+#[derive(Debug, Args)]
+pub struct ProgressFlags {
     /// Show a progress bar (default: when stderr is a terminal).
-    #[arg(long, global = true, overrides_with = "no_progress")]
+    #[arg(long, overrides_with = "no_progress")]
     pub progress: bool,
     /// Never show a progress bar.
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub no_progress: bool,
+}
+
+/// `--no-progress` on a command that never draws a bar: accepted, so scripts passing it to
+/// every command keep working, and not shown.
+#[derive(Debug, Args)]
+pub struct NoProgressAccepted {
+    #[arg(long, hide = true)]
+    pub no_progress: bool,
+}
+
+/// `-q, --quiet`.
+#[derive(Debug, Args)]
+pub struct QuietFlag {
     /// Print only findings and errors.
-    #[arg(short, long, global = true)]
+    #[arg(short, long)]
     pub quiet: bool,
-    /// Print more about what is being done.
-    #[arg(short, long, global = true)]
+}
+
+/// `-v, --verbose`.
+#[derive(Debug, Args)]
+pub struct VerboseFlag {
+    /// Print what is read, counts per database and the time of each phase (on stderr).
+    #[arg(short, long, conflicts_with = "quiet")]
     pub verbose: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
+    #[default]
     Text,
     Json,
+}
+
+/// `verify`'s formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VerifyFormat {
+    Text,
+    Json,
+    /// Prometheus text exposition format (the metrics of `--metrics-file`) on stdout.
+    Prometheus,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Check every page of a data directory.
-    Verify(VerifyArgs),
+    Verify(VerifyCmd),
     /// Show or switch the cluster's data checksums.
+    #[command(arg_required_else_help = true)]
     Checksums(ChecksumsArgs),
     /// Show one page decoded: header, checksum, line pointers, tuple headers, special space.
-    Inspect(InspectArgs),
+    Inspect(InspectCmd),
     /// Damage one block of a stopped cluster on purpose (drills and tests).
-    Corrupt(CorruptArgs),
+    Corrupt(CorruptCmd),
     /// Show everything on a throwaway cluster of the PostgreSQL installed here.
     Demo(DemoArgs),
     /// Reproducible experiments on throwaway local clusters (checksum overhead, checkpoints, verify scaling).
-    Bench(crate::bench_cmd::BenchArgs),
+    #[command(arg_required_else_help = true)]
+    Bench(BenchCmd),
+    /// Print the manual page (roff) of pgcheckdb or of one command: `pgcheckdb man > pgcheckdb.1`.
+    Man(ManArgs),
+    /// Print a shell completion script: `pgcheckdb completions bash > /etc/bash_completion.d/pgcheckdb`.
+    Completions(CompletionsArgs),
+}
+
+/// `verify` with the output flags it honours.
+#[derive(Debug, Args)]
+pub struct VerifyCmd {
+    #[command(flatten)]
+    pub args: VerifyArgs,
+    #[command(flatten)]
+    pub jobs: JobsFlag,
+    #[command(flatten)]
+    pub output: VerifyOutput,
+    #[command(flatten)]
+    pub progress: ProgressFlags,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
+    #[command(flatten)]
+    pub verbose: VerboseFlag,
+}
+
+/// `inspect`: prints one page, so only `--format`.
+#[derive(Debug, Args)]
+pub struct InspectCmd {
+    #[command(flatten)]
+    pub args: InspectArgs,
+    #[command(flatten)]
+    pub format: FormatFlag,
+    #[command(flatten)]
+    pub no_progress: NoProgressAccepted,
+}
+
+/// `corrupt`: `-q` drops the line saying what was damaged.
+#[derive(Debug, Args)]
+pub struct CorruptCmd {
+    #[command(flatten)]
+    pub args: CorruptArgs,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
+    #[command(flatten)]
+    pub no_progress: NoProgressAccepted,
+}
+
+/// `bench`: `--format` and `-q` apply to every experiment.
+#[derive(Debug, Args)]
+pub struct BenchCmd {
+    #[command(flatten)]
+    pub args: crate::bench_cmd::BenchArgs,
+    /// Output format of the report.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text, global = true)]
+    pub format: OutputFormat,
+    /// Print only the report and errors (no plan line, no list of files written).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+/// `man [COMMAND...]`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// A command (`verify`, `checksums enable`, ...): its own page instead of pgcheckdb(1).
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `completions SHELL`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+impl Cli {
+    /// The flags of the chosen command as the commands read them.
+    pub fn common(&self) -> Common {
+        let mut c = Common::default();
+        match &self.command {
+            Command::Verify(v) => {
+                c.jobs = v.jobs.jobs;
+                c.format = match v.output.format {
+                    VerifyFormat::Json => OutputFormat::Json,
+                    VerifyFormat::Text | VerifyFormat::Prometheus => OutputFormat::Text,
+                };
+                c.metrics_stdout = v.output.format == VerifyFormat::Prometheus;
+                c.metrics_file = v.output.metrics_file.clone();
+                c.progress = v.progress.progress;
+                c.no_progress = v.progress.no_progress;
+                c.quiet = v.quiet.quiet;
+                c.verbose = v.verbose.verbose;
+            }
+            Command::Checksums(a) => match &a.action {
+                ChecksumsAction::Status(s) => c.format = s.format.format,
+                ChecksumsAction::Enable(e) => {
+                    c.jobs = e.jobs.jobs;
+                    c.format = e.format.format;
+                    c.progress = e.progress.progress;
+                    c.no_progress = e.progress.no_progress;
+                    c.quiet = e.quiet.quiet;
+                }
+                ChecksumsAction::Disable(d) => {
+                    c.format = d.format.format;
+                    c.quiet = d.quiet.quiet;
+                }
+            },
+            Command::Inspect(i) => c.format = i.format.format,
+            Command::Corrupt(k) => c.quiet = k.quiet.quiet,
+            Command::Bench(b) => {
+                c.format = b.format;
+                c.quiet = b.quiet;
+            }
+            Command::Demo(_) | Command::Man(_) | Command::Completions(_) => {}
+        }
+        c
+    }
 }
 
 #[derive(Debug, Args)]
@@ -68,9 +264,20 @@ pub struct DemoArgs {
     /// Directory with initdb, pg_ctl, postgres and psql (default: the newest 14-18 found).
     #[arg(long, value_name = "DIR")]
     pub pg_bin: Option<PathBuf>,
-    /// Rows in the demo table.
-    #[arg(long, default_value_t = 20_000)]
+    /// Rows in the demo table (100 to 10000000).
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(100..=10_000_000))]
     pub rows: u32,
+}
+
+/// PostgreSQL's `MaxBlockNumber`: the highest block number a fork can have.
+const MAX_BLOCK_NUMBER: u64 = 0xFFFF_FFFE;
+
+/// `--offset`: a byte inside a page of the largest block size (32 kB).
+fn parse_offset(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(v) if v < 32768 => Ok(v),
+        _ => Err("must be a byte offset inside the page, 0 to 32767".into()),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -97,10 +304,10 @@ pub struct CorruptArgs {
     #[arg(long, value_enum)]
     pub how: CorruptHow,
     /// Byte offset inside the page for flip-bit and tear.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_offset)]
     pub offset: Option<usize>,
     /// Other block for swap.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(0..=MAX_BLOCK_NUMBER))]
     pub with: Option<u64>,
     /// Recompute the page checksum afterwards, so only structure checks can see the damage.
     #[arg(long)]
@@ -127,7 +334,7 @@ pub struct BlockArgs {
     #[arg(long)]
     pub database: Option<String>,
     /// Absolute block number in the fork, as `verify` reports it.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(0..=MAX_BLOCK_NUMBER))]
     pub block: u64,
     /// Fork (main, fsm, vm, init); default: the fork named by --file, else main.
     #[arg(long)]
@@ -162,7 +369,7 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub online: bool,
     /// Read at most this many MB per second.
-    #[arg(long, value_name = "MB/s")]
+    #[arg(long, value_name = "MB/s", value_parser = parse_rate, allow_negative_numbers = true)]
     pub max_rate: Option<f64>,
 }
 
@@ -175,15 +382,51 @@ pub struct ChecksumsArgs {
 #[derive(Debug, Subcommand)]
 pub enum ChecksumsAction {
     /// Show the checksum state recorded in pg_control.
-    Status {
-        /// Data directory (default: $PGDATA).
-        #[arg(short = 'D', long = "pgdata", env = "PGDATA")]
-        pgdata: Option<PathBuf>,
-    },
+    Status(StatusCmd),
     /// Turn data checksums on in a stopped cluster: stamp every page, sync, then switch pg_control.
-    Enable(crate::checksums_cmd::EnableArgs),
+    Enable(EnableCmd),
     /// Turn data checksums off in a stopped cluster: the pg_control change alone.
-    Disable(crate::checksums_cmd::DisableArgs),
+    Disable(DisableCmd),
+}
+
+/// `checksums status`: prints the state, so only `--format`.
+#[derive(Debug, Args)]
+pub struct StatusCmd {
+    /// Data directory (default: $PGDATA).
+    #[arg(short = 'D', long = "pgdata", env = "PGDATA")]
+    pub pgdata: Option<PathBuf>,
+    #[command(flatten)]
+    pub format: FormatFlag,
+    #[command(flatten)]
+    pub no_progress: NoProgressAccepted,
+}
+
+/// `checksums enable` with the output flags it honours.
+#[derive(Debug, Args)]
+pub struct EnableCmd {
+    #[command(flatten)]
+    pub args: crate::checksums_cmd::EnableArgs,
+    #[command(flatten)]
+    pub jobs: JobsFlag,
+    #[command(flatten)]
+    pub format: FormatFlag,
+    #[command(flatten)]
+    pub progress: ProgressFlags,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
+}
+
+/// `checksums disable`: one pg_control write; `-q` drops the warning about standbys.
+#[derive(Debug, Args)]
+pub struct DisableCmd {
+    #[command(flatten)]
+    pub args: crate::checksums_cmd::DisableArgs,
+    #[command(flatten)]
+    pub format: FormatFlag,
+    #[command(flatten)]
+    pub quiet: QuietFlag,
+    #[command(flatten)]
+    pub no_progress: NoProgressAccepted,
 }
 
 /// Clap's message up to its usage and tips, folded into one line.
@@ -211,21 +454,57 @@ pub fn one_line(rendered: &str) -> String {
 }
 
 /// Parses the command line. On a usage error prints one line and returns exit status 1; for
-/// `--help` and `--version` prints them and returns 0.
+/// `--help` and `--version` prints them and returns 0; with no command (or `checksums`,
+/// `bench` without theirs) prints the usage on stderr and returns 1.
 pub fn parse() -> Result<Cli, u8> {
-    match Cli::try_parse() {
-        Ok(cli) => Ok(cli),
-        Err(e) if !e.use_stderr() => {
+    Cli::try_parse().map_err(|e| report_parse_error(&e))
+}
+
+/// Prints a clap error the way the contract wants and returns the exit status.
+pub fn report_parse_error(e: &clap::Error) -> u8 {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
             let _ = e.print();
-            Err(0)
+            0
         }
-        Err(e) => {
-            eprintln!(
-                "pgcheckdb: error: {} (try --help)",
-                one_line(&e.render().to_string())
-            );
-            Err(1)
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            eprint!("{}", e.render());
+            1
         }
+        _ => {
+            eprintln!("pgcheckdb: error: {} (try --help)", error_line(e));
+            1
+        }
+    }
+}
+
+/// The one line of a usage error, with clap's suggestion as "did you mean".
+pub fn error_line(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let mut line = one_line(&e.render().to_string());
+    let suggestions: Vec<String> = [ContextKind::SuggestedSubcommand, ContextKind::SuggestedArg]
+        .into_iter()
+        .filter_map(|kind| e.get(kind))
+        .flat_map(|value| match value {
+            ContextValue::String(s) => vec![s.clone()],
+            ContextValue::Strings(v) => v.clone(),
+            _ => Vec::new(),
+        })
+        .collect();
+    if !suggestions.is_empty() {
+        let quoted: Vec<String> = suggestions.iter().map(|s| format!("'{s}'")).collect();
+        line.push_str(&format!("; did you mean {}?", quoted.join(" or ")));
+    }
+    line
+}
+
+/// `--max-rate`: a finite number of MB per second above 0.
+fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e6 => Ok(v),
+        Ok(_) => Err("must be more than 0 and at most 1000000 (MB/s)".into()),
+        Err(_) => Err("must be a number of MB/s, such as 200 or 12.5".into()),
     }
 }
 
@@ -260,7 +539,7 @@ mod tests {
             panic!("not inspect")
         };
         assert_eq!(
-            (args.target.relation.as_deref(), args.target.block),
+            (args.args.target.relation.as_deref(), args.args.target.block),
             (Some("t"), 3)
         );
         assert!(Cli::try_parse_from([

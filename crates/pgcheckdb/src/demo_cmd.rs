@@ -82,22 +82,51 @@ fn check_interrupt(flag: &AtomicBool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--pg-bin DIR`, else the newest PostgreSQL 14–18 found on the machine.
+/// `--pg-bin DIR`; else the machine's own PostgreSQL (the `postgres` on `PATH`, then
+/// `pg_config --bindir`, then the newest `/usr/lib/postgresql/<major>/bin`); else the newest
+/// 14–18 that `scripts/install-postgres.sh` unpacked (or `$PGCHECKDB_PG<major>_BIN` names).
 fn find_binaries(pg_bin: Option<&Path>) -> anyhow::Result<PgBinaries> {
     if let Some(dir) = pg_bin {
-        return MAJORS
-            .rev()
-            .find_map(|m| PgBinaries::at(m, dir).ok())
-            .with_context(|| {
-                format!(
-                    "\"{}\" holds no PostgreSQL 14-18 (need initdb, pg_ctl, postgres, psql)",
-                    dir.display()
-                )
-            });
+        return binaries_in(dir).with_context(|| {
+            format!(
+                "\"{}\" holds no PostgreSQL 14-18 (need initdb, pg_ctl, postgres, psql)",
+                dir.display()
+            )
+        });
+    }
+    if let Some(own) = own_installations().iter().find_map(|d| binaries_in(d)) {
+        return Ok(own);
     }
     MAJORS.rev().find_map(|m| PgBinaries::find(m).ok()).with_context(|| {
         format!("no PostgreSQL 14-18 found (looked in PATH, pg_config, /usr/lib/postgresql/*/bin); {}", pgcheckdb_cluster::INSTALL_HINT)
     })
+}
+
+/// The PostgreSQL 14–18 in `dir`, if any.
+fn binaries_in(dir: &Path) -> Option<PgBinaries> {
+    MAJORS.rev().find_map(|m| PgBinaries::at(m, dir).ok())
+}
+
+/// Directories of the machine's own PostgreSQL, in the order tried.
+fn own_installations() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path).filter(|d| d.join("postgres").is_file()));
+    }
+    if let Ok(out) = Command::new("pg_config").arg("--bindir").output() {
+        if out.status.success() {
+            let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if !dir.is_empty() {
+                dirs.push(PathBuf::from(dir));
+            }
+        }
+    }
+    dirs.extend(
+        MAJORS
+            .rev()
+            .map(|m| PathBuf::from(format!("/usr/lib/postgresql/{m}/bin"))),
+    );
+    dirs
 }
 
 fn make_cluster(major: u32, rows: u32) -> anyhow::Result<Cluster> {

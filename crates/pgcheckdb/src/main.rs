@@ -6,10 +6,12 @@ mod checksums_cmd;
 mod cli;
 mod corrupt_cmd;
 mod demo_cmd;
+mod docs_cmd;
 mod inspect_cmd;
 mod progress;
 mod signals;
 mod target;
+mod verbose;
 mod verify_cmd;
 
 use std::process::ExitCode;
@@ -26,7 +28,8 @@ fn main() -> ExitCode {
         Ok(args) => args,
         Err(code) => return ExitCode::from(code),
     };
-    match run(args) {
+    let common = args.common();
+    match run(args.command, &common) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("pgcheckdb: error: {e:#}");
@@ -35,13 +38,59 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: cli::Cli) -> anyhow::Result<u8> {
-    match args.command {
-        cli::Command::Verify(v) => verify_cmd::run(&args.common, &v),
-        cli::Command::Inspect(i) => inspect_cmd::run(&args.common, &i),
-        cli::Command::Corrupt(c) => corrupt_cmd::run(&args.common, &c),
-        cli::Command::Demo(d) => demo_cmd::run(&args.common, &d),
-        cli::Command::Bench(b) => bench_cmd::run(&args.common, &b),
-        cli::Command::Checksums(c) => checksums_cmd::run(&args.common, &c),
+fn run(command: cli::Command, common: &cli::Common) -> anyhow::Result<u8> {
+    use cli::Command;
+    let name = command_name(&command);
+    let result = match &command {
+        Command::Verify(v) => return verify_cmd::run(common, &v.args),
+        Command::Inspect(i) => inspect_cmd::run(common, &i.args),
+        Command::Corrupt(c) => corrupt_cmd::run(common, &c.args),
+        Command::Demo(d) => return demo_cmd::run(common, d),
+        Command::Bench(b) => bench_cmd::run(common, &b.args),
+        Command::Checksums(c) => checksums_cmd::run(common, c),
+        Command::Man(m) => return docs_cmd::man(&m.command),
+        Command::Completions(c) => return docs_cmd::completions(c.shell),
+    };
+    if common.format == cli::OutputFormat::Json {
+        closing_summary(&command, name, &result);
     }
+    result
+}
+
+fn command_name(command: &cli::Command) -> &'static str {
+    use cli::{ChecksumsAction, Command};
+    match command {
+        Command::Verify(_) => "verify",
+        Command::Checksums(a) => match a.action {
+            ChecksumsAction::Status(_) => "checksums status",
+            ChecksumsAction::Enable(_) => "checksums enable",
+            ChecksumsAction::Disable(_) => "checksums disable",
+        },
+        Command::Inspect(_) => "inspect",
+        Command::Corrupt(_) => "corrupt",
+        Command::Demo(_) => "demo",
+        Command::Bench(_) => "bench",
+        Command::Man(_) => "man",
+        Command::Completions(_) => "completions",
+    }
+}
+
+/// The JSON stream of every command ends with a `summary` line (docs/OUTPUT.md). `verify`,
+/// `checksums enable` and `checksums disable` write their own when they succeed; for the others,
+/// and for every failure, it is written here, carrying the error.
+fn closing_summary(command: &cli::Command, name: &str, result: &anyhow::Result<u8>) {
+    use cli::{ChecksumsAction, Command};
+    let writes_own = match command {
+        Command::Checksums(c) => !matches!(c.action, ChecksumsAction::Status(_)),
+        _ => false,
+    };
+    let line = match result {
+        Ok(_) if writes_own => return,
+        Ok(code) => serde_json::json!({"type": "summary", "command": name, "exit_status": code}),
+        Err(e) => {
+            serde_json::json!({"type": "summary", "command": name, "exit_status": EXIT_FAILED,
+                                     "error": format!("{e:#}")})
+        }
+    };
+    println!("{line}");
 }

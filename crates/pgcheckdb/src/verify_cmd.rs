@@ -10,12 +10,14 @@ use pgcheckdb_pg::cluster::check_stopped;
 use pgcheckdb_pg::control::{read_pg_version_file, ControlFile};
 use pgcheckdb_pg::naming::name_findings;
 use pgcheckdb_pg::verify::{self, Level, Plan, Structure, Summary, VerifyOptions};
-use pgcheckdb_report::{human_bytes, write_finding, write_summary, Format};
+use pgcheckdb_report::{
+    human_bytes, write_finding, write_findings_text, write_summary, Format, TEXT_FINDINGS_PER_PAGE,
+};
 use pgcheckdb_scan::open::{not_regular, read_regular};
 use pgcheckdb_scan::Progress;
 
 use crate::cli::{Common, LevelArg, OutputFormat, VerifyArgs};
-use crate::{progress, signals, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
+use crate::{progress, signals, verbose, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
 
 /// The data directory from `-D` or `$PGDATA`, checked to look like one.
 pub fn resolve_datadir(arg: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
@@ -101,6 +103,14 @@ pub fn run(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         };
         let _ = print_report(format, true, &[], &summary);
     }
+    if wants_metrics(common) {
+        let summary = Summary {
+            level: level.name().to_string(),
+            error: Some(format!("{e:#}")),
+            ..Summary::default()
+        };
+        emit_metrics(common, args.pgdata.as_deref(), &summary, &[], EXIT_FAILED)?;
+    }
     match signals::caught() {
         // Interrupted before the scan: say so here, exit with the signal's status.
         Some(sig) => {
@@ -139,8 +149,13 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         bail!("--online is not supported yet; stop the server or verify a stopped copy");
     }
     signals::install().context("could not install the signal handlers")?;
+    let mut phases = verbose::Phases::new(common.verbose);
     let datadir = resolve_datadir(args.pgdata.as_ref())?;
     let control = read_control(&datadir)?;
+    phases.done(
+        "read global/pg_control",
+        &format!("data directory \"{}\"", datadir.display()),
+    );
     check_pid_file(&datadir)?;
     if let Err(reason) = check_stopped(&datadir, &control) {
         bail!("cannot verify \"{}\" offline: {reason}", datadir.display());
@@ -162,8 +177,23 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     let started = std::time::Instant::now();
     let plan = Plan::build(&datadir, control);
     check_interrupt("while listing the data directory")?;
+    phases.done(
+        "listed the data directory",
+        &format!(
+            "{} relation file(s) in {} fork(s)",
+            plan.dir.files.len(),
+            plan.forks.len()
+        ),
+    );
     let catalog = Catalog::read(&datadir, &plan.control);
     check_interrupt("while reading the catalogs")?;
+    phases.done(
+        "read the catalogs offline",
+        &verbose::catalog_line(&catalog),
+    );
+    for line in verbose::plan_lines(&plan, Some(&catalog)) {
+        phases.say(&line);
+    }
     let structure = (level != Level::Physical).then(|| Structure::from_catalog(&plan, &catalog));
     let total: u64 = plan.scan_files().iter().map(|f| f.len).sum();
     let progress_state = Progress::default();
@@ -172,7 +202,21 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
             verify::run(&plan, &opts, &progress_state, structure.as_ref())
         })
     });
+    phases.done(
+        "scanned the blocks",
+        &format!(
+            "{} block(s), {}, {} finding(s), {} jobs",
+            report.summary.blocks,
+            human_bytes(report.summary.bytes),
+            report.findings.len(),
+            opts.jobs
+        ),
+    );
     name_findings(&mut report, &plan, &catalog);
+    phases.done(
+        "named the findings",
+        "database and relation names from the catalogs",
+    );
     report
         .tool_errors
         .extend(catalog.tool_errors.iter().cloned());
@@ -202,8 +246,10 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     for e in &report.tool_errors {
         eprintln!("pgcheckdb: error: {e}");
     }
-    print_report(format, common.quiet, &report.findings, &report.summary)?;
-    Ok(if let Some(sig) = interrupted {
+    if !common.metrics_stdout {
+        print_report(format, common.quiet, &report.findings, &report.summary)?;
+    }
+    let code = if let Some(sig) = interrupted {
         signals::exit_code(sig)
     } else if report.error_count() > 0 {
         EXIT_CORRUPT
@@ -211,7 +257,61 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         EXIT_FAILED
     } else {
         EXIT_OK
-    })
+    };
+    if wants_metrics(common) {
+        emit_metrics(
+            common,
+            Some(datadir.as_path()),
+            &report.summary,
+            &report.findings,
+            code,
+        )?;
+    }
+    Ok(code)
+}
+
+fn wants_metrics(common: &Common) -> bool {
+    common.metrics_stdout || common.metrics_file.is_some()
+}
+
+/// Writes the run's metrics to stdout (`--format prometheus`) and/or, atomically, to
+/// `--metrics-file`, carrying the last success time over from the previous file.
+fn emit_metrics(
+    common: &Common,
+    pgdata: Option<&Path>,
+    summary: &Summary,
+    findings: &[pgcheckdb_pg::finding::Finding],
+    exit_status: u8,
+) -> anyhow::Result<()> {
+    use pgcheckdb_report::prometheus::{last_success_in, render, write_atomically, Metrics};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let complete = matches!(exit_status, EXIT_OK | EXIT_CORRUPT);
+    let previous = common
+        .metrics_file
+        .as_ref()
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .and_then(|text| last_success_in(&text));
+    let pgdata = pgdata.map_or(String::new(), |p| p.display().to_string());
+    let text = render(&Metrics {
+        pgdata: &pgdata,
+        summary,
+        findings,
+        exit_status,
+        now,
+        last_success: if complete { Some(now) } else { previous },
+    });
+    if common.metrics_stdout {
+        let mut out = io::stdout().lock();
+        out.write_all(text.as_bytes())?;
+        out.flush()?;
+    }
+    if let Some(file) = &common.metrics_file {
+        write_atomically(file, &text)
+            .with_context(|| format!("could not write the metrics file \"{}\"", file.display()))?;
+    }
+    Ok(())
 }
 
 /// The opening lines of the text format.
@@ -241,12 +341,25 @@ fn print_report(
 ) -> io::Result<()> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    for f in findings {
-        if format == Format::Text && quiet && f.severity == pgcheckdb_pg::finding::Severity::Info {
-            continue;
+    match format {
+        Format::Json => {
+            for f in findings {
+                write_finding(&mut out, format, f)?;
+            }
+            write_summary(&mut out, format, summary, findings)?;
         }
-        write_finding(&mut out, format, f)?;
+        Format::Text => {
+            // -q: findings and errors only (no info findings, no closing sentence).
+            let shown: Vec<pgcheckdb_pg::finding::Finding> = findings
+                .iter()
+                .filter(|f| !quiet || f.severity != pgcheckdb_pg::finding::Severity::Info)
+                .cloned()
+                .collect();
+            write_findings_text(&mut out, &shown, TEXT_FINDINGS_PER_PAGE)?;
+            if !quiet {
+                write_summary(&mut out, format, summary, findings)?;
+            }
+        }
     }
-    write_summary(&mut out, format, summary, findings)?;
     out.flush()
 }
