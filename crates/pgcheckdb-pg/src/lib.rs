@@ -13,6 +13,7 @@ pub mod enable;
 pub mod finding;
 pub mod inspect;
 pub mod layout;
+pub mod lock;
 pub mod naming;
 pub mod page;
 pub mod physical;
