@@ -2,7 +2,6 @@
 //! every `LP_NORMAL` tuple of every sane page, filtered by the visibility rules that hold in a
 //! cleanly shut-down cluster (hint bits first, then `pg_xact`).
 
-use std::fs;
 use std::path::Path;
 
 use super::xact::{CommitLog, XidStatus};
@@ -24,14 +23,22 @@ pub struct ScanTrouble {
 }
 
 /// Reads the main fork of a relation (all segments) under `dir` with file number `filenode`.
+/// Only regular files are opened: a FIFO in a catalog's place is an error, never a hang.
 pub fn read_relation(dir: &Path, filenode: u32) -> std::io::Result<Vec<u8>> {
-    let mut data = fs::read(dir.join(filenode.to_string()))?;
+    let mut data = read_regular_file(&dir.join(filenode.to_string()))?;
     for segno in 1.. {
-        match fs::read(dir.join(format!("{filenode}.{segno}"))) {
+        match read_regular_file(&dir.join(format!("{filenode}.{segno}"))) {
             Ok(more) if !more.is_empty() => data.extend(more),
             _ => break,
         }
     }
+    Ok(data)
+}
+
+fn read_regular_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut data = Vec::new();
+    pgcheckdb_scan::open::open_regular(path, false)?.read_to_end(&mut data)?;
     Ok(data)
 }
 

@@ -6,7 +6,6 @@
 //! unknown (the old or the new image may be on disk): [`SwitchError::ControlStateUnknown`] says so
 //! and how to check, never "still off".
 
-use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -89,7 +88,7 @@ pub fn write_control_file(datadir: &Path, image: &[u8]) -> Result<(), ControlWri
         .and_then(|()| file.sync_all())
         .map_err(ControlWriteError::AfterWrite)?;
     drop(file);
-    File::open(&global)
+    super::sync::open_directory(&global)
         .and_then(|d| d.sync_all())
         .map_err(ControlWriteError::AfterWrite)
 }

@@ -7,7 +7,17 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use pgcheckdb_scan::open::open_regular;
 use pgcheckdb_scan::ScanFile;
+
+/// Opens a directory (for fsync); anything else fails at once, never blocks.
+pub(crate) fn open_directory(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(path)
+}
 
 /// Fsyncs every file (in parallel, after a pass that starts writeback of all of them) and then
 /// every directory that holds one. Returns one message per failure.
@@ -18,7 +28,7 @@ pub fn sync_files_and_dirs(files: &[ScanFile], jobs: usize) -> Vec<String> {
     let threads = jobs.max(4);
     for_each_parallel(&paths, threads, |path| start_writeback(path));
     for_each_parallel(&paths, threads, |path| {
-        if let Err(e) = File::open(path).and_then(|f| f.sync_all()) {
+        if let Err(e) = open_regular(path, false).and_then(|f| f.sync_all()) {
             errors
                 .lock()
                 .expect("errors lock")
@@ -31,7 +41,7 @@ pub fn sync_files_and_dirs(files: &[ScanFile], jobs: usize) -> Vec<String> {
         .collect();
     let dirs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
     for_each_parallel(&dirs, threads, |dir| {
-        if let Err(e) = File::open(dir).and_then(|f| f.sync_all()) {
+        if let Err(e) = open_directory(dir).and_then(|f| f.sync_all()) {
             errors.lock().expect("errors lock").push(format!(
                 "could not fsync directory \"{}\": {e}",
                 dir.display()
@@ -79,7 +89,7 @@ fn start_writeback(path: &Path) {
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::io::AsRawFd;
-        if let Ok(f) = File::open(path) {
+        if let Ok(f) = open_regular(path, false) {
             // SAFETY: a valid descriptor and plain integers; SYNC_FILE_RANGE_WRITE only starts I/O.
             unsafe {
                 libc::sync_file_range(f.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
