@@ -165,17 +165,16 @@ impl DataDirLock {
                         .write_all(content.as_bytes())
                         .and_then(|()| file.sync_all())
                         .and_then(|()| hand_to_owner(&file, datadir, euid, owner));
-                    let lock = DataDirLock { path, content };
                     return match written {
                         Ok(()) => {
                             test_hold();
-                            Ok(lock)
+                            Ok(DataDirLock { path, content })
                         }
-                        // Dropping `lock` removes the half-written file.
-                        Err(source) => Err(LockError::Create {
-                            path: lock.path.clone(),
-                            source,
-                        }),
+                        Err(source) => {
+                            // Created by us a moment ago (O_EXCL): remove what was written.
+                            let _ = fs::remove_file(&path);
+                            Err(LockError::Create { path, source })
+                        }
                     };
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {

@@ -20,8 +20,14 @@ extern "C" fn on_signal(signal: libc::c_int) {
     CANCEL.store(true, Ordering::SeqCst);
 }
 
-/// Catches SIGINT and SIGTERM from now on (call before taking the lock).
+/// Catches SIGINT and SIGTERM from now on (call before taking the lock), and ignores SIGXFSZ:
+/// a write past the file-size limit then fails with `EFBIG` and is reported as an error,
+/// instead of killing the process in the middle of the run.
 pub fn install() -> io::Result<()> {
+    // SAFETY: setting a signal's disposition to SIG_IGN has no other effect.
+    if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
     for signal in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: a zeroed sigaction is valid; the handler only touches atomics; sigemptyset and
         // sigaction get valid pointers.
