@@ -8,7 +8,9 @@
 //! process succeeds. It only takes the file for stale when the process is gone (`ESRCH`) or
 //! cannot be signalled by it (`EPERM`).
 //!
-//! [`DataDirLock::acquire`] creates the file the same way, with this process's id on the first
+//! [`DataDirLock::acquire`] creates the file as exclusively (a complete draft,
+//! `postmaster.pid.pgcheckdb.<pid>`, hard-linked to the name, which fails if it exists, so that
+//! no server ever sees a half-written file of ours), with this process's id on the first
 //! line, the data directory on the second, the start time on the third and, on the eighth (the
 //! line where a postmaster writes its status), `pgcheckdb <command>`, by which a second pgcheckdb
 //! recognises the holder. So that the server's signal 0 succeeds:
@@ -155,38 +157,15 @@ impl DataDirLock {
             return Err(LockError::NotOwner { euid, owner });
         }
         let path = datadir.join(LOCK_FILE);
-        // A stale file is replaced at most a few times; a race with a starting server ends in
-        // the server's file or in ours, never in both.
-        for _ in 0..3 {
-            match create_exclusive(&path) {
-                Ok(mut file) => {
-                    let content = lock_content(datadir, command);
-                    let written = file
-                        .write_all(content.as_bytes())
-                        .and_then(|()| file.sync_all())
-                        .and_then(|()| hand_to_owner(&file, datadir, euid, owner));
-                    return match written {
-                        Ok(()) => {
-                            test_hold();
-                            Ok(DataDirLock { path, content })
-                        }
-                        Err(source) => {
-                            // Created by us a moment ago (O_EXCL): remove what was written.
-                            let _ = fs::remove_file(&path);
-                            Err(LockError::Create { path, source })
-                        }
-                    };
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    remove_if_stale(datadir, &path)?;
-                }
-                Err(source) => return Err(LockError::Create { path, source }),
-            }
-        }
-        Err(LockError::Create {
-            path,
-            source: io::Error::other("it kept reappearing: another process is taking it"),
-        })
+        remove_dead_drafts(datadir);
+        let content = lock_content(datadir, command);
+        let draft = write_draft(datadir, &content, euid, owner)?;
+        let linked = link_draft(datadir, &draft, &path);
+        // The draft was only the way in: the lock is `postmaster.pid` (or nothing).
+        let _ = fs::remove_file(&draft);
+        linked?;
+        test_hold();
+        Ok(DataDirLock { path, content })
     }
 
     /// Checks that `postmaster.pid` is still the file this process wrote (before a step that
@@ -230,6 +209,82 @@ fn test_hold() {
         .and_then(|v| v.parse::<u64>().ok())
     {
         std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
+/// The name of this process's draft of the lock file, written in full before it becomes
+/// `postmaster.pid`.
+fn draft_name(pid: u32) -> String {
+    format!("{LOCK_FILE}{DRAFT_SUFFIX}{pid}")
+}
+
+/// `postmaster.pid.pgcheckdb.<pid>`: a draft of the lock file.
+const DRAFT_SUFFIX: &str = ".pgcheckdb.";
+
+/// Writes the complete lock file under a draft name, owned as the server needs it, and synced.
+/// A server never sees a half-written `postmaster.pid` of ours (an empty one would stop it from
+/// starting until someone removed it), even if pgcheckdb is killed right then.
+fn write_draft(datadir: &Path, content: &str, euid: u32, owner: u32) -> Result<PathBuf, LockError> {
+    let draft = datadir.join(draft_name(std::process::id()));
+    let _ = fs::remove_file(&draft); // a leftover of a dead process that had our pid
+    let written = create_exclusive(&draft).and_then(|mut file| {
+        file.write_all(content.as_bytes())?;
+        file.sync_all()?;
+        hand_to_owner(&file, datadir, euid, owner)
+    });
+    match written {
+        Ok(()) => Ok(draft),
+        Err(source) => {
+            let _ = fs::remove_file(&draft);
+            Err(LockError::Create {
+                path: datadir.join(LOCK_FILE),
+                source,
+            })
+        }
+    }
+}
+
+/// Makes the draft `postmaster.pid` with `link`, which fails when the name exists: the same
+/// exclusivity as the server's `O_CREAT | O_EXCL`, with the whole content in place at once. A
+/// stale lock file is replaced at most a few times; a race with a starting server ends in the
+/// server's file or in ours, never in both.
+fn link_draft(datadir: &Path, draft: &Path, path: &Path) -> Result<(), LockError> {
+    for _ in 0..3 {
+        match fs::hard_link(draft, path) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => remove_if_stale(datadir, path)?,
+            Err(source) => {
+                return Err(LockError::Create {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        }
+    }
+    Err(LockError::Create {
+        path: path.to_path_buf(),
+        source: io::Error::other("it kept reappearing: another process is taking it"),
+    })
+}
+
+/// Removes drafts left by pgcheckdb processes killed while taking the lock.
+fn remove_dead_drafts(datadir: &Path) {
+    let Ok(entries) = fs::read_dir(datadir) else {
+        return;
+    };
+    let prefix = format!("{LOCK_FILE}{DRAFT_SUFFIX}");
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(&prefix)
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let regular = entry.file_type().is_ok_and(|t| t.is_file());
+        if regular && !process_alive(pid) {
+            let _ = fs::remove_file(entry.path());
+        }
     }
 }
 

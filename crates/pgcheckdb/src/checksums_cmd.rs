@@ -356,14 +356,8 @@ fn disable_cmd(common: &Common, args: &DisableArgs) -> anyhow::Result<u8> {
         anyhow!(message)
     };
     let datadir = resolve_datadir(args.pgdata.as_ref()).map_err(|e| fail("unknown".into(), e))?;
-    let lock = lock(&datadir, "checksums disable", false)
-        .map_err(|e| {
-            fail(
-                "unknown".into(),
-                e.context(format!("\"{}\"", datadir.display())),
-            )
-        })?
-        .expect("a lock unless dry run");
+    let lock = DataDirLock::acquire(&datadir, "checksums disable")
+        .map_err(|e| fail("unknown".into(), anyhow!("\"{}\": {e}", datadir.display())))?;
     let control = read_control(&datadir).map_err(|e| fail("unknown".into(), e))?;
     let switched = match enable::disable(&datadir, &control, &lock, interrupt::cancel_flag()) {
         Ok(switched) => switched,
