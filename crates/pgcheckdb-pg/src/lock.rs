@@ -380,6 +380,98 @@ fn remove_if_stale(datadir: &Path, path: &Path) -> Result<(), LockError> {
 mod tests {
     use super::*;
 
+    fn write_lock(dir: &Path, text: &str) {
+        fs::write(dir.join(LOCK_FILE), text).expect("write lock file");
+    }
+
+    #[test]
+    fn lock_is_created_with_our_pid_and_removed_on_drop() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let lock = DataDirLock::acquire(dir.path(), "checksums enable").expect("lock");
+        let text = fs::read_to_string(dir.path().join(LOCK_FILE)).expect("read");
+        assert_eq!(
+            text.lines().next(),
+            Some(std::process::id().to_string().as_str())
+        );
+        assert!(lock.check_held().is_ok());
+        let leftovers: Vec<_> = fs::read_dir(dir.path()).expect("ls").flatten().collect();
+        assert_eq!(
+            leftovers.len(),
+            1,
+            "only postmaster.pid, no draft: {leftovers:?}"
+        );
+        drop(lock);
+        assert!(!dir.path().join(LOCK_FILE).exists());
+    }
+
+    #[test]
+    fn a_lock_replaced_by_someone_else_is_lost_and_not_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let lock = DataDirLock::acquire(dir.path(), "corrupt").expect("lock");
+        write_lock(dir.path(), "1\n");
+        assert!(matches!(lock.check_held(), Err(LockError::Lost { .. })));
+        drop(lock);
+        assert!(
+            dir.path().join(LOCK_FILE).exists(),
+            "another's file must stay"
+        );
+    }
+
+    #[test]
+    fn live_holders_empty_bogus_and_irregular_lock_files_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // pid 1 is always alive.
+        write_lock(dir.path(), "1\n/data\n");
+        assert!(matches!(
+            DataDirLock::acquire(dir.path(), "checksums enable"),
+            Err(LockError::Running(RunningReason::LivePostmaster { pid: 1 }))
+        ));
+        write_lock(dir.path(), "1\n\n\n\n\n\n\npgcheckdb checksums disable\n");
+        match DataDirLock::acquire(dir.path(), "checksums enable") {
+            Err(e @ LockError::HeldByPgcheckdb { pid: 1, .. }) => {
+                assert!(e
+                    .to_string()
+                    .contains("another pgcheckdb (pid 1, \"checksums disable\")"))
+            }
+            other => panic!("{other:?}"),
+        }
+        write_lock(dir.path(), "");
+        assert!(matches!(
+            DataDirLock::acquire(dir.path(), "x"),
+            Err(LockError::Empty(_))
+        ));
+        write_lock(dir.path(), "garbage\n");
+        assert!(matches!(
+            DataDirLock::acquire(dir.path(), "x"),
+            Err(LockError::Bogus { .. })
+        ));
+        fs::remove_file(dir.path().join(LOCK_FILE)).expect("rm");
+        let c = std::ffi::CString::new(dir.path().join(LOCK_FILE).as_os_str().as_encoded_bytes())
+            .expect("path");
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(matches!(
+            DataDirLock::acquire(dir.path(), "x"),
+            Err(LockError::Unreadable { .. })
+        ));
+        // Nothing was left behind by the refused attempts but the files written here.
+        let names: Vec<String> = fs::read_dir(dir.path())
+            .expect("ls")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec![LOCK_FILE.to_string()]);
+    }
+
+    #[test]
+    fn a_stale_lock_file_is_not_removed_without_a_clean_pg_control() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // A pid that cannot be alive (above the kernel's pid_max limit of 2^22).
+        write_lock(dir.path(), "2147483000\n");
+        assert!(DataDirLock::acquire(dir.path(), "x").is_err());
+        assert!(dir.path().join(LOCK_FILE).exists());
+    }
+
     #[test]
     fn postmaster_and_pgcheckdb_lock_files_parse() {
         let pm = "4242\n/data\n1700000000\n5432\n/tmp\nlocalhost\n  5432001  12\nready   \n";
