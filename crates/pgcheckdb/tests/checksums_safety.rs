@@ -641,7 +641,7 @@ fn fifos_are_refused_by_enable_and_hang_no_command() {
 // Full disk and failing writes
 // ---------------------------------------------------------------------------------------------
 
-/// A tmpfs mounted for the test, unmounted on drop.
+/// A tmpfs mounted for the test, unmounted and its mount point removed on drop.
 struct Tmpfs(PathBuf);
 
 impl Tmpfs {
@@ -669,6 +669,7 @@ impl Tmpfs {
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = fs::remove_dir(&self.0);
     }
 }
 
