@@ -115,6 +115,13 @@ fn print_failure_summary(fmt: Format, command: &str, outcome: &str, checksums: &
     }
 }
 
+/// The checksum state for the summary of a run refused before it read pg_control (read only to
+/// report it), or "unknown".
+fn state_for_summary(datadir: &Path) -> String {
+    pgcheckdb_pg::control::ControlFile::read_from_datadir(datadir)
+        .map_or_else(|_| "unknown".to_string(), |c| c.checksum_state().name())
+}
+
 /// Takes the data directory lock for `command`, unless `dry_run`.
 fn lock(datadir: &Path, command: &str, dry_run: bool) -> anyhow::Result<Option<DataDirLock>> {
     if dry_run {
@@ -147,8 +154,10 @@ fn enable_cmd(common: &Common, args: &EnableArgs) -> anyhow::Result<u8> {
 fn prepare_enable(args: &EnableArgs) -> Result<Enabler, (String, anyhow::Error)> {
     let unknown = || "unknown".to_string();
     let datadir = resolve_datadir(args.pgdata.as_ref()).map_err(|e| (unknown(), e))?;
-    let lock = lock(&datadir, "checksums enable", args.dry_run)
-        .map_err(|e| (unknown(), e.context(format!("\"{}\"", datadir.display()))))?;
+    let lock = lock(&datadir, "checksums enable", args.dry_run).map_err(|e| {
+        let state = state_for_summary(&datadir);
+        (state, e.context(format!("\"{}\"", datadir.display())))
+    })?;
     let control = read_control(&datadir).map_err(|e| (unknown(), e))?;
     let state = control.checksum_state().name();
     Enabler::prepare(&datadir, control, lock)
@@ -356,8 +365,12 @@ fn disable_cmd(common: &Common, args: &DisableArgs) -> anyhow::Result<u8> {
         anyhow!(message)
     };
     let datadir = resolve_datadir(args.pgdata.as_ref()).map_err(|e| fail("unknown".into(), e))?;
-    let lock = DataDirLock::acquire(&datadir, "checksums disable")
-        .map_err(|e| fail("unknown".into(), anyhow!("\"{}\": {e}", datadir.display())))?;
+    let lock = DataDirLock::acquire(&datadir, "checksums disable").map_err(|e| {
+        fail(
+            state_for_summary(&datadir),
+            anyhow!("\"{}\": {e}", datadir.display()),
+        )
+    })?;
     let control = read_control(&datadir).map_err(|e| fail("unknown".into(), e))?;
     let switched = match enable::disable(&datadir, &control, &lock, interrupt::cancel_flag()) {
         Ok(switched) => switched,

@@ -341,6 +341,7 @@ fn second_enable_is_refused_naming_the_first() {
     assert!(second.stderr.contains(&want), "{}", second.show());
     assert_eq!(second.stderr.lines().count(), 1, "{}", second.show());
     assert_eq!(second.summary()["outcome"], "refused", "{}", second.show());
+    assert_eq!(second.summary()["checksums"], "off", "{}", second.show());
     // verify refuses too, naming the holder (it never writes, so it takes no lock itself).
     let v = Pg::new(&["verify"], &datadir).run(SHORT, "verify");
     assert_eq!(v.status, Some(1), "{}", v.show());
@@ -722,6 +723,7 @@ fn full_disk_refuses_enable_and_changes_nothing() {
     let _ = Command::new("dd")
         .args(["if=/dev/zero", "bs=1M", "status=none"])
         .arg(format!("of={}", filler.display()))
+        .stderr(Stdio::null())
         .status();
     let _ = Command::new("dd")
         .args([
@@ -732,6 +734,7 @@ fn full_disk_refuses_enable_and_changes_nothing() {
             "conv=notrunc",
         ])
         .arg(format!("of={}", filler.display()))
+        .stderr(Stdio::null())
         .status();
     let control = control_bytes(&datadir);
     let done =
@@ -743,7 +746,8 @@ fn full_disk_refuses_enable_and_changes_nothing() {
         done.show()
     );
     assert!(done.stderr.contains("postmaster.pid"), "{}", done.show());
-    assert_eq!(done.summary()["type"], "summary");
+    assert_eq!(done.summary()["outcome"], "refused", "{}", done.show());
+    assert_eq!(done.summary()["checksums"], "off", "{}", done.show());
     assert_eq!(control_bytes(&datadir), control);
     assert!(
         !lock_path(&datadir).exists(),
