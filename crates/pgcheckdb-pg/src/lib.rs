@@ -18,6 +18,7 @@ pub mod hash_buckets;
 pub mod inspect;
 pub mod layout;
 pub mod missing;
+pub mod lock;
 pub mod naming;
 pub mod page;
 pub mod physical;

@@ -4,14 +4,20 @@
 //!
 //! Exit codes of `enable`: 0 checksums are on (or a dry run found nothing in the way); 1 refused
 //! or could not finish (nothing switched; a rerun completes); 2 damaged pages found: they are
-//! named, and checksums were not enabled unless `--allow-damaged` was given.
+//! named, and checksums were not enabled unless `--allow-damaged` was given; 130 / 143
+//! interrupted by SIGINT / SIGTERM (nothing switched). `enable` and `disable` hold the data
+//! directory lock (`postmaster.pid`) for the whole run; a dry run takes none. With
+//! `--format json` every exit ends with one `summary` line, refusals and errors included.
+
+pub(crate) mod interrupt;
 
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::bail;
+use anyhow::{anyhow, bail};
 use clap::Args;
 use pgcheckdb_pg::enable::{self, EnableOptions, EnableOutcome, EnableReport, Enabler};
+use pgcheckdb_pg::lock::DataDirLock;
 use pgcheckdb_report::{human_bytes, write_finding, Format};
 use pgcheckdb_scan::Progress;
 use serde_json::json;
@@ -97,24 +103,75 @@ fn status(common: &Common, pgdata: Option<&PathBuf>) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
+/// Prints the `summary` line of a run that ended without a report (refusal, error), so that a
+/// JSON reader always gets one.
+fn print_failure_summary(fmt: Format, command: &str, outcome: &str, checksums: &str, error: &str) {
+    if fmt == Format::Json {
+        println!(
+            "{}",
+            json!({"type": "summary", "command": command, "outcome": outcome,
+                   "checksums": checksums, "error": error})
+        );
+    }
+}
+
+/// The checksum state for the summary of a run refused before it read pg_control (read only to
+/// report it), or "unknown".
+fn state_for_summary(datadir: &Path) -> String {
+    pgcheckdb_pg::control::ControlFile::read_from_datadir(datadir)
+        .map_or_else(|_| "unknown".to_string(), |c| c.checksum_state().name())
+}
+
+/// Takes the data directory lock for `command`, unless `dry_run`.
+fn lock(datadir: &Path, command: &str, dry_run: bool) -> anyhow::Result<Option<DataDirLock>> {
+    if dry_run {
+        return Ok(None);
+    }
+    DataDirLock::acquire(datadir, command)
+        .map(Some)
+        .map_err(|e| anyhow!("{e}"))
+}
+
 fn enable_cmd(common: &Common, args: &EnableArgs) -> anyhow::Result<u8> {
-    let datadir = resolve_datadir(args.pgdata.as_ref())?;
-    let control = read_control(&datadir)?;
-    let major = control.major;
-    let enabler = match Enabler::prepare(&datadir, control) {
+    let fmt = format(common);
+    interrupt::install()?;
+    let enabler = match prepare_enable(args) {
         Ok(e) => e,
-        Err(e) => bail!(
-            "cannot enable data checksums in \"{}\": {e}",
-            datadir.display()
-        ),
+        Err((checksums, e)) => {
+            let message = format!("cannot enable data checksums: {e:#}");
+            print_failure_summary(fmt, "checksums enable", "refused", &checksums, &message);
+            bail!(message);
+        }
     };
+    if let Some(signal) = interrupt::received() {
+        return Ok(interrupted_enable(fmt, signal, None));
+    }
+    run_enable(common, args, &enabler)
+}
+
+/// Locks, reads pg_control under the lock and plans the run; on failure, the checksum state to
+/// report (unchanged, as far as it is known) and the error.
+fn prepare_enable(args: &EnableArgs) -> Result<Enabler, (String, anyhow::Error)> {
+    let unknown = || "unknown".to_string();
+    let datadir = resolve_datadir(args.pgdata.as_ref()).map_err(|e| (unknown(), e))?;
+    let lock = lock(&datadir, "checksums enable", args.dry_run).map_err(|e| {
+        let state = state_for_summary(&datadir);
+        (state, e.context(format!("\"{}\"", datadir.display())))
+    })?;
+    let control = read_control(&datadir).map_err(|e| (unknown(), e))?;
+    let state = control.checksum_state().name();
+    Enabler::prepare(&datadir, control, lock)
+        .map_err(|e| (state, anyhow!("\"{}\": {e}", datadir.display())))
+}
+
+fn run_enable(common: &Common, args: &EnableArgs, enabler: &Enabler) -> anyhow::Result<u8> {
+    let fmt = format(common);
     let opts = EnableOptions {
         jobs: jobs(common),
         dry_run: args.dry_run,
         allow_damaged: args.allow_damaged,
         ..EnableOptions::default()
     };
-    let fmt = format(common);
     if !common.quiet {
         eprintln!(
             "pgcheckdb: {} data checksums in \"{}\": PostgreSQL {}, {} relation files, {}, {} jobs",
@@ -123,8 +180,10 @@ fn enable_cmd(common: &Common, args: &EnableArgs) -> anyhow::Result<u8> {
             } else {
                 "enabling"
             },
-            datadir.display(),
-            major.map_or("?".into(), |m| m.to_string()),
+            enabler.datadir().display(),
+            enabler
+                .postgres_version()
+                .map_or("?".into(), |m| m.to_string()),
             enabler.file_count(),
             human_bytes(enabler.total_bytes()),
             opts.jobs
@@ -137,25 +196,75 @@ fn enable_cmd(common: &Common, args: &EnableArgs) -> anyhow::Result<u8> {
         }
     }
     let progress_state = Progress::default();
-    let result = progress::with_bar(
-        progress::wanted(common),
-        enabler.total_bytes(),
-        &progress_state,
-        || enabler.run(&opts, &progress_state),
-    );
+    let result = interrupt::forwarding_to(&progress_state.cancel, || {
+        progress::with_bar(
+            progress::wanted(common),
+            enabler.total_bytes(),
+            &progress_state,
+            || enabler.run(&opts, &progress_state),
+        )
+    });
     let report = match result {
         Ok(r) => r,
-        Err(e) => bail!(
-            "{e}; data checksums are still off in \"{}\"",
-            datadir.display()
-        ),
+        Err(e) => {
+            let (checksums, message) = if e.control_unchanged() {
+                (
+                    "off",
+                    format!(
+                        "{e}; data checksums are still off in \"{}\"",
+                        enabler.datadir().display()
+                    ),
+                )
+            } else {
+                ("unknown", e.to_string())
+            };
+            print_failure_summary(fmt, "checksums enable", "error", checksums, &message);
+            bail!(message);
+        }
     };
+    if report.outcome == EnableOutcome::Interrupted {
+        let signal = interrupt::received().unwrap_or(libc::SIGINT);
+        return Ok(interrupted_enable(fmt, signal, Some(&report)));
+    }
     print_enable_report(fmt, common.quiet, &report)?;
     for e in &report.tool_errors {
         eprintln!("pgcheckdb: error: {e}");
     }
+    if let (Some(signal), EnableOutcome::Enabled) = (interrupt::received(), report.outcome) {
+        eprintln!(
+            "pgcheckdb: {} arrived after pg_control was switched: data checksums are on",
+            interrupt::name(signal)
+        );
+    }
+    Ok(enable_exit_code(&report))
+}
+
+/// The one line and the summary of an `enable` stopped by a signal; returns the exit status.
+fn interrupted_enable(fmt: Format, signal: i32, report: Option<&EnableReport>) -> u8 {
+    if fmt == Format::Json {
+        let mut line = serde_json::Map::new();
+        line.insert("type".into(), json!("summary"));
+        line.insert("command".into(), json!("checksums enable"));
+        line.insert("outcome".into(), json!("interrupted"));
+        line.insert("signal".into(), json!(interrupt::name(signal)));
+        if let Some(Ok(serde_json::Value::Object(s))) =
+            report.map(|r| serde_json::to_value(&r.summary))
+        {
+            line.extend(s);
+        }
+        line.insert("checksums".into(), json!("off"));
+        println!("{}", serde_json::Value::Object(line));
+    }
+    eprintln!(
+        "pgcheckdb: interrupted ({}): data checksums are still off; rerun to finish",
+        interrupt::name(signal)
+    );
+    interrupt::exit_code(signal)
+}
+
+fn enable_exit_code(report: &EnableReport) -> u8 {
     let s = &report.summary;
-    Ok(match report.outcome {
+    match report.outcome {
         EnableOutcome::Enabled if s.damaged_blocks > 0 => {
             eprintln!(
                 "pgcheckdb: warning: data checksums enabled with {} damaged page(s) left unstamped (--allow-damaged): the server will keep rejecting them",
@@ -180,14 +289,14 @@ fn enable_cmd(common: &Common, args: &EnableArgs) -> anyhow::Result<u8> {
             );
             EXIT_CORRUPT
         }
-        EnableOutcome::Incomplete => {
+        EnableOutcome::Incomplete | EnableOutcome::Interrupted => {
             eprintln!(
                 "pgcheckdb: error: the run did not complete ({} error(s) above): data checksums were NOT enabled (still off); fix the cause and rerun",
                 report.tool_errors.len()
             );
             EXIT_FAILED
         }
-    })
+    }
 }
 
 fn print_enable_report(fmt: Format, quiet: bool, report: &EnableReport) -> io::Result<()> {
@@ -248,15 +357,51 @@ fn print_enable_report(fmt: Format, quiet: bool, report: &EnableReport) -> io::R
 }
 
 fn disable_cmd(common: &Common, args: &DisableArgs) -> anyhow::Result<u8> {
-    let datadir = resolve_datadir(args.pgdata.as_ref())?;
-    let control = read_control(&datadir)?;
-    if let Err(e) = enable::disable(&datadir, &control) {
-        bail!(
-            "cannot disable data checksums in \"{}\": {e}",
-            datadir.display()
+    let fmt = format(common);
+    interrupt::install()?;
+    let fail = |checksums: String, e: anyhow::Error| -> anyhow::Error {
+        let message = format!("cannot disable data checksums: {e:#}");
+        print_failure_summary(fmt, "checksums disable", "refused", &checksums, &message);
+        anyhow!(message)
+    };
+    let datadir = resolve_datadir(args.pgdata.as_ref()).map_err(|e| fail("unknown".into(), e))?;
+    let lock = DataDirLock::acquire(&datadir, "checksums disable").map_err(|e| {
+        fail(
+            state_for_summary(&datadir),
+            anyhow!("\"{}\": {e}", datadir.display()),
+        )
+    })?;
+    let control = read_control(&datadir).map_err(|e| fail("unknown".into(), e))?;
+    let switched = match enable::disable(&datadir, &control, &lock, interrupt::cancel_flag()) {
+        Ok(switched) => switched,
+        Err(e) if e.control_unchanged() => {
+            return Err(fail(
+                control.checksum_state().name(),
+                anyhow!("\"{}\": {e}", datadir.display()),
+            ))
+        }
+        Err(e) => {
+            print_failure_summary(fmt, "checksums disable", "error", "unknown", &e.to_string());
+            bail!("{e}");
+        }
+    };
+    drop(lock);
+    if !switched {
+        let signal = interrupt::received().unwrap_or(libc::SIGINT);
+        if fmt == Format::Json {
+            println!(
+                "{}",
+                json!({"type": "summary", "command": "checksums disable", "outcome": "interrupted",
+                       "signal": interrupt::name(signal), "checksums": "on"})
+            );
+        }
+        eprintln!(
+            "pgcheckdb: interrupted ({}): data checksums are still on",
+            interrupt::name(signal)
         );
+        return Ok(interrupt::exit_code(signal));
     }
-    match format(common) {
+    match fmt {
         Format::Json => println!(
             "{}",
             json!({"type": "summary", "command": "checksums disable", "outcome": "disabled", "checksums": "off",

@@ -1,12 +1,15 @@
 //! `pgcheckdb corrupt`: damage one block of a stopped cluster on purpose, for drills and tests.
-//! Refuses a running cluster. By default the damage is what a failing disk does (the checksum is
+//! Refuses a running cluster, and holds the data directory lock (`postmaster.pid`) while it
+//! writes, so that no server can start meanwhile. By default the damage is what a failing disk does (the checksum is
 //! left stale); `--fix-checksum` recomputes it so that only structure checks can see the damage.
 
 use anyhow::{bail, Context};
 use pgcheckdb_pg::cluster::check_stopped;
 use pgcheckdb_pg::corrupt::{self, Damage, HeaderDamage};
+use pgcheckdb_pg::lock::DataDirLock;
 use pgcheckdb_pg::page::SECTOR_SIZE;
 
+use crate::checksums_cmd::interrupt;
 use crate::cli::{Common, CorruptArgs, CorruptHow};
 use crate::target::{resolve, BlockTarget};
 use crate::verify_cmd::{read_control, resolve_datadir};
@@ -14,6 +17,10 @@ use crate::EXIT_OK;
 
 pub fn run(common: &Common, args: &CorruptArgs) -> anyhow::Result<u8> {
     let datadir = resolve_datadir(args.target.pgdata.as_ref())?;
+    // A signal only sets a flag from here on: the damage is written whole and the lock removed.
+    interrupt::install()?;
+    let lock = DataDirLock::acquire(&datadir, "corrupt")
+        .map_err(|e| anyhow::anyhow!("refusing to damage \"{}\": {e}", datadir.display()))?;
     let control = read_control(&datadir)?;
     if let Err(reason) = check_stopped(&datadir, &control) {
         bail!("refusing to damage \"{}\": {reason}", datadir.display());
@@ -40,6 +47,14 @@ pub fn run(common: &Common, args: &CorruptArgs) -> anyhow::Result<u8> {
             "damaged block {} of \"{}\"{rel}: {what}{sum}",
             target.block, target.shown
         );
+    }
+    drop(lock);
+    if let Some(signal) = interrupt::received() {
+        eprintln!(
+            "pgcheckdb: {} received: the damage above was written whole; stopped",
+            interrupt::name(signal)
+        );
+        return Ok(interrupt::exit_code(signal));
     }
     Ok(EXIT_OK)
 }
