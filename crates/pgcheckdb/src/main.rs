@@ -76,8 +76,8 @@ fn command_name(command: &cli::Command) -> &'static str {
 }
 
 /// The JSON stream of every command ends with a `summary` line (docs/OUTPUT.md). `verify`,
-/// `checksums enable` and `checksums disable` write their own when they succeed; for the others,
-/// and for every failure, it is written here, carrying the error.
+/// `checksums enable` and `checksums disable` write their own on every outcome, refusals and
+/// errors included; for the others it is written here, carrying the error on failure.
 fn closing_summary(command: &cli::Command, name: &str, result: &anyhow::Result<u8>) {
     use cli::{ChecksumsAction, Command};
     let writes_own = match command {
@@ -85,7 +85,7 @@ fn closing_summary(command: &cli::Command, name: &str, result: &anyhow::Result<u
         _ => false,
     };
     let line = match result {
-        Ok(_) if writes_own => return,
+        _ if writes_own => return,
         Ok(code) => serde_json::json!({"type": "summary", "command": name, "exit_status": code}),
         Err(e) => {
             serde_json::json!({"type": "summary", "command": name, "exit_status": EXIT_FAILED,
