@@ -23,6 +23,8 @@ pub mod page;
 pub mod physical;
 pub mod placement;
 pub mod relfile;
+pub mod relstats;
+pub mod scope;
 pub mod standard;
 pub mod verify;
 

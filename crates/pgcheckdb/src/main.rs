@@ -4,8 +4,10 @@
 mod bench_cmd;
 mod checksums_cmd;
 mod cli;
+mod clock;
 mod corrupt_cmd;
 mod demo_cmd;
+mod estimate;
 mod inspect_cmd;
 mod progress;
 mod signals;
