@@ -210,6 +210,9 @@ fn draw_bar(d: &Display, progress: &Progress, done: &AtomicBool) {
         }
         thread::sleep(Duration::from_millis(100));
     }
+    if let (Some(sig), false) = (signals::caught(), told) {
+        bar.println(interrupted_line(sig));
+    }
     bar.finish_and_clear();
 }
 
@@ -227,6 +230,9 @@ fn print_lines(d: &Display, progress: &Progress, done: &AtomicBool) {
             next += LINE_INTERVAL;
         }
         thread::sleep(Duration::from_millis(50));
+    }
+    if let (Some(sig), false) = (signals::caught(), told) {
+        eprintln!("{}", interrupted_line(sig));
     }
 }
 

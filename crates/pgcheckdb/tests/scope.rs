@@ -616,3 +616,57 @@ fn table_scope_every_version() {
         table_scope_reads_only_its_files(&mut sc);
     }
 }
+
+/// Ctrl-C while plain progress lines go to a log: an "interrupted" line right away, the
+/// interruption error last (no progress line after it), exit 130.
+#[test]
+fn interrupt_with_progress_lines_pg16() {
+    let sc = standard_cluster(16, false);
+    let dir = sc.datadir().to_string_lossy().to_string();
+    let child = std::process::Command::new(bin())
+        .args([
+            "verify",
+            "-D",
+            dir.as_str(),
+            "--progress",
+            "--max-rate",
+            "1",
+            "-j",
+            "1",
+        ])
+        .env_remove("PGDATA")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(std::time::Duration::from_millis(6500));
+    // SAFETY: kill with the pid of our own child and a valid signal number.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(rc, 0, "kill");
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    let progress = lines
+        .iter()
+        .position(|l| l.starts_with("pgcheckdb: progress: "));
+    let told = lines
+        .iter()
+        .position(|l| l.starts_with("pgcheckdb: interrupted by SIGINT"))
+        .unwrap_or_else(|| panic!("no interrupted line\n{stderr}"));
+    assert!(
+        progress.is_some_and(|p| p < told),
+        "a progress line came first\n{stderr}"
+    );
+    assert!(
+        !lines[told..]
+            .iter()
+            .any(|l| l.starts_with("pgcheckdb: progress: ")),
+        "no progress after the interruption\n{stderr}"
+    );
+    let last = lines.last().expect("a line");
+    assert!(
+        last.contains("interrupted by SIGINT during the block scan"),
+        "{stderr}"
+    );
+}
