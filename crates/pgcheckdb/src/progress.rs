@@ -198,22 +198,17 @@ fn draw_bar(d: &Display, progress: &Progress, done: &AtomicBool) {
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let mut told = false;
-    while !done.load(Ordering::Relaxed) {
+    while !done.load(Ordering::Relaxed) && signals::caught().is_none() {
         let snap = Snapshot::take(d, progress, started);
         bar.set_position(snap.done);
         bar.set_message(snap.blocks_and_place(d));
-        if let (Some(sig), false) = (signals::caught(), told) {
-            // Printed above the bar, so the bar never draws over it.
-            bar.println(interrupted_line(sig));
-            told = true;
-        }
         thread::sleep(Duration::from_millis(100));
     }
-    if let (Some(sig), false) = (signals::caught(), told) {
-        bar.println(interrupted_line(sig));
-    }
+    // The bar goes before anything else is said, so it never draws over the lines after it.
     bar.finish_and_clear();
+    if let Some(sig) = signals::caught() {
+        eprintln!("{}", interrupted_line(sig));
+    }
 }
 
 fn print_lines(d: &Display, progress: &Progress, done: &AtomicBool) {
