@@ -521,7 +521,7 @@ fn parse_rfc3339(s: &str) -> f64 {
         d.len() == 3 && t.len() == 3 && (1..=12).contains(&d[1]) && t[0] < 24,
         "{s}"
     );
-    let leap = |y: u64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let leap = |y: u64| (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
     let mut days = (1970..d[0])
         .map(|y| if leap(y) { 366 } else { 365 })
         .sum::<u64>();
