@@ -207,7 +207,8 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     check_interrupt("while listing the data directory")?;
     check_filenodes(&scope_opts, &plan)?;
     if args.estimate {
-        return estimate::run(&plan, &catalog, &opts, format, &scope, started_at);
+        let setup = (started_at, started.elapsed());
+        return estimate::run(&plan, &catalog, &opts, format, &scope, setup);
     }
     let structure = (level != Level::Physical).then(|| Structure::from_catalog(&plan, &catalog));
     let total: u64 = plan.scan_files().iter().map(|f| f.len).sum();
