@@ -17,13 +17,15 @@ pub mod fuzzing;
 pub mod hash_buckets;
 pub mod inspect;
 pub mod layout;
-pub mod missing;
 pub mod lock;
+pub mod missing;
 pub mod naming;
 pub mod page;
 pub mod physical;
 pub mod placement;
 pub mod relfile;
+pub mod relstats;
+pub mod scope;
 pub mod standard;
 pub mod verify;
 

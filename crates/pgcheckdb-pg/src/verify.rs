@@ -61,6 +61,8 @@ pub struct VerifyOptions {
     pub unit_bytes: u64,
     /// Bytes per read.
     pub chunk_bytes: usize,
+    /// Count tuples per relation for the verbose summary ([`crate::relstats`]).
+    pub count_tuples: bool,
 }
 
 impl Default for VerifyOptions {
@@ -74,6 +76,7 @@ impl Default for VerifyOptions {
             // docs/PERFORMANCE.md.
             unit_bytes: 32 << 20,
             chunk_bytes: 256 << 10,
+            count_tuples: false,
         }
     }
 }
@@ -107,6 +110,11 @@ pub struct Summary {
     pub corrupt_blocks: u64,
     pub findings: u64,
     pub seconds: f64,
+    /// When the run started and finished (RFC 3339, UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
     /// Why the run is incomplete or did not happen (exit 1 or interrupted): the first tool
     /// error, a refusal, or the signal that stopped it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -121,6 +129,8 @@ pub struct VerifyReport {
     pub summary: Summary,
     /// Problems on pgcheckdb's side (permission denied, unlistable directory): the run is incomplete.
     pub tool_errors: Vec<String>,
+    /// Pages and tuples per file of the plan ([`crate::relstats`]).
+    pub file_tallies: Vec<crate::relstats::FileTally>,
 }
 
 impl VerifyReport {
@@ -149,9 +159,19 @@ pub struct Plan {
 impl Plan {
     /// Lists the data directory and checks file sizes and the segment structure.
     pub fn build(datadir: &Path, control: ControlFile) -> Plan {
+        Plan::build_scoped(datadir, control, |_| true)
+    }
+
+    /// The same for only the relation files `keep` accepts (a scoped run, [`crate::scope`]).
+    pub fn build_scoped(
+        datadir: &Path,
+        control: ControlFile,
+        keep: impl Fn(&RelationFile) -> bool,
+    ) -> Plan {
         let version_dir = control.tablespace_version_directory();
         let mut dir = list_relation_files(datadir, version_dir.as_deref());
         dir.remove_impossible_segments(control.relseg_size as u64);
+        dir.files.retain(|f| keep(f));
         let forks = group_forks(&dir.files);
         let bs = control.blcksz as u64;
         let mut fork_of_file = vec![0; dir.files.len()];
@@ -336,10 +356,10 @@ pub fn run(
         &files,
         &units,
         &scan_opts,
-        || BlockChecker::new(plan, cfg, structure),
+        || BlockChecker::new(plan, cfg, structure, opts.count_tuples),
         progress,
     );
-    let mut merged = BlockChecker::new(plan, cfg, structure);
+    let mut merged = BlockChecker::new(plan, cfg, structure, opts.count_tuples);
     for w in workers {
         merged.absorb(w);
     }
@@ -369,10 +389,17 @@ struct BlockChecker<'a> {
     last_used: HashMap<usize, u64>,
     /// Raw block sums of the current chunk, reused across chunks.
     sums: Vec<u32>,
+    /// Pages and tuples per file.
+    tally: crate::relstats::Tally,
 }
 
 impl<'a> BlockChecker<'a> {
-    fn new(plan: &'a Plan, cfg: PageCheckConfig, structure: Option<&'a Structure<'a>>) -> Self {
+    fn new(
+        plan: &'a Plan,
+        cfg: PageCheckConfig,
+        structure: Option<&'a Structure<'a>>,
+        count_tuples: bool,
+    ) -> Self {
         BlockChecker {
             plan,
             cfg,
@@ -388,6 +415,7 @@ impl<'a> BlockChecker<'a> {
             read_errors: ReadErrorRuns::default(),
             last_used: HashMap::new(),
             sums: Vec::new(),
+            tally: crate::relstats::Tally::new(plan.dir.files.len(), count_tuples),
         }
     }
 
@@ -399,6 +427,7 @@ impl<'a> BlockChecker<'a> {
         self.skipped_blocks += other.skipped_blocks;
         self.new_runs.extend(other.new_runs);
         self.read_errors.absorb(other.read_errors);
+        self.tally.absorb(other.tally);
         for (fork, b) in other.last_used {
             let e = self.last_used.entry(fork).or_insert(b);
             *e = (*e).max(b);
@@ -436,7 +465,15 @@ impl<'a> BlockChecker<'a> {
     ) -> bool {
         self.blocks += 1;
         let raw_sum = || raw.unwrap_or_else(|| crate::checksum::raw_block_sum(page));
-        match check_page_with_sum(&self.cfg, page, blkno as u32, raw_sum) {
+        let verdict = check_page_with_sum(&self.cfg, page, blkno as u32, raw_sum);
+        let format = self
+            .structure
+            .and_then(|s| s.files.get(file))
+            .and_then(Option::as_ref)
+            .map(|fs| &fs.format);
+        self.tally
+            .page(file, format, page, matches!(verdict, PageVerdict::Valid));
+        match verdict {
             PageVerdict::Valid => {
                 if let Some(finding) = self.placement_finding(file, fork, blkno, page) {
                     self.findings.push(finding);
@@ -714,11 +751,13 @@ impl<'a> BlockChecker<'a> {
             findings: self.findings.len() as u64,
             seconds: started.elapsed().as_secs_f64(),
             error: None,
+            ..Summary::default()
         };
         VerifyReport {
             findings: self.findings,
             summary,
             tool_errors: self.tool_errors,
+            file_tallies: self.tally.into_files(),
         }
     }
 

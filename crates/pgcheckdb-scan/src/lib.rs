@@ -89,6 +89,9 @@ pub fn plan_units(files: &[ScanFile], unit_bytes: u64, block_size: u64) -> Vec<W
 pub struct Progress {
     pub bytes_done: AtomicU64,
     pub cancel: AtomicBool,
+    /// The file of the work unit most recently started (one relaxed store per unit, none per
+    /// block), for a display of where the scan is.
+    pub current_file: AtomicUsize,
 }
 
 /// Runs the scan; returns the visitors, one per worker, for merging.
@@ -178,6 +181,9 @@ impl Worker<'_> {
     }
 
     fn scan_unit<V: Visitor>(&mut self, unit: WorkUnit, visitor: &mut V) {
+        self.progress
+            .current_file
+            .store(unit.file, Ordering::Relaxed);
         if let Err(e) = self.open_file(unit.file) {
             // Report an unopenable file once, from its first unit.
             if unit.offset == 0 {

@@ -371,6 +371,56 @@ pub struct VerifyArgs {
     /// Read at most this many MB per second.
     #[arg(long, value_name = "MB/s", value_parser = parse_rate, allow_negative_numbers = true)]
     pub max_rate: Option<f64>,
+    /// Only plan: files, blocks and bytes per level and an expected time from a short sample
+    /// read; nothing is checked.
+    #[arg(long)]
+    pub estimate: bool,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+}
+
+/// Which part of the cluster `verify` checks (pg_amcheck's and pg_checksums' flags; patterns
+/// as in psql: `*`, `?`, `"Quoted"`, `db.schema.name`).
+#[derive(Debug, Args, Default)]
+#[command(next_help_heading = "Scope")]
+pub struct ScopeArgs {
+    /// Check only databases matching PATTERN (repeatable).
+    #[arg(short = 'd', long = "database", value_name = "PATTERN")]
+    pub database: Vec<String>,
+    /// Do not check databases matching PATTERN.
+    #[arg(long = "exclude-database", value_name = "PATTERN")]
+    pub exclude_database: Vec<String>,
+    /// Check only relations in schemas matching PATTERN ([db.]schema).
+    #[arg(short = 's', long = "schema", value_name = "PATTERN")]
+    pub schema: Vec<String>,
+    /// Do not check relations in schemas matching PATTERN.
+    #[arg(short = 'S', long = "exclude-schema", value_name = "PATTERN")]
+    pub exclude_schema: Vec<String>,
+    /// Check tables, materialized views, sequences and TOAST tables matching PATTERN
+    /// ([[db.]schema.]name), with their indexes and TOAST.
+    #[arg(short = 't', long = "table", value_name = "PATTERN")]
+    pub table: Vec<String>,
+    /// Do not check tables matching PATTERN.
+    #[arg(short = 'T', long = "exclude-table", value_name = "PATTERN")]
+    pub exclude_table: Vec<String>,
+    /// Check indexes matching PATTERN.
+    #[arg(short = 'i', long = "index", value_name = "PATTERN")]
+    pub index: Vec<String>,
+    /// Do not check indexes matching PATTERN.
+    #[arg(short = 'I', long = "exclude-index", value_name = "PATTERN")]
+    pub exclude_index: Vec<String>,
+    /// Do not add the indexes of the tables selected.
+    #[arg(long)]
+    pub no_dependent_indexes: bool,
+    /// Do not add the TOAST tables of the tables selected.
+    #[arg(long)]
+    pub no_dependent_toast: bool,
+    /// Check only the relation files with this file number (pg_checksums -f; repeatable).
+    #[arg(short = 'f', long = "filenode", value_name = "FILENODE")]
+    pub filenode: Vec<u32>,
+    /// A pattern that matches nothing is not an error.
+    #[arg(long)]
+    pub no_strict_names: bool,
 }
 
 #[derive(Debug, Args)]

@@ -4,9 +4,11 @@
 mod bench_cmd;
 mod checksums_cmd;
 mod cli;
+mod clock;
 mod corrupt_cmd;
 mod demo_cmd;
 mod docs_cmd;
+mod estimate;
 mod inspect_cmd;
 mod progress;
 mod signals;

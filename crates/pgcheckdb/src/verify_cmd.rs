@@ -9,6 +9,8 @@ use pgcheckdb_pg::catalog::Catalog;
 use pgcheckdb_pg::cluster::check_stopped;
 use pgcheckdb_pg::control::{read_pg_version_file, ControlFile};
 use pgcheckdb_pg::naming::name_findings;
+use pgcheckdb_pg::relstats::{relation_summaries, RelationSummary};
+use pgcheckdb_pg::scope::{Scope, ScopeOptions};
 use pgcheckdb_pg::verify::{self, Level, Plan, Structure, Summary, VerifyOptions};
 use pgcheckdb_report::{
     human_bytes, write_finding, write_findings_text, write_summary, Format, TEXT_FINDINGS_PER_PAGE,
@@ -16,8 +18,8 @@ use pgcheckdb_report::{
 use pgcheckdb_scan::open::{not_regular, read_regular};
 use pgcheckdb_scan::Progress;
 
-use crate::cli::{Common, LevelArg, OutputFormat, VerifyArgs};
-use crate::{progress, signals, verbose, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
+use crate::cli::{Common, LevelArg, OutputFormat, ScopeArgs, VerifyArgs};
+use crate::{clock, estimate, progress, signals, verbose, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
 
 /// The data directory from `-D` or `$PGDATA`, checked to look like one.
 pub fn resolve_datadir(arg: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
@@ -93,12 +95,15 @@ fn format(common: &Common) -> Format {
 pub fn run(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     let format = format(common);
     let level = requested_level(args);
+    let started_at = clock::now_rfc3339();
     let result = run_checked(common, args);
     let Err(e) = result else { return result };
     if format == Format::Json {
         let summary = Summary {
             level: level.name().to_string(),
             error: Some(format!("{e:#}")),
+            started_at: Some(started_at),
+            finished_at: Some(clock::now_rfc3339()),
             ..Summary::default()
         };
         let _ = print_report(format, true, &[], &summary);
@@ -144,7 +149,39 @@ fn check_interrupt(state: &str) -> anyhow::Result<()> {
     }
 }
 
+/// The scope options of the command line.
+fn scope_options(a: &ScopeArgs) -> ScopeOptions {
+    ScopeOptions {
+        databases: a.database.clone(),
+        exclude_databases: a.exclude_database.clone(),
+        schemas: a.schema.clone(),
+        exclude_schemas: a.exclude_schema.clone(),
+        tables: a.table.clone(),
+        exclude_tables: a.exclude_table.clone(),
+        indexes: a.index.clone(),
+        exclude_indexes: a.exclude_index.clone(),
+        no_dependent_indexes: a.no_dependent_indexes,
+        no_dependent_toast: a.no_dependent_toast,
+        filenodes: a.filenode.clone(),
+        strict_names: !a.no_strict_names,
+    }
+}
+
+/// Each `-f` file number must name a file of the plan (unless `--no-strict-names`).
+fn check_filenodes(opts: &ScopeOptions, plan: &Plan) -> anyhow::Result<()> {
+    if !opts.strict_names {
+        return Ok(());
+    }
+    for node in &opts.filenodes {
+        if !plan.dir.files.iter().any(|f| f.name.relfilenode == *node) {
+            bail!("no relation files to check with file number {node}");
+        }
+    }
+    Ok(())
+}
+
 fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
+    let started_at = clock::now_rfc3339();
     if args.online {
         bail!("--online is not supported yet; stop the server or verify a stopped copy");
     }
@@ -168,6 +205,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         jobs: jobs(common),
         level,
         max_bytes_per_sec: args.max_rate.map(|mb| (mb * 1e6) as u64),
+        count_tuples: common.verbose,
         ..VerifyOptions::default()
     };
     let format = format(common);
@@ -175,8 +213,18 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         announce(&control, level, opts.jobs);
     }
     let started = std::time::Instant::now();
-    let plan = Plan::build(&datadir, control);
+    // The catalog first: the scope is chosen by name before the plan lists what to read.
+    let catalog = Catalog::read(&datadir, &control);
+    check_interrupt("while reading the catalogs")?;
+    phases.done(
+        "read the catalogs offline",
+        &verbose::catalog_line(&catalog),
+    );
+    let scope_opts = scope_options(&args.scope);
+    let scope = Scope::select(&scope_opts, &catalog).map_err(|e| anyhow!(e))?;
+    let plan = Plan::build_scoped(&datadir, control, |f| scope.keeps_file(f));
     check_interrupt("while listing the data directory")?;
+    check_filenodes(&scope_opts, &plan)?;
     phases.done(
         "listed the data directory",
         &format!(
@@ -185,20 +233,25 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
             plan.forks.len()
         ),
     );
-    let catalog = Catalog::read(&datadir, &plan.control);
-    check_interrupt("while reading the catalogs")?;
-    phases.done(
-        "read the catalogs offline",
-        &verbose::catalog_line(&catalog),
-    );
     for line in verbose::plan_lines(&plan, Some(&catalog)) {
         phases.say(&line);
+    }
+    if args.estimate {
+        let setup = (started_at, started.elapsed());
+        return estimate::run(&plan, &catalog, &opts, format, &scope, setup);
     }
     let structure = (level != Level::Physical).then(|| Structure::from_catalog(&plan, &catalog));
     let total: u64 = plan.scan_files().iter().map(|f| f.len).sum();
     let progress_state = Progress::default();
+    let where_is = |file: usize| progress::file_label(&plan, &catalog, file);
+    let display = progress::Display {
+        mode: progress::mode(common),
+        total,
+        block_size: plan.control.blcksz as u64,
+        label: &where_is,
+    };
     let mut report = signals::cancel_on_signal(&progress_state, || {
-        progress::with_bar(progress::wanted(common), total, &progress_state, || {
+        progress::with_progress(&display, &progress_state, || {
             verify::run(&plan, &opts, &progress_state, structure.as_ref())
         })
     });
@@ -217,10 +270,27 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         "named the findings",
         "database and relation names from the catalogs",
     );
+    if !scope_opts.is_everything() {
+        report.findings.retain(|f| scope.keeps_finding(f));
+        report.summary.findings = report.findings.len() as u64;
+    }
+    let relations = common.verbose.then(|| {
+        let formats: Vec<_> = match &structure {
+            Some(s) => s
+                .files
+                .iter()
+                .map(|f| f.as_ref().map(|x| x.format.clone()))
+                .collect(),
+            None => Vec::new(),
+        };
+        relation_summaries(&plan, &formats, &report.file_tallies, &catalog)
+    });
     report
         .tool_errors
         .extend(catalog.tool_errors.iter().cloned());
     report.summary.seconds = started.elapsed().as_secs_f64();
+    report.summary.started_at = Some(started_at);
+    report.summary.finished_at = Some(clock::now_rfc3339());
     let interrupted = signals::caught();
     if let Some(sig) = interrupted {
         let done = progress_state
@@ -245,6 +315,9 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         });
     for e in &report.tool_errors {
         eprintln!("pgcheckdb: error: {e}");
+    }
+    if let Some(relations) = &relations {
+        print_relations(format, relations)?;
     }
     if !common.metrics_stdout {
         print_report(format, common.quiet, &report.findings, &report.summary)?;
@@ -362,4 +435,46 @@ fn print_report(
         }
     }
     out.flush()
+}
+
+/// The verbose per-relation lines, as CHECKDB's "There are N rows in M pages for object X".
+fn print_relations(format: Format, relations: &[RelationSummary]) -> io::Result<()> {
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    for r in relations {
+        match format {
+            Format::Json => {
+                let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
+                if let Some(obj) = v.as_object_mut() {
+                    obj.insert("type".into(), "relation".into());
+                }
+                serde_json::to_writer(&mut out, &v).map_err(io::Error::other)?;
+                writeln!(out)?;
+            }
+            Format::Text => writeln!(out, "{}", relation_text(r))?,
+        }
+    }
+    out.flush()
+}
+
+fn relation_text(r: &RelationSummary) -> String {
+    let db = match (&r.database, r.database_oid) {
+        (Some(name), _) => name.clone(),
+        (None, 0) => "shared catalogs".to_string(),
+        (None, oid) => format!("database {oid}"),
+    };
+    let what = match (&r.relation, &r.kind) {
+        (Some(name), Some(kind)) => format!("{name} ({kind})"),
+        (Some(name), None) => name.clone(),
+        _ => format!("relfilenode {}", r.filenode),
+    };
+    let rows = match (r.tuples, r.kind.as_deref()) {
+        (Some(n), Some("index")) => format!("{n} index entries in "),
+        (Some(n), _) => format!("{n} rows in "),
+        (None, _) => String::new(),
+    };
+    format!(
+        "{db}: there are {rows}{} pages for {what} ({} pages in all forks)",
+        r.pages, r.pages_all_forks
+    )
 }

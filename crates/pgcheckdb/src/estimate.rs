@@ -1,0 +1,245 @@
+//! `verify --estimate` (CHECKDB's ESTIMATEONLY): what a run would read — files, blocks and bytes
+//! — and how long each level would take, from a short timed sample of the plan. Nothing is
+//! reported about the pages: the sample's findings are dropped.
+//!
+//! The sample: two disjoint sets of files spread over the plan (every other file of an evenly
+//! strided pick), each up to [`SAMPLE_BYTES`] and [`SAMPLE_TIME`]; the first is read at the
+//! physical level, the second at the standard level, both cold, with the run's `-j`.
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use pgcheckdb_pg::catalog::Catalog;
+use pgcheckdb_pg::scope::Scope;
+use pgcheckdb_pg::verify::{self, Level, Plan, Structure, Summary, VerifyOptions};
+use pgcheckdb_report::{human_bytes, write_summary, Format};
+use pgcheckdb_scan::Progress;
+use serde::Serialize;
+
+use crate::{clock, EXIT_OK};
+
+/// Most bytes read per level for the sample.
+pub const SAMPLE_BYTES: u64 = 128 << 20;
+/// Longest time spent reading per level for the sample.
+pub const SAMPLE_TIME: Duration = Duration::from_secs(1);
+
+/// The estimate of one level.
+#[derive(Debug, Serialize)]
+pub struct LevelEstimate {
+    pub level: &'static str,
+    pub bytes: u64,
+    /// Bytes of the sample read at this level and the time it took.
+    pub sample_bytes: u64,
+    pub sample_seconds: f64,
+    /// Expected duration of a full run, in seconds: reading the catalogs and listing the files
+    /// (as timed in this run) plus the scan at the sample's rate.
+    pub seconds: f64,
+}
+
+/// The `estimate` JSON line.
+#[derive(Debug, Serialize)]
+pub struct Estimate {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub files: u64,
+    pub blocks: u64,
+    pub bytes: u64,
+    pub jobs: usize,
+    pub max_bytes_per_sec: Option<u64>,
+    pub levels: Vec<LevelEstimate>,
+    pub scoped: bool,
+}
+
+/// Prints the estimate and a summary; never checks the cluster. `setup` is the time already
+/// spent reading the catalogs and listing the files, which a real run spends too.
+pub fn run(
+    plan: &Plan,
+    catalog: &Catalog,
+    opts: &VerifyOptions,
+    format: Format,
+    scope: &Scope,
+    (started_at, setup): (String, Duration),
+) -> anyhow::Result<u8> {
+    let started = Instant::now();
+    let bs = plan.control.blcksz as u64;
+    let bytes: u64 = plan.scan_files().iter().map(|f| f.len).sum();
+    let (first, second) = sample_sets(plan);
+    let physical = time_sample(plan, catalog, scope, opts, Level::Physical, &first);
+    let standard = time_sample(plan, catalog, scope, opts, Level::Standard, &second);
+    let expect = |(sample_bytes, secs): (u64, f64)| {
+        let by_sample = if sample_bytes > 0 && secs > 0.0 {
+            bytes as f64 * secs / sample_bytes as f64
+        } else {
+            0.0
+        };
+        let by_limit = opts
+            .max_bytes_per_sec
+            .map_or(0.0, |r| bytes as f64 / r as f64);
+        setup.as_secs_f64() + by_sample.max(by_limit)
+    };
+    let level = |name, sample: (u64, f64)| LevelEstimate {
+        level: name,
+        bytes,
+        sample_bytes: sample.0,
+        sample_seconds: sample.1,
+        seconds: expect(sample),
+    };
+    let estimate = Estimate {
+        kind: "estimate",
+        files: plan.dir.files.len() as u64,
+        blocks: bytes / bs,
+        bytes,
+        jobs: opts.jobs,
+        max_bytes_per_sec: opts.max_bytes_per_sec,
+        // The extended level's cross-page checks are not implemented: it runs the standard one.
+        levels: vec![
+            level("physical", physical),
+            level("standard", standard),
+            level("extended", standard),
+        ],
+        scoped: !scope.is_everything(),
+    };
+    let summary = Summary {
+        level: opts.level.name().to_string(),
+        postgres_version: plan.control.major,
+        checksums: plan.control.checksum_state().name(),
+        block_size: plan.control.blcksz,
+        segment_blocks: plan.control.relseg_size,
+        seconds: started.elapsed().as_secs_f64(),
+        started_at: Some(started_at),
+        finished_at: Some(clock::now_rfc3339()),
+        ..Summary::default()
+    };
+    print(format, &estimate, &summary)?;
+    Ok(EXIT_OK)
+}
+
+/// Two disjoint sets of file paths, each spread over the whole plan and about
+/// [`SAMPLE_BYTES`] large.
+fn sample_sets(plan: &Plan) -> (Vec<String>, Vec<String>) {
+    let files = &plan.dir.files;
+    let total: u64 = files.iter().map(|f| f.size).sum();
+    // Take every n-th file so that the picks add up to about twice the sample size.
+    let step = if total == 0 {
+        1
+    } else {
+        ((total / (2 * SAMPLE_BYTES)) as usize).clamp(1, files.len().max(1))
+    };
+    let (mut a, mut b) = ((Vec::new(), 0u64), (Vec::new(), 0u64));
+    for (n, f) in files.iter().step_by(step).enumerate() {
+        let set = if n % 2 == 0 { &mut a } else { &mut b };
+        if set.1 < SAMPLE_BYTES {
+            set.0.push(f.rel_path.clone());
+            set.1 += f.size;
+        }
+    }
+    (a.0, b.0)
+}
+
+/// Reads the sample files at `level` for at most [`SAMPLE_TIME`]; returns bytes read and
+/// seconds taken.
+fn time_sample(
+    plan: &Plan,
+    catalog: &Catalog,
+    scope: &Scope,
+    opts: &VerifyOptions,
+    level: Level,
+    paths: &[String],
+) -> (u64, f64) {
+    if paths.is_empty() {
+        return (0, 0.0);
+    }
+    let wanted: std::collections::HashSet<&str> = paths.iter().map(String::as_str).collect();
+    let sample = Plan::build_scoped(datadir(plan), plan.control.clone(), |f| {
+        scope.keeps_file(f) && wanted.contains(f.rel_path.as_str())
+    });
+    let structure = (level != Level::Physical).then(|| Structure::from_catalog(&sample, catalog));
+    let sample_opts = VerifyOptions {
+        level,
+        max_bytes_per_sec: None,
+        count_tuples: false,
+        ..opts.clone()
+    };
+    let progress = Progress::default();
+    let started = Instant::now();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                if started.elapsed() >= SAMPLE_TIME {
+                    progress.cancel.store(true, Ordering::Relaxed);
+                    return;
+                }
+                thread::sleep(Duration::from_millis(10));
+            }
+        });
+        let _ = verify::run(&sample, &sample_opts, &progress, structure.as_ref());
+        done.store(true, Ordering::Relaxed);
+    });
+    (
+        progress.bytes_done.load(Ordering::Relaxed),
+        started.elapsed().as_secs_f64(),
+    )
+}
+
+fn datadir(plan: &Plan) -> &Path {
+    &plan.datadir
+}
+
+/// `1h02m`, `4m05s` or `6.2s`.
+fn about(seconds: f64) -> String {
+    let s = seconds.round() as u64;
+    match (s / 3600, s % 3600 / 60, s % 60) {
+        (0, 0, _) => format!("{seconds:.1}s"),
+        (0, m, sec) => format!("{m}m{sec:02}s"),
+        (h, m, _) => format!("{h}h{m:02}m"),
+    }
+}
+
+fn print(format: Format, e: &Estimate, summary: &Summary) -> io::Result<()> {
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    match format {
+        Format::Json => {
+            serde_json::to_writer(&mut out, e).map_err(io::Error::other)?;
+            writeln!(out)?;
+            write_summary(&mut out, format, summary, &[])?;
+        }
+        Format::Text => {
+            writeln!(
+                out,
+                "pgcheckdb estimate: {} files, {} blocks, {} to read with {} jobs{}; nothing was checked",
+                e.files,
+                e.blocks,
+                human_bytes(e.bytes),
+                e.jobs,
+                if e.scoped { " (the selected relations only)" } else { "" }
+            )?;
+            for l in &e.levels {
+                let rate = if l.sample_seconds > 0.0 {
+                    format!(
+                        "{}/s over a {} sample",
+                        human_bytes((l.sample_bytes as f64 / l.sample_seconds) as u64),
+                        human_bytes(l.sample_bytes)
+                    )
+                } else {
+                    "nothing to sample".to_string()
+                };
+                writeln!(
+                    out,
+                    "  {:<9} {} in about {} ({rate})",
+                    l.level,
+                    human_bytes(l.bytes),
+                    about(l.seconds)
+                )?;
+            }
+            if let Some(r) = e.max_bytes_per_sec {
+                writeln!(out, "  (with --max-rate at most {}/s)", human_bytes(r))?;
+            }
+        }
+    }
+    out.flush()
+}
