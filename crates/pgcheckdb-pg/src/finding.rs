@@ -95,6 +95,9 @@ pub enum FindingKind {
     /// A relation with storage in `pg_class` whose main fork (or unlogged `_init` fork) file is
     /// missing.
     MissingFile,
+    /// B-tree keys out of the order of the index's operator classes and collations: within a
+    /// page, against the page's high key (standard level), or across pages (extended level).
+    BtreeOrderInvalid,
 }
 
 impl FindingKind {
@@ -136,6 +139,7 @@ impl FindingKind {
             FindingKind::MissingDirectory => "missing_directory",
             FindingKind::ImpossibleSegment => "impossible_segment",
             FindingKind::MissingFile => "missing_file",
+            FindingKind::BtreeOrderInvalid => "btree_order_invalid",
         }
     }
 
@@ -176,6 +180,7 @@ impl FindingKind {
         FindingKind::MissingDirectory,
         FindingKind::ImpossibleSegment,
         FindingKind::MissingFile,
+        FindingKind::BtreeOrderInvalid,
     ];
 }
 

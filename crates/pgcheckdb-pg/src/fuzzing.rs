@@ -192,6 +192,7 @@ impl StandardContext {
                 let file = FileStructure {
                     format,
                     fork_blocks: FORK_BLOCKS,
+                    btree_order: None,
                 };
                 (name, file)
             })

@@ -5,17 +5,51 @@
 //!
 //! Keys whose type, operator class or collation has no comparator here are never guessed: the
 //! index is reported as not order-checked, with the reason.
+//!
+//! Parts: [`opclass`] maps an index's catalog rows to comparators, [`datum`] holds the
+//! comparators, [`collate`] the string collations, [`tuple`] decodes index tuples, [`pglz`]
+//! unpacks compressed values.
+
+pub mod collate;
+pub mod datum;
+pub mod opclass;
+pub mod pglz;
+pub mod plan;
+pub mod tuple;
 
 use std::cmp::Ordering;
+use std::fmt;
 use std::sync::Arc;
 
 use crate::catalog::{Catalog, RelationInfo};
+use datum::KeyType;
+use tuple::{HeapKey, KeyTuple, StoredAs};
+
+/// `INDOPTION_DESC` and `INDOPTION_NULLS_FIRST` of `pg_index.indoption`.
+pub const INDOPTION_DESC: i16 = 0x0001;
+pub const INDOPTION_NULLS_FIRST: i16 = 0x0002;
+
+/// The `MAXALIGN` assumed by [`ordering_for`] (every 64-bit platform PostgreSQL 14–18 runs on).
+pub const DEFAULT_MAX_ALIGN: usize = 8;
+
+/// One key column: its comparator, how it is stored, and its `indoption`.
+#[derive(Debug, Clone)]
+pub struct KeyColumn {
+    pub name: String,
+    pub key_type: KeyType,
+    pub stored: StoredAs,
+    pub desc: bool,
+    pub nulls_first: bool,
+}
 
 /// How the keys of one B-tree index are ordered.
 #[derive(Debug, Clone)]
 pub struct IndexOrdering {
     key_columns: usize,
     unique: Option<Uniqueness>,
+    columns: Vec<KeyColumn>,
+    stored: Vec<StoredAs>,
+    max_align: usize,
 }
 
 /// `indisunique` with `indnullsnotdistinct` (PostgreSQL 15+; false before).
@@ -35,13 +69,101 @@ impl IndexOrdering {
         self.unique
     }
 
+    /// The key columns with their comparators.
+    pub fn columns(&self) -> &[KeyColumn] {
+        &self.columns
+    }
+
     /// Compares the keys of two index tuples given as whole items (the `IndexTupleData` header,
     /// null bitmap and data: the `lp_len` bytes at `lp_off` on the page). A pivot tuple whose
     /// key columns were truncated away sorts before every tuple that shares its remaining
     /// columns (the missing columns are "minus infinity", as nbtree compares them). `None` when
     /// a key cannot be decoded; a malformed tuple is reported by the page checks, not here.
-    pub fn compare(&self, _a: &[u8], _b: &[u8]) -> Option<Ordering> {
-        None
+    ///
+    /// Equal keys are then ordered by heap TID, as in a version 4 ("heapkeyspace") index:
+    /// `a`'s highest TID against `b`'s TID range (`Equal` when it falls inside a posting list
+    /// of `b`). For an index of version 2 or 3 use [`IndexOrdering::compare_keys`].
+    pub fn compare(&self, a: &[u8], b: &[u8]) -> Option<Ordering> {
+        self.compare_in(a, b, true)
+    }
+
+    /// [`IndexOrdering::compare`] without the heap TID: the order of a version 2 or 3 index,
+    /// where equal keys may hold their heap TIDs in any order.
+    pub fn compare_keys(&self, a: &[u8], b: &[u8]) -> Option<Ordering> {
+        self.compare_in(a, b, false)
+    }
+
+    /// [`IndexOrdering::compare`] when `heapkeyspace`, else [`IndexOrdering::compare_keys`].
+    pub fn compare_in(&self, a: &[u8], b: &[u8], heapkeyspace: bool) -> Option<Ordering> {
+        let ta = tuple::decode(a, &self.stored, self.max_align)?;
+        let tb = tuple::decode(b, &self.stored, self.max_align)?;
+        self.compare_decoded(&ta, &tb, heapkeyspace)
+    }
+
+    /// Compares two decoded tuples (see [`IndexOrdering::compare`]).
+    pub fn compare_decoded(
+        &self,
+        a: &KeyTuple<'_>,
+        b: &KeyTuple<'_>,
+        heapkeyspace: bool,
+    ) -> Option<Ordering> {
+        for (col, (ka, kb)) in self.columns.iter().zip(a.keys.iter().zip(&b.keys)) {
+            let ord = compare_column(col, *ka, *kb)?;
+            if ord != Ordering::Equal {
+                return Some(ord);
+            }
+        }
+        // A truncated key sorts before the keys that continue it.
+        match a.keys.len().cmp(&b.keys.len()) {
+            Ordering::Equal => {}
+            shorter_first => return Some(shorter_first),
+        }
+        if !heapkeyspace || a.keys.len() < self.key_columns {
+            return Some(Ordering::Equal);
+        }
+        Some(compare_heap(a.heap, b.heap))
+    }
+
+    /// Decodes the keys of one item (see [`IndexOrdering::compare`]).
+    pub fn decode<'a>(&self, item: &'a [u8]) -> Option<KeyTuple<'a>> {
+        tuple::decode(item, &self.stored, self.max_align)
+    }
+}
+
+/// One column of two tuples: NULLs where `indoption` puts them, DESC inverts the comparator.
+fn compare_column(col: &KeyColumn, a: Option<&[u8]>, b: Option<&[u8]>) -> Option<Ordering> {
+    let null_side = if col.nulls_first {
+        Ordering::Less
+    } else {
+        Ordering::Greater
+    };
+    match (a, b) {
+        (None, None) => Some(Ordering::Equal),
+        (None, Some(_)) => Some(null_side),
+        (Some(_), None) => Some(null_side.reverse()),
+        (Some(a), Some(b)) => {
+            let ord = col.key_type.compare(a, b)?;
+            Some(if col.desc { ord.reverse() } else { ord })
+        }
+    }
+}
+
+/// Heap TIDs of tuples with equal keys: a truncated TID is minus infinity; otherwise `a`'s
+/// highest TID against `b`'s range.
+fn compare_heap(a: HeapKey, b: HeapKey) -> Ordering {
+    match (a, b) {
+        (HeapKey::Truncated, HeapKey::Truncated) => Ordering::Equal,
+        (HeapKey::Truncated, _) => Ordering::Less,
+        (_, HeapKey::Truncated) => Ordering::Greater,
+        (HeapKey::Range(_, a_max), HeapKey::Range(b_min, b_max)) => {
+            if a_max < b_min {
+                Ordering::Less
+            } else if a_max > b_max {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            }
+        }
     }
 }
 
@@ -50,14 +172,144 @@ impl IndexOrdering {
 pub enum NotOrderChecked {
     /// The comparators are not built yet.
     NotImplemented,
+    /// No `pg_index` row (or an undecodable one) for the index.
+    NoIndexRow,
+    /// The index's own column descriptions (`pg_attribute`) are incomplete.
+    NoColumns,
+    /// The operator class of key column `column` is missing from `pg_opclass`.
+    UnknownOpclass { column: String, opclass: u32 },
+    /// No built-in comparator for this operator class (custom classes, other types).
+    UnsupportedOpclass { column: String, opclass: String },
+    /// The column's stored length differs from what the operator class's type has.
+    StorageMismatch {
+        column: String,
+        opclass: String,
+        attlen: i16,
+    },
+    /// The collation of key column `column` is missing from `pg_collation`, or the database's
+    /// default collation could not be read.
+    UnknownCollation { column: String, collation: u32 },
+    /// An ICU collation (explicit or the database default).
+    IcuCollation { column: String, collation: String },
+    /// A nondeterministic collation.
+    NondeterministicCollation { column: String, collation: String },
+    /// A libc collation whose locale is not installed on this machine.
+    LocaleMissing {
+        column: String,
+        collation: String,
+        locale: String,
+    },
+    /// A collation provider pgcheckdb does not know.
+    UnknownProvider { column: String, collation: String },
+}
+
+impl fmt::Display for NotOrderChecked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use NotOrderChecked as N;
+        match self {
+            N::NotImplemented => write!(f, "key order checks are not available"),
+            N::NoIndexRow => write!(f, "no readable pg_index row"),
+            N::NoColumns => write!(f, "the index's pg_attribute rows are incomplete"),
+            N::UnknownOpclass { column, opclass } => {
+                write!(f, "column {column}: operator class {opclass} not in pg_opclass")
+            }
+            N::UnsupportedOpclass { column, opclass } => {
+                write!(f, "column {column}: no comparator for operator class {opclass}")
+            }
+            N::StorageMismatch {
+                column,
+                opclass,
+                attlen,
+            } => write!(
+                f,
+                "column {column}: stored length {attlen} does not fit operator class {opclass}"
+            ),
+            N::UnknownCollation { column, collation } => {
+                write!(f, "column {column}: collation {collation} not in pg_collation")
+            }
+            N::IcuCollation { column, collation } => {
+                write!(f, "column {column}: ICU collation \"{collation}\"")
+            }
+            N::NondeterministicCollation { column, collation } => {
+                write!(f, "column {column}: nondeterministic collation \"{collation}\"")
+            }
+            N::LocaleMissing {
+                column,
+                collation,
+                locale,
+            } => write!(
+                f,
+                "column {column}: collation \"{collation}\" needs locale \"{locale}\", not installed on this machine"
+            ),
+            N::UnknownProvider { column, collation } => {
+                write!(f, "column {column}: collation \"{collation}\" has an unknown provider")
+            }
+        }
+    }
+}
+
+impl NotOrderChecked {
+    /// The locale this machine lacks, for the one warning per locale.
+    pub fn missing_locale(&self) -> Option<&str> {
+        match self {
+            NotOrderChecked::LocaleMissing { locale, .. } => Some(locale),
+            _ => None,
+        }
+    }
 }
 
 /// The key order of B-tree index `index` of database `db_oid`, when every key column has a
-/// comparator here.
+/// comparator here. Assumes a `MAXALIGN` of 8; see [`ordering_for_align`].
 pub fn ordering_for(
-    _catalog: &Catalog,
-    _db_oid: u32,
-    _index: &RelationInfo,
+    catalog: &Catalog,
+    db_oid: u32,
+    index: &RelationInfo,
 ) -> Result<Arc<IndexOrdering>, NotOrderChecked> {
-    Err(NotOrderChecked::NotImplemented)
+    ordering_for_align(catalog, db_oid, index, DEFAULT_MAX_ALIGN)
+}
+
+/// [`ordering_for`] for a cluster with `MAXALIGN` `max_align` (pg_control's `maxAlign`).
+pub fn ordering_for_align(
+    catalog: &Catalog,
+    db_oid: u32,
+    index: &RelationInfo,
+    max_align: usize,
+) -> Result<Arc<IndexOrdering>, NotOrderChecked> {
+    let order = &catalog.order;
+    let (db, meta) = order
+        .index(db_oid, index.oid)
+        .ok_or(NotOrderChecked::NoIndexRow)?;
+    let attrs = index
+        .attributes
+        .as_ref()
+        .ok_or(NotOrderChecked::NoColumns)?;
+    let nkeys = usize::try_from(meta.indnkeyatts).map_err(|_| NotOrderChecked::NoIndexRow)?;
+    if nkeys == 0 || nkeys > attrs.len() || meta.indclass.len() < nkeys {
+        return Err(NotOrderChecked::NoIndexRow);
+    }
+    let mut columns = Vec::with_capacity(nkeys);
+    for (i, attr) in attrs.iter().take(nkeys).enumerate() {
+        let key_type = opclass::key_type(order, db, meta, i, attr)?;
+        let option = meta.indoption.get(i).copied().unwrap_or(0);
+        columns.push(KeyColumn {
+            name: attr.name.clone(),
+            key_type,
+            stored: StoredAs {
+                attlen: attr.attlen,
+                align: attr.align,
+            },
+            desc: option & INDOPTION_DESC != 0,
+            nulls_first: option & INDOPTION_NULLS_FIRST != 0,
+        });
+    }
+    let stored = columns.iter().map(|c| c.stored).collect();
+    Ok(Arc::new(IndexOrdering {
+        key_columns: nkeys,
+        unique: meta.indisunique.then_some(Uniqueness {
+            nulls_not_distinct: meta.indnullsnotdistinct,
+        }),
+        columns,
+        stored,
+        max_align,
+    }))
 }

@@ -7,6 +7,7 @@
 //! within the page, and reports problems instead of failing.
 
 pub mod btree;
+pub mod btree_keys;
 pub mod heap;
 pub mod index;
 pub mod maps;
@@ -93,6 +94,8 @@ pub struct FileStructure {
     pub format: PageFormat,
     /// Blocks in the whole fork (for links and `t_ctid`).
     pub fork_blocks: u64,
+    /// For a B-tree index whose keys have comparators: how they are ordered.
+    pub btree_order: Option<crate::btree_order::plan::BtreeOrderCheck>,
 }
 
 /// Cluster-wide facts the checks compare against.
