@@ -340,3 +340,201 @@ fn cmp_abs(w1: i32, d1: &[i16], w2: i32, d2: &[i16]) -> Ordering {
     }
     Ordering::Equal
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Ordering::{Equal, Greater, Less};
+
+    /// A value with a 1-byte varlena header.
+    fn short(payload: &[u8]) -> Vec<u8> {
+        let mut v = vec![(((payload.len() + 1) << 1) | 1) as u8];
+        v.extend_from_slice(payload);
+        v
+    }
+
+    /// A value with a 4-byte varlena header.
+    fn long(payload: &[u8]) -> Vec<u8> {
+        let mut v = (((payload.len() + 4) as u32) << 2).to_le_bytes().to_vec();
+        v.extend_from_slice(payload);
+        v
+    }
+
+    fn numeric(header: &[u16], digits: &[i16]) -> Vec<u8> {
+        let mut p: Vec<u8> = header.iter().flat_map(|h| h.to_le_bytes()).collect();
+        p.extend(digits.iter().flat_map(|d| d.to_le_bytes()));
+        short(&p)
+    }
+
+    /// Asserts that `values` are strictly ascending under `t` (and each equal to itself).
+    fn ascending(t: &KeyType, values: &[Vec<u8>]) {
+        for (i, a) in values.iter().enumerate() {
+            assert_eq!(t.compare(a, a), Some(Equal), "{t:?} value {i} vs itself");
+            for (j, b) in values.iter().enumerate().skip(i + 1) {
+                assert_eq!(t.compare(a, b), Some(Less), "{t:?} value {i} vs {j}");
+                assert_eq!(t.compare(b, a), Some(Greater), "{t:?} value {j} vs {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn floats_nan_last_and_signed_zero_equal() {
+        let f8 = |x: f64| x.to_bits().to_le_bytes().to_vec();
+        let vals = [
+            f64::NEG_INFINITY,
+            -1.5,
+            0.0,
+            1e-300,
+            f64::INFINITY,
+            f64::NAN,
+        ];
+        ascending(&KeyType::Float8, &vals.map(f8));
+        assert_eq!(KeyType::Float8.compare(&f8(-0.0), &f8(0.0)), Some(Equal));
+        let f4 = |x: f32| x.to_bits().to_le_bytes().to_vec();
+        assert_eq!(
+            KeyType::Float4.compare(&f4(f32::NAN), &f4(f32::NAN)),
+            Some(Equal)
+        );
+        ascending(&KeyType::Float4, &[f4(-3.0), f4(2.0), f4(f32::NAN)]);
+    }
+
+    #[test]
+    fn integers_signed_oid_unsigned_char_unsigned() {
+        let i4 = |x: i32| x.to_le_bytes().to_vec();
+        ascending(&KeyType::Int4, &[i4(i32::MIN), i4(-1), i4(0), i4(i32::MAX)]);
+        let oid = |x: u32| x.to_le_bytes().to_vec();
+        ascending(
+            &KeyType::Oid,
+            &[oid(0), oid(1), oid(0x8000_0000), oid(u32::MAX)],
+        );
+        ascending(
+            &KeyType::Char,
+            &[vec![b'0'], vec![b'a'], vec![0x80], vec![0xff]],
+        );
+    }
+
+    #[test]
+    fn numeric_short_long_and_special() {
+        let t = KeyType::Numeric;
+        let ninf = numeric(&[NUMERIC_NINF], &[]);
+        let neg_big = numeric(&[0x4000 | 3, 1], &[1, 2345, 6780]); // long: -12345.678
+        let neg_one = numeric(&[0xA000], &[1]); // short: -1
+        let zero = numeric(&[0x8000], &[]);
+        let small = numeric(&[0x8000 | (4 << 7) | 0x7F], &[1]); // 0.0001, weight -1
+        let one = numeric(&[0x8000], &[1]);
+        let one_long = numeric(&[0x0002, 0], &[1]); // long format 1.00 (no trailing zeros)
+        let big = numeric(&[0x8000 | (3 << 7) | 1], &[1, 2345, 6780]); // 12345.678
+        let pinf = numeric(&[NUMERIC_PINF], &[]);
+        let nan = numeric(&[NUMERIC_NAN], &[]);
+        ascending(
+            &t,
+            &[
+                ninf,
+                neg_big,
+                neg_one,
+                zero.clone(),
+                small,
+                one.clone(),
+                big,
+                pinf,
+                nan,
+            ],
+        );
+        assert_eq!(t.compare(&one, &one_long), Some(Equal));
+        let zero_scaled = numeric(&[0x0003, 0], &[]);
+        assert_eq!(t.compare(&zero, &zero_scaled), Some(Equal));
+    }
+
+    #[test]
+    fn interval_compares_spans_with_30_day_months() {
+        let iv = |time: i64, day: i32, month: i32| {
+            let mut v = time.to_le_bytes().to_vec();
+            v.extend(day.to_le_bytes());
+            v.extend(month.to_le_bytes());
+            v
+        };
+        let day_us = 86_400_000_000i64;
+        assert_eq!(
+            KeyType::Interval.compare(&iv(0, 0, 1), &iv(0, 30, 0)),
+            Some(Equal)
+        );
+        assert_eq!(
+            KeyType::Interval.compare(&iv(30 * day_us, 0, 0), &iv(0, 0, 1)),
+            Some(Equal)
+        );
+        ascending(
+            &KeyType::Interval,
+            &[
+                iv(0, 0, -12),
+                iv(-1, 0, 0),
+                iv(0, 29, 0),
+                iv(1, 0, 1),
+                iv(i64::MAX, i32::MAX, i32::MAX),
+            ],
+        );
+    }
+
+    #[test]
+    fn strings_bytea_bpchar_and_name() {
+        ascending(
+            &KeyType::Bytea,
+            &[
+                short(b""),
+                short(b"\x00"),
+                short(b"\x00\x00"),
+                long(b"\x01"),
+                short(b"\xff"),
+            ],
+        );
+        let t = KeyType::Text(Collate::Bytes);
+        ascending(
+            &t,
+            &[
+                short(b""),
+                short(b"B"),
+                long(b"a"),
+                short(b"ab"),
+                short(b"b"),
+            ],
+        );
+        let bp = KeyType::Bpchar(Collate::Bytes);
+        assert_eq!(bp.compare(&short(b"a  "), &long(b"a")), Some(Equal));
+        ascending(
+            &bp,
+            &[short(b"   "), short(b"a   "), short(b"a b"), short(b"ab")],
+        );
+        assert_eq!(
+            KeyType::BpcharPattern.compare(&short(b"a "), &short(b"a")),
+            Some(Equal)
+        );
+        let name = KeyType::Name(Collate::Bytes);
+        let mut fixed = vec![0u8; NAMEDATALEN];
+        fixed[..2].copy_from_slice(b"ab");
+        assert_eq!(name.compare(&fixed, b"ab\0"), Some(Equal));
+        ascending(&name, &[b"\0".to_vec(), b"a\0".to_vec(), b"ab\0".to_vec()]);
+    }
+
+    #[test]
+    fn compressed_values_are_unpacked_and_external_ones_refused() {
+        // pglz: "abc" then a 6-byte back-reference, raw size 9, method bits 0.
+        let data = [0b0000_1000u8, b'a', b'b', b'c', 0x03, 0x03];
+        let mut v = ((((8 + data.len()) as u32) << 2) | VARATT_4B_COMPRESSED)
+            .to_le_bytes()
+            .to_vec();
+        v.extend(9u32.to_le_bytes());
+        v.extend(data);
+        assert_eq!(varlena(&v).as_deref(), Some(&b"abcabcabc"[..]));
+        // lz4: method bits 01.
+        let raw = b"xyzxyzxyzxyzxyzxyzxyzxyz".repeat(4);
+        let mut packed = vec![0u8; lz4_flex::block::get_maximum_output_size(raw.len())];
+        let n = lz4_flex::block::compress_into(&raw, &mut packed).expect("lz4 compress");
+        packed.truncate(n);
+        let mut v = ((((8 + packed.len()) as u32) << 2) | VARATT_4B_COMPRESSED)
+            .to_le_bytes()
+            .to_vec();
+        v.extend((raw.len() as u32 | (TOAST_LZ4_COMPRESSION_ID << 30)).to_le_bytes());
+        v.extend(&packed);
+        assert_eq!(varlena(&v).as_deref(), Some(&raw[..]));
+        assert_eq!(varlena(&[VARTAG_1B_E, 18, 0, 0]), None);
+    }
+}

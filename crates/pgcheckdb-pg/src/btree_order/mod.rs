@@ -313,3 +313,126 @@ pub fn ordering_for_align(
         max_align,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Ordering::{Equal, Greater, Less};
+
+    const INT4: StoredAs = StoredAs {
+        attlen: 4,
+        align: 4,
+    };
+
+    fn ordering(desc: [bool; 2], nulls_first: [bool; 2]) -> IndexOrdering {
+        let columns: Vec<KeyColumn> = (0..2)
+            .map(|i| KeyColumn {
+                name: format!("c{i}"),
+                key_type: KeyType::Int4,
+                stored: INT4,
+                desc: desc[i],
+                nulls_first: nulls_first[i],
+            })
+            .collect();
+        IndexOrdering {
+            key_columns: 2,
+            unique: None,
+            stored: vec![INT4; 2],
+            columns,
+            max_align: 8,
+        }
+    }
+
+    /// A leaf tuple with heap TID (0, `offset`) and int4 keys (`None` = NULL).
+    fn leaf(offset: u16, keys: &[Option<i32>]) -> Vec<u8> {
+        tuple([0, 0, 0, 0], offset, 0, keys, None)
+    }
+
+    /// A pivot tuple keeping `keys.len()` attributes, with an optional heap TID.
+    fn pivot(keys: &[Option<i32>], heap_tid: Option<(u32, u16)>) -> Vec<u8> {
+        const ALT_TID: u16 = 0x2000;
+        let flags = keys.len() as u16 | if heap_tid.is_some() { 0x1000 } else { 0 };
+        tuple([0, 0, 0, 7], flags, ALT_TID, keys, heap_tid)
+    }
+
+    fn tuple(
+        block: [u8; 4],
+        offset: u16,
+        info_bits: u16,
+        keys: &[Option<i32>],
+        heap_tid: Option<(u32, u16)>,
+    ) -> Vec<u8> {
+        let has_nulls = keys.iter().any(Option::is_none);
+        let mut t = block.to_vec();
+        t.extend(offset.to_le_bytes());
+        t.extend([0, 0]); // t_info, set below
+        if has_nulls {
+            let bits: u8 = keys
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| k.is_some())
+                .map(|(i, _)| 1u8 << i)
+                .sum();
+            t.extend([bits, 0, 0, 0]);
+        }
+        t.resize(t.len().div_ceil(8) * 8, 0);
+        for k in keys.iter().flatten() {
+            t.extend(k.to_le_bytes());
+        }
+        if let Some((blk, off)) = heap_tid {
+            t.extend(((blk >> 16) as u16).to_le_bytes());
+            t.extend((blk as u16).to_le_bytes());
+            t.extend(off.to_le_bytes());
+        }
+        let info = t.len() as u16 | info_bits | if has_nulls { 0x8000 } else { 0 };
+        t[6..8].copy_from_slice(&info.to_le_bytes());
+        t
+    }
+
+    #[test]
+    fn columns_nulls_and_desc() {
+        let asc = ordering([false, false], [false, false]);
+        let (a, b) = (leaf(1, &[Some(1), Some(2)]), leaf(2, &[Some(1), Some(3)]));
+        assert_eq!(asc.compare_keys(&a, &b), Some(Less));
+        let null = leaf(3, &[Some(1), None]);
+        assert_eq!(asc.compare_keys(&b, &null), Some(Less), "NULLS LAST");
+        let nf = ordering([false, false], [false, true]);
+        assert_eq!(nf.compare_keys(&b, &null), Some(Greater), "NULLS FIRST");
+        let desc = ordering([true, false], [false, false]);
+        let c = leaf(4, &[Some(0), Some(9)]);
+        assert_eq!(desc.compare_keys(&a, &c), Some(Less), "DESC first column");
+        assert_eq!(asc.compare_keys(&a, &c), Some(Greater));
+    }
+
+    #[test]
+    fn heap_tid_only_in_heapkeyspace() {
+        let asc = ordering([false, false], [false, false]);
+        let (a, b) = (leaf(6, &[Some(1), Some(2)]), leaf(5, &[Some(1), Some(2)]));
+        assert_eq!(asc.compare_keys(&a, &b), Some(Equal));
+        assert_eq!(asc.compare(&a, &b), Some(Greater));
+        assert_eq!(asc.compare(&b, &a), Some(Less));
+    }
+
+    #[test]
+    fn truncated_pivots_are_minus_infinity() {
+        let asc = ordering([false, false], [false, false]);
+        let hk = pivot(&[Some(5)], None);
+        let item = leaf(1, &[Some(5), Some(i32::MIN)]);
+        assert_eq!(asc.compare(&item, &hk), Some(Greater), "(5, x) > (5, -inf)");
+        assert_eq!(asc.compare(&leaf(1, &[Some(4), Some(9)]), &hk), Some(Less));
+        let with_tid = pivot(&[Some(5), Some(1)], Some((3, 4)));
+        let same_keys = leaf(4, &[Some(5), Some(1)]);
+        assert_eq!(
+            asc.compare(&same_keys, &with_tid),
+            Some(Less),
+            "(0,4) < (3,4)"
+        );
+        let no_tid = pivot(&[Some(5), Some(1)], None);
+        assert_eq!(
+            asc.compare(&same_keys, &no_tid),
+            Some(Greater),
+            "TID minus infinity"
+        );
+        assert_eq!(asc.compare_keys(&same_keys, &no_tid), Some(Equal));
+    }
+}

@@ -126,7 +126,7 @@ impl OrderCatalog {
 /// expected in these columns).
 pub fn varlena_at(d: &[u8], off: usize) -> Option<(&[u8], usize)> {
     let first = *d.get(off)?;
-    if off % 4 != 0 && first == 0 {
+    if !off.is_multiple_of(4) && first == 0 {
         // Alignment padding before a 4-byte header.
         return varlena_at(d, (off + 3) & !3);
     }
@@ -137,7 +137,7 @@ pub fn varlena_at(d: &[u8], off: usize) -> Option<(&[u8], usize)> {
         }
         return Some((d.get(off + 1..off + len)?, off + len));
     }
-    if off % 4 != 0 || first & 0x03 != 0 {
+    if !off.is_multiple_of(4) || first & 0x03 != 0 {
         return None;
     }
     let header = u32_at(d, off)?;
@@ -319,7 +319,7 @@ mod tests {
         let d = [0x09, b'a', b'b', b'c', 0];
         assert_eq!(varlena_at(&d, 0), Some((&b"abc"[..], 4)));
         // Padding then a 4-byte header of total length 6.
-        let mut d = vec![0u8; 2];
+        let mut d = vec![0u8; 4];
         d.extend_from_slice(&(6u32 << 2).to_le_bytes());
         d.extend_from_slice(b"xy");
         assert_eq!(varlena_at(&d, 1), Some((&b"xy"[..], 10)));
