@@ -28,12 +28,33 @@ impl LibcLocale {
 
     /// `strcoll_l` of two strings without NUL bytes; `None` if either contains one.
     fn strcoll(&self, a: &[u8], b: &[u8]) -> Option<Ordering> {
-        let (a, b) = (CString::new(a).ok()?, CString::new(b).ok()?);
-        // SAFETY: both pointers are NUL-terminated strings that live across the call and the
-        // handle is a valid locale (see above).
-        let r = unsafe { strcoll_l(a.as_ptr(), b.as_ptr(), self.handle) };
-        Some(r.cmp(&0))
+        with_c_string(a, |a| {
+            with_c_string(b, |b| {
+                // SAFETY: both pointers are NUL-terminated strings that live across the call
+                // and the handle is a valid locale (see above).
+                let r = unsafe { strcoll_l(a, b, self.handle) };
+                r.cmp(&0)
+            })
+        })
+        .flatten()
     }
+}
+
+/// Strings up to this length are NUL-terminated on the stack, longer ones on the heap.
+const STACK_STRING: usize = 256;
+
+/// Calls `f` with a NUL-terminated copy of `s`; `None` if `s` contains a NUL.
+fn with_c_string<R>(s: &[u8], f: impl FnOnce(*const libc::c_char) -> R) -> Option<R> {
+    if s.contains(&0) {
+        return None;
+    }
+    if s.len() < STACK_STRING {
+        let mut buf = [0u8; STACK_STRING];
+        buf[..s.len()].copy_from_slice(s);
+        return Some(f(buf.as_ptr().cast()));
+    }
+    let owned = CString::new(s).ok()?;
+    Some(f(owned.as_ptr()))
 }
 
 extern "C" {

@@ -107,18 +107,20 @@ impl IndexOrdering {
         b: &KeyTuple<'_>,
         heapkeyspace: bool,
     ) -> Option<Ordering> {
-        for (col, (ka, kb)) in self.columns.iter().zip(a.keys.iter().zip(&b.keys)) {
-            let ord = compare_column(col, *ka, *kb)?;
+        let (na, nb) = (a.natts(), b.natts());
+        let shared = na.min(nb).min(self.columns.len());
+        for (i, col) in self.columns.iter().enumerate().take(shared) {
+            let ord = compare_column(col, a.key(i), b.key(i))?;
             if ord != Ordering::Equal {
                 return Some(ord);
             }
         }
         // A truncated key sorts before the keys that continue it.
-        match a.keys.len().cmp(&b.keys.len()) {
+        match na.cmp(&nb) {
             Ordering::Equal => {}
             shorter_first => return Some(shorter_first),
         }
-        if !heapkeyspace || a.keys.len() < self.key_columns {
+        if !heapkeyspace || na < self.key_columns {
             return Some(Ordering::Equal);
         }
         Some(compare_heap(a.heap, b.heap))
@@ -284,7 +286,11 @@ pub fn ordering_for_align(
         .as_ref()
         .ok_or(NotOrderChecked::NoColumns)?;
     let nkeys = usize::try_from(meta.indnkeyatts).map_err(|_| NotOrderChecked::NoIndexRow)?;
-    if nkeys == 0 || nkeys > attrs.len() || meta.indclass.len() < nkeys {
+    if nkeys == 0
+        || nkeys > attrs.len()
+        || nkeys > tuple::INDEX_MAX_KEYS
+        || meta.indclass.len() < nkeys
+    {
         return Err(NotOrderChecked::NoIndexRow);
     }
     let mut columns = Vec::with_capacity(nkeys);

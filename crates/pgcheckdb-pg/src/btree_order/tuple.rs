@@ -39,13 +39,36 @@ pub struct StoredAs {
     pub align: usize,
 }
 
-/// The decoded parts of one index tuple.
-#[derive(Debug)]
+/// `INDEX_MAX_KEYS`: the most columns an index has.
+pub const INDEX_MAX_KEYS: usize = 32;
+
+/// The decoded parts of one index tuple: where each key attribute lies in the item. No
+/// allocation and a small copy: this runs for every index item the standard level reads.
+#[derive(Debug, Clone, Copy)]
 pub struct KeyTuple<'a> {
-    /// Key attributes present (fewer than the key columns in a truncated pivot), `None` for
-    /// NULL.
-    pub keys: Vec<Option<&'a [u8]>>,
+    item: &'a [u8],
+    /// `(start, length)` of each present attribute within `item`.
+    spans: [(u16, u16); INDEX_MAX_KEYS],
+    /// Bit `i` set: attribute `i` is NULL.
+    nulls: u32,
+    natts: u8,
     pub heap: HeapKey,
+}
+
+impl<'a> KeyTuple<'a> {
+    /// Key attributes present: fewer than the key columns in a truncated pivot.
+    pub fn natts(&self) -> usize {
+        self.natts as usize
+    }
+
+    /// Attribute `i` (0-based, below [`KeyTuple::natts`]): its stored bytes, `None` for NULL.
+    pub fn key(&self, i: usize) -> Option<&'a [u8]> {
+        if self.nulls & (1 << i) != 0 {
+            return None;
+        }
+        let (start, len) = self.spans[i];
+        self.item.get(start as usize..start as usize + len as usize)
+    }
 }
 
 fn u16_at(b: &[u8], off: usize) -> Option<u16> {
@@ -75,6 +98,9 @@ pub fn decode<'a>(item: &'a [u8], columns: &[StoredAs], max_align: usize) -> Opt
     let alt = t_info & INDEX_ALT_TID_MASK != 0;
     let posting = alt && offset_field & BT_IS_POSTING != 0;
     let pivot = alt && !posting;
+    if columns.len() > INDEX_MAX_KEYS {
+        return None;
+    }
     let natts = if pivot {
         ((offset_field & BT_OFFSET_MASK) as usize).min(columns.len())
     } else {
@@ -98,14 +124,15 @@ pub fn decode<'a>(item: &'a [u8], columns: &[StoredAs], max_align: usize) -> Opt
     };
     let data = item.get(..data_end)?;
     let mut off = align_to(header, max_align);
-    let mut keys = Vec::with_capacity(natts);
+    let mut spans = [(0u16, 0u16); INDEX_MAX_KEYS];
+    let mut nulls = 0u32;
     for (i, col) in columns.iter().take(natts).enumerate() {
         let is_null = match bitmap {
             Some(bits) => bits?[i / 8] & (1 << (i % 8)) == 0,
             None => false,
         };
         if is_null {
-            keys.push(None);
+            nulls |= 1 << i;
             continue;
         }
         let align = col.align.min(max_align);
@@ -128,10 +155,17 @@ pub fn decode<'a>(item: &'a [u8], columns: &[StoredAs], max_align: usize) -> Opt
             }
             _ => return None,
         };
-        keys.push(Some(data.get(off..off + len)?));
+        data.get(off..off + len)?;
+        spans[i] = (u16::try_from(off).ok()?, u16::try_from(len).ok()?);
         off += len;
     }
-    Some(KeyTuple { keys, heap })
+    Some(KeyTuple {
+        item,
+        spans,
+        nulls,
+        natts: natts as u8,
+        heap,
+    })
 }
 
 /// The total size of a stored varlena (header included).

@@ -63,22 +63,34 @@ pub fn check_key_order(
                 .and_then(decode)
         })
         .flatten();
+    let keyed = || {
+        items
+            .iter()
+            .filter(|i| i.offnum >= first_key)
+            .filter_map(|i| decode(i).map(|k| (i.offnum, k)))
+    };
     let mut previous: Option<(u16, KeyTuple<'_>)> = None;
-    for item in items.iter().filter(|i| i.offnum >= first_key) {
-        let Some(key) = decode(item) else {
-            continue;
-        };
+    let mut in_order = true;
+    for (offnum, key) in keyed() {
         if let Some((prev_off, prev)) = &previous {
             if compare(order, prev, &key) == Some(Ordering::Greater) {
-                out.push(out_of_order(item.offnum, *prev_off, "the previous item"));
+                out.push(out_of_order(offnum, *prev_off, "the previous item"));
+                in_order = false;
             }
         }
-        if let Some(hk) = &high_key {
-            if compare(order, &key, hk) == Some(Ordering::Greater) {
-                out.push(out_of_order(item.offnum, P_HIKEY, "the page's high key"));
-            }
+        previous = Some((offnum, key));
+    }
+    let Some(hk) = high_key else { return };
+    // Items in order are all at or below the high key when the last one is.
+    let last_ok =
+        previous.is_none_or(|(_, last)| compare(order, &last, &hk) != Some(Ordering::Greater));
+    if in_order && last_ok {
+        return;
+    }
+    for (offnum, key) in keyed() {
+        if compare(order, &key, &hk) == Some(Ordering::Greater) {
+            out.push(out_of_order(offnum, P_HIKEY, "the page's high key"));
         }
-        previous = Some((item.offnum, key));
     }
 }
 
