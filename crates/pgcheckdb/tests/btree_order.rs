@@ -8,8 +8,9 @@
 //!   values PostgreSQL calls equal). `verify` on the healthy cluster reports nothing.
 //! * `injected_pgNN`: two neighbouring line pointers are swapped on a leaf of an int index, a
 //!   text index in C, a text index in a libc collation, a multi-column index, a DESC index and
-//!   an index of posting lists (checksum recomputed); each must be reported as
-//!   `btree_order_invalid` at that index, block and offset, and nothing else. `pg_amcheck`
+//!   an index of posting lists, and the high key of an int index is lowered (checksum
+//!   recomputed); each must be reported as `btree_order_invalid` at that index, block and
+//!   offset(s), and nothing else. `pg_amcheck`
 //!   (`bt_index_check`) is run on a started copy for the comparison in docs/CHECKS.md.
 //!
 //! The libc collation is `en_US.utf8`; when the machine lacks it, it is compiled from the C
@@ -610,6 +611,11 @@ const DAMAGED: &[(&str, &str, &str)] = &[
         "CREATE INDEX o_desc_idx ON o_desc (x DESC);",
     ),
     (
+        "o_hikey_idx",
+        "CREATE TABLE o_hikey (id int); INSERT INTO o_hikey SELECT g FROM generate_series(1, 20000) g;",
+        "CREATE INDEX o_hikey_idx ON o_hikey (id);",
+    ),
+    (
         "o_posting_idx",
         "CREATE TABLE o_posting (x int); INSERT INTO o_posting SELECT g % 10 FROM generate_series(1, 20000) g;",
         "CREATE INDEX o_posting_idx ON o_posting (x);",
@@ -640,6 +646,31 @@ fn swap_line_pointers(path: &Path, checksums: bool) {
     if checksums {
         corrupt::recompute_checksum(path, BLOCK, BLCKSZ, BLOCK).expect("recompute checksum");
     }
+}
+
+/// The high key's item whose key is lowered to that of `HIGH_KEY_FROM`: every item from there
+/// on sorts after it.
+const HIGH_KEY_INDEX: &str = "o_hikey_idx";
+const HIGH_KEY_FROM: u16 = 100;
+
+/// Lowers the high key of block `BLOCK` of an int4 index to the key of item `HIGH_KEY_FROM`
+/// (an equal key with a heap TID sorts after the high key's truncated TID); returns the
+/// page's last line pointer.
+fn lower_high_key(path: &Path, checksums: bool) -> u16 {
+    let (items, mut page) = page_items(path, BLOCK);
+    let h = PageHeader::parse(&page).expect("header");
+    let lps = line_pointers(&page, &h);
+    let key_of = |off: u16| lps[off as usize - 1].lp_off as usize + 8;
+    let value: [u8; 4] = page[key_of(HIGH_KEY_FROM)..key_of(HIGH_KEY_FROM) + 4]
+        .try_into()
+        .expect("4 bytes");
+    let at = key_of(1);
+    page[at..at + 4].copy_from_slice(&value);
+    corrupt::write_block(path, BLOCK, &page).expect("write block");
+    if checksums {
+        corrupt::recompute_checksum(path, BLOCK, BLCKSZ, BLOCK).expect("recompute checksum");
+    }
+    items.len() as u16
 }
 
 /// Runs `pg_amcheck` (B-tree checks: `bt_index_check`) on a started cluster; returns the
@@ -681,8 +712,13 @@ fn injected(major: u32, checksums: bool) {
     c.stop().expect("stop");
     let healthy = verify_standard(c.datadir());
     common::assert_status(&healthy, 0, &format!("PG {major}: before the damage"));
-    for path in &paths {
-        swap_line_pointers(&c.datadir().join(path), checksums);
+    let mut last_item = 0;
+    for ((idx, _, _), path) in DAMAGED.iter().zip(&paths) {
+        if *idx == HIGH_KEY_INDEX {
+            last_item = lower_high_key(&c.datadir().join(path), checksums);
+        } else {
+            swap_line_pointers(&c.datadir().join(path), checksums);
+        }
     }
     let run = verify_standard(c.datadir());
     common::assert_status(&run, 2, &format!("PG {major}: swapped line pointers"));
@@ -696,6 +732,21 @@ fn injected(major: u32, checksums: bool) {
         &format!("PG {major}: swapped line pointers"),
     );
     for ((idx, _, _), path) in DAMAGED.iter().zip(&paths) {
+        if *idx == HIGH_KEY_INDEX {
+            let offsets: Vec<u64> = run
+                .findings
+                .iter()
+                .filter(|f| f["file"] == path.as_str())
+                .inspect(|f| assert_eq!(f["detail"]["other_offset"], 1, "{f}"))
+                .filter_map(|f| f["offset"].as_u64())
+                .collect();
+            let want: Vec<u64> = (HIGH_KEY_FROM as u64..=last_item as u64).collect();
+            assert_eq!(
+                offsets, want,
+                "PG {major}: items above the lowered high key"
+            );
+            continue;
+        }
         let f = common::finding(&run, &common::key("btree_order_invalid", path, BLOCK));
         assert_eq!(f["offset"], SWAP.1, "PG {major} {idx}: {f}");
         assert_eq!(f["detail"]["other_offset"], SWAP.0, "PG {major} {idx}: {f}");
