@@ -25,7 +25,7 @@ use std::path::Path;
 use std::process::Command;
 
 use pgcheckdb_cluster::{Cluster, ClusterOptions};
-use pgcheckdb_pg::btree_order::ordering_for;
+use pgcheckdb_pg::btree_order::{ordering_for, NotOrderChecked};
 use pgcheckdb_pg::catalog::Catalog;
 use pgcheckdb_pg::control::ControlFile;
 use pgcheckdb_pg::corrupt;
@@ -490,9 +490,24 @@ fn comparators(major: u32, checksums: bool) {
             .expect("path");
         expected.push((order, path));
     }
+    c.psql(
+        "postgres",
+        "CREATE TABLE t_inet (x inet); CREATE INDEX i_inet ON t_inet (x);",
+    )
+    .expect("index without a comparator");
     c.stop().expect("stop");
     let control = ControlFile::read(&c.datadir().join("global/pg_control")).expect("pg_control");
     let catalog = Catalog::read(c.datadir(), &control);
+    let (key, inet) = catalog
+        .find_relation("public.i_inet", Some("postgres"))
+        .expect("i_inet");
+    assert!(
+        matches!(
+            ordering_for(&catalog, key.0, inet),
+            Err(NotOrderChecked::UnsupportedOpclass { ref opclass, .. }) if opclass == "inet_ops"
+        ),
+        "PG {major}: an inet index is not order-checked"
+    );
     for (s, (order, path)) in specs.iter().zip(&expected) {
         let (key, rel) = catalog
             .find_relation(&format!("public.i_{}", s.name), Some(s.db))

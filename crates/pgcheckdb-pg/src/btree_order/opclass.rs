@@ -183,3 +183,103 @@ fn collation(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::index_meta::{Collation, DatabaseLocale};
+
+    const DB: u32 = 5;
+
+    fn catalog(default: CollProvider, datcollate: &str) -> OrderCatalog {
+        let mut order = OrderCatalog::default();
+        order.databases.insert(
+            DB,
+            DatabaseLocale {
+                provider: default,
+                collate: datcollate.into(),
+            },
+        );
+        let mut add = |oid, name: &str, provider, deterministic, collate: Option<&str>| {
+            let c = Collation {
+                name: name.into(),
+                provider,
+                deterministic,
+                collate: collate.map(String::from),
+            };
+            order.collations.insert((DB, oid), c);
+        };
+        add(100, "default", CollProvider::Default, true, None);
+        add(950, "C", CollProvider::Libc, true, Some("C"));
+        add(951, "POSIX", CollProvider::Libc, true, Some("POSIX"));
+        add(811, "pg_c_utf8", CollProvider::Builtin, true, None);
+        add(
+            20000,
+            "missing",
+            CollProvider::Libc,
+            true,
+            Some("xx_XX.nowhere"),
+        );
+        add(20001, "und-x-icu", CollProvider::Icu, true, None);
+        add(20002, "nd", CollProvider::Icu, false, None);
+        add(20003, "cutf8", CollProvider::Libc, true, Some("C.utf8"));
+        order
+    }
+
+    fn resolve(order: &OrderCatalog, oid: u32) -> Result<String, NotOrderChecked> {
+        collation(order, DB, oid, "c text").map(|c| c.describe())
+    }
+
+    #[test]
+    fn byte_order_collations() {
+        let order = catalog(CollProvider::Libc, "C");
+        for oid in [100, 950, 951, 811] {
+            assert_eq!(
+                resolve(&order, oid),
+                Ok("byte order".into()),
+                "collation {oid}"
+            );
+        }
+        let builtin_default = catalog(CollProvider::Builtin, "C.UTF-8");
+        assert_eq!(resolve(&builtin_default, 100), Ok("byte order".into()));
+    }
+
+    #[test]
+    fn libc_locales_opened_or_reported_missing() {
+        let order = catalog(CollProvider::Libc, "xx_XX.nowhere");
+        let missing = resolve(&order, 20000).expect_err("no such locale");
+        assert_eq!(missing.missing_locale(), Some("xx_XX.nowhere"));
+        assert_eq!(
+            resolve(&order, 100)
+                .expect_err("default in a missing locale")
+                .missing_locale(),
+            Some("xx_XX.nowhere")
+        );
+        // C.utf8 ships with the C library: compared with strcoll_l.
+        assert_eq!(resolve(&order, 20003), Ok("libc locale \"C.utf8\"".into()));
+    }
+
+    #[test]
+    fn icu_nondeterministic_and_unknown_are_not_guessed() {
+        let order = catalog(CollProvider::Icu, "und");
+        assert!(matches!(
+            resolve(&order, 20001),
+            Err(NotOrderChecked::IcuCollation { .. })
+        ));
+        assert!(matches!(
+            resolve(&order, 100),
+            Err(NotOrderChecked::IcuCollation { .. })
+        ));
+        assert!(matches!(
+            resolve(&order, 20002),
+            Err(NotOrderChecked::NondeterministicCollation { .. })
+        ));
+        assert!(matches!(
+            resolve(&order, 4242),
+            Err(NotOrderChecked::UnknownCollation {
+                collation: 4242,
+                ..
+            })
+        ));
+    }
+}
