@@ -167,6 +167,10 @@ const VARTAG_1B_E: u8 = 0x01;
 const VARATT_4B_COMPRESSED: u32 = 0x02;
 /// `VARLENA_EXTSIZE_BITS`: the raw size in `va_tcinfo`; the top two bits are the method.
 const VARLENA_EXTSIZE_MASK: u32 = 0x3FFF_FFFF;
+/// The largest raw size of a compressed key that an index tuple (at most about a third of a
+/// page) can hold: lz4 expands at most about 255-fold. Larger claims are damage, and are not
+/// decompressed (not comparable) rather than allocated.
+const MAX_INDEX_RAW_SIZE: usize = 1 << 20;
 const TOAST_PGLZ_COMPRESSION_ID: u32 = 0;
 const TOAST_LZ4_COMPRESSION_ID: u32 = 1;
 
@@ -188,6 +192,9 @@ pub fn varlena(b: &[u8]) -> Option<Cow<'_, [u8]>> {
         VARATT_4B_COMPRESSED => {
             let tcinfo = u32_of(b.get(4..)?)?;
             let raw_size = (tcinfo & VARLENA_EXTSIZE_MASK) as usize;
+            if raw_size > MAX_INDEX_RAW_SIZE {
+                return None;
+            }
             let data = b.get(8..len)?;
             let raw = match tcinfo >> 30 {
                 TOAST_PGLZ_COMPRESSION_ID => pglz::decompress(data, raw_size)?,

@@ -81,10 +81,17 @@ fn builtin_class(name: &str, intype: u32) -> Option<Class> {
     }
 }
 
-fn is_builtin(oid: u32, class: &OpClass) -> bool {
+/// A B-tree operator class that came with PostgreSQL, in a B-tree family (when `pg_opfamily`
+/// was read).
+fn is_builtin(order: &OrderCatalog, db: u32, oid: u32, class: &OpClass) -> bool {
+    let family_ok = order
+        .opfamilies
+        .get(&(db, class.family))
+        .is_none_or(|f| f.method == BTREE_AM_OID && class.family < FIRST_NORMAL_OBJECT_ID);
     oid < FIRST_NORMAL_OBJECT_ID
         && class.method == BTREE_AM_OID
         && class.namespace == PG_CATALOG_NAMESPACE
+        && family_ok
 }
 
 /// The comparator of key column `i` (0-based) of an index, described by `attr` (the index's
@@ -110,7 +117,7 @@ pub fn key_type(
         column: column.clone(),
         opclass: class.name.clone(),
     };
-    if !is_builtin(class_oid, class) {
+    if !is_builtin(order, db, class_oid, class) {
         return Err(unsupported());
     }
     let key_type = match builtin_class(&class.name, class.intype).ok_or_else(unsupported)? {
