@@ -43,6 +43,9 @@ pub enum KeyType {
     TextPattern,
     /// `bpchar_pattern_ops`: byte order without trailing blanks.
     BpcharPattern,
+    /// `oidvector_ops`: shorter vectors first, then element by element (the system catalogs'
+    /// `proargtypes` keys).
+    OidVector,
 }
 
 impl KeyType {
@@ -69,7 +72,8 @@ impl KeyType {
             | KeyType::Text(_)
             | KeyType::Bpchar(_)
             | KeyType::TextPattern
-            | KeyType::BpcharPattern => -1,
+            | KeyType::BpcharPattern
+            | KeyType::OidVector => -1,
         }
     }
 
@@ -98,6 +102,7 @@ impl KeyType {
             KeyType::Bytea | KeyType::TextPattern => Some(varlena(a)?.cmp(&varlena(b)?)),
             KeyType::Text(c) => c.compare(&varlena(a)?, &varlena(b)?),
             KeyType::Bpchar(c) => c.compare(trim_blanks(&varlena(a)?), trim_blanks(&varlena(b)?)),
+            KeyType::OidVector => Some(oid_vector(&varlena(a)?)?.cmp(&oid_vector(&varlena(b)?)?)),
             KeyType::BpcharPattern => {
                 Some(trim_blanks(&varlena(a)?).cmp(trim_blanks(&varlena(b)?)))
             }
@@ -153,6 +158,19 @@ fn interval_span(b: &[u8]) -> Option<i128> {
 fn name_str(b: &[u8]) -> Option<&[u8]> {
     let b = &b[..b.len().min(NAMEDATALEN)];
     Some(&b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())])
+}
+
+/// The `oidvector` payload: `ndim`, `dataoffset`, `elemtype`, `dim1`, `lbound1`, then the
+/// OIDs; as a sort key `(length, elements)`.
+fn oid_vector(p: &[u8]) -> Option<(usize, Vec<u32>)> {
+    const HEADER: usize = 20;
+    let ndim = u32_of(p)?;
+    let len = match ndim {
+        0 => 0,
+        _ => u32_of(p.get(12..)?)? as usize,
+    };
+    let oids = p.get(HEADER..HEADER.checked_add(len.checked_mul(4)?)?)?;
+    Some((len, oids.chunks_exact(4).filter_map(u32_of).collect()))
 }
 
 /// `bpchar` compares without trailing blanks.

@@ -39,6 +39,7 @@ mod type_oid {
     pub const INTERVAL: u32 = 1186;
     pub const NUMERIC: u32 = 1700;
     pub const UUID: u32 = 2950;
+    pub const OIDVECTOR: u32 = 30;
 }
 
 /// What a built-in operator class compares.
@@ -74,6 +75,7 @@ fn builtin_class(name: &str, intype: u32) -> Option<Class> {
             plain(KeyType::TextPattern)
         }
         ("bpchar_pattern_ops", t::BPCHAR) => plain(KeyType::BpcharPattern),
+        ("oidvector_ops", t::OIDVECTOR) => plain(KeyType::OidVector),
         ("name_ops", t::NAME) => Some(Class::Collated(KeyType::Name)),
         ("text_ops", t::TEXT) | ("varchar_ops", t::TEXT) => Some(Class::Collated(KeyType::Text)),
         ("bpchar_ops", t::BPCHAR) => Some(Class::Collated(KeyType::Bpchar)),
