@@ -7,11 +7,12 @@
 //! index is reported as not order-checked, with the reason.
 //!
 //! Parts: [`opclass`] maps an index's catalog rows to comparators, [`datum`] holds the
-//! comparators, [`collate`] the string collations, [`tuple`] decodes index tuples, [`pglz`]
+//! comparators ([`numeric`] the numeric format), [`collate`] the string collations, [`tuple`] decodes index tuples, [`pglz`]
 //! unpacks compressed values.
 
 pub mod collate;
 pub mod datum;
+pub mod numeric;
 pub mod opclass;
 pub mod pglz;
 pub mod plan;
