@@ -98,7 +98,7 @@ impl KeyType {
             KeyType::Uuid => Some(a.get(..16)?.cmp(b.get(..16)?)),
             KeyType::Name(c) => c.compare(name_str(a)?, name_str(b)?),
             KeyType::Numeric => {
-                Some(Numeric::parse(&varlena(a)?)?.cmp(&Numeric::parse(&varlena(b)?)?))
+                Some(Numeric::parse(&varlena(a)?)?.order(&Numeric::parse(&varlena(b)?)?))
             }
             KeyType::Bytea | KeyType::TextPattern => Some(varlena(a)?.cmp(&varlena(b)?)),
             KeyType::Text(c) => c.compare(&varlena(a)?, &varlena(b)?),

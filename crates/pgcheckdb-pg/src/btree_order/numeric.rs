@@ -83,7 +83,8 @@ impl Numeric {
         }
     }
 
-    pub fn cmp(&self, other: &Numeric) -> Ordering {
+    /// The order of `cmp_numerics`.
+    pub fn order(&self, other: &Numeric) -> Ordering {
         match (self, other) {
             (
                 Numeric::Finite {
