@@ -806,3 +806,56 @@ fn injected_pg18() {
 fn injected_pg18_no_checksums() {
     injected(18, false);
 }
+
+/// A libc locale the machine running pgcheckdb lacks (hidden with `LOCPATH`): one warning line
+/// for the locale, its indexes counted as not order-checked, no finding.
+#[test]
+fn missing_locale_pg18() {
+    let mut c = make_cluster(18, true);
+    c.psql(
+        "postgres",
+        "CREATE TABLE m (a text COLLATE en_us, b text COLLATE en_us);
+         INSERT INTO m SELECT md5(g::text), upper(md5(g::text)) FROM generate_series(1, 1000) g;
+         CREATE INDEX m_a ON m (a); CREATE INDEX m_b ON m (b); CREATE INDEX m_c ON m (a COLLATE \"C\");",
+    )
+    .expect("tables");
+    c.stop().expect("stop");
+    let empty = tempfile::tempdir().expect("empty LOCPATH");
+    let d = c.datadir().display().to_string();
+    let run = |locpath: Option<&Path>| {
+        let mut cmd = Command::new(bin());
+        cmd.args(["verify", "-D", &d, "--format", "json", "--no-progress"]);
+        if let Some(p) = locpath {
+            cmd.env("LOCPATH", p);
+        }
+        let out = cmd.output().expect("run pgcheckdb");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let summary: serde_json::Value =
+            serde_json::from_str(stdout.lines().last().expect("summary line")).expect("json");
+        (
+            out.status.code(),
+            summary,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (status, with_locale, _) = run(None);
+    assert_eq!(status, Some(0));
+    let (status, without, stderr) = run(Some(empty.path()));
+    assert_eq!(status, Some(0), "{stderr}");
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("is not installed"))
+        .collect();
+    assert_eq!(
+        warnings,
+        vec!["pgcheckdb: warning: locale \"en_US.utf8\" is not installed on this machine: the keys of 2 B-tree index(es) using it are not order-checked"],
+        "{stderr}"
+    );
+    let count = |s: &serde_json::Value| s["keys_not_order_checked"].as_u64().expect("count");
+    assert_eq!(
+        count(&without),
+        count(&with_locale) + 2,
+        "{without}\n{with_locale}"
+    );
+    assert_eq!(without["findings"], 0, "{without}");
+}
