@@ -98,6 +98,9 @@ pub enum FindingKind {
     /// A heap page's update chain is broken: a line pointer reached twice, HOT flags that
     /// disagree along a chain, contradicting commit status, a lost or rootless heap-only tuple.
     HotChainInvalid,
+    /// B-tree keys out of the order of the index's operator classes and collations: within a
+    /// page, against the page's high key (standard level), or across pages (extended level).
+    BtreeOrderInvalid,
 }
 
 impl FindingKind {
@@ -140,6 +143,7 @@ impl FindingKind {
             FindingKind::ImpossibleSegment => "impossible_segment",
             FindingKind::MissingFile => "missing_file",
             FindingKind::HotChainInvalid => "hot_chain_invalid",
+            FindingKind::BtreeOrderInvalid => "btree_order_invalid",
         }
     }
 
@@ -181,6 +185,7 @@ impl FindingKind {
         FindingKind::ImpossibleSegment,
         FindingKind::MissingFile,
         FindingKind::HotChainInvalid,
+        FindingKind::BtreeOrderInvalid,
     ];
 }
 

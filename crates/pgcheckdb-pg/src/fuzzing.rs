@@ -190,9 +190,19 @@ impl StandardContext {
         let formats = page_formats(toast)
             .into_iter()
             .map(|(name, format)| {
+                // B-tree pages also go through the key-order check, as an (int4, text) index.
+                let btree_order = matches!(format, PageFormat::Btree).then(|| {
+                    crate::btree_order::plan::BtreeOrderCheck {
+                        ordering: std::sync::Arc::new(
+                            crate::btree_order::IndexOrdering::for_fuzzing(),
+                        ),
+                        heapkeyspace: true,
+                    }
+                });
                 let file = FileStructure {
                     format,
                     fork_blocks: FORK_BLOCKS,
+                    btree_order,
                 };
                 (name, file)
             })

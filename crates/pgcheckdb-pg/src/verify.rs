@@ -13,6 +13,8 @@ use serde_json::json;
 use pgcheckdb_scan::open::open_regular;
 use pgcheckdb_scan::{plan_units, DirtyRange, Progress, ScanFile, ScanOptions, Visitor};
 
+use crate::btree_order::plan::BtreeOrders;
+use crate::btree_order::NotOrderChecked;
 use crate::catalog::xact::CommitLog;
 use crate::catalog::Catalog;
 use crate::checksum::raw_block_sums;
@@ -26,6 +28,7 @@ use crate::physical::{
     PageProblem, PageVerdict,
 };
 use crate::placement::{claimed_block, corroborates, Corroboration};
+use crate::relfile::ForkNumber;
 use crate::standard::{
     check_page_structure, ClusterFacts, FileStructure, Inputs, PageFormat, Scratch,
     StructureProblem,
@@ -109,6 +112,11 @@ pub struct Summary {
     pub skipped_files: u64,
     pub corrupt_blocks: u64,
     pub findings: u64,
+    /// B-tree indexes whose keys could not be order-checked (standard level and above): no
+    /// comparator for a key column's type, operator class or collation. Absent at the
+    /// physical level.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keys_not_order_checked: Option<u64>,
     pub seconds: f64,
     /// When the run started and finished (RFC 3339, UTC).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -222,7 +230,7 @@ impl Plan {
     }
 
     /// Reads one absolute block of a fork, if it exists.
-    fn read_fork_block(&self, fork: usize, blkno: u64) -> Option<Vec<u8>> {
+    pub(crate) fn read_fork_block(&self, fork: usize, blkno: u64) -> Option<Vec<u8>> {
         let relseg = self.control.relseg_size as u64;
         let bs = self.control.blcksz as u64;
         let segno = u32::try_from(blkno / relseg).ok()?;
@@ -293,12 +301,15 @@ pub struct Structure<'c> {
     pub files: Vec<Option<FileStructure>>,
     pub facts: ClusterFacts,
     pub clog: &'c CommitLog,
+    /// B-tree indexes whose keys are not order-checked: `(schema.name, database oid, why)`.
+    pub not_order_checked: Vec<(String, u32, NotOrderChecked)>,
 }
 
 impl<'c> Structure<'c> {
     /// Derives every file's page format from the catalog.
     pub fn from_catalog(plan: &Plan, catalog: &'c Catalog) -> Structure<'c> {
         let control = &plan.control;
+        let mut orders = BtreeOrders::new(plan, catalog);
         let files = plan
             .dir
             .files
@@ -311,9 +322,16 @@ impl<'c> Structure<'c> {
                     f.name.relfilenode,
                 )?;
                 let format = PageFormat::for_relation(rel, f.name.fork)?;
+                let btree_order = match format {
+                    PageFormat::Btree if f.name.fork == ForkNumber::Main => {
+                        orders.of(plan.fork_of_file[i], f.location.db_oid(), rel)
+                    }
+                    _ => None,
+                };
                 Some(FileStructure {
                     format,
                     fork_blocks: plan.fork_blocks[plan.fork_of_file[i]],
+                    btree_order,
                 })
             })
             .collect();
@@ -322,6 +340,7 @@ impl<'c> Structure<'c> {
             files,
             facts,
             clog: &catalog.clog,
+            not_order_checked: orders.skipped,
         }
     }
 }
@@ -363,7 +382,9 @@ pub fn run(
     for w in workers {
         merged.absorb(w);
     }
-    merged.finish(plan, opts, started)
+    let mut report = merged.finish(plan, opts, started);
+    report.summary.keys_not_order_checked = structure.map(|s| s.not_order_checked.len() as u64);
+    report
 }
 
 /// Per-worker state of the physical scan.
@@ -749,6 +770,7 @@ impl<'a> BlockChecker<'a> {
             skipped_files: plan.dir.skipped_temp_files as u64,
             corrupt_blocks: corrupt.len() as u64,
             findings: self.findings.len() as u64,
+            keys_not_order_checked: None,
             seconds: started.elapsed().as_secs_f64(),
             error: None,
             ..Summary::default()

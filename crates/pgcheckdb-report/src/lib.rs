@@ -266,11 +266,16 @@ pub fn summary_text(s: &Summary, findings: &[Finding]) -> String {
         .iter()
         .filter(|f| f.severity == Severity::Warning)
         .count();
-    let warn = if warnings > 0 {
+    let mut warn = if warnings > 0 {
         format!("; {warnings} warning(s)")
     } else {
         String::new()
     };
+    if let Some(n) = s.keys_not_order_checked.filter(|&n| n > 0) {
+        warn.push_str(&format!(
+            "; keys of {n} B-tree index(es) not order-checked (--verbose lists them)"
+        ));
+    }
     if let Some(error) = &s.error {
         if errors.is_empty() {
             return format!(

@@ -241,6 +241,12 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         return estimate::run(&plan, &catalog, &opts, format, &scope, setup);
     }
     let structure = (level != Level::Physical).then(|| Structure::from_catalog(&plan, &catalog));
+    if let (Some(s), false) = (&structure, common.quiet) {
+        warn_missing_locales(s);
+        if common.verbose {
+            list_not_order_checked(s);
+        }
+    }
     let total: u64 = plan.scan_files().iter().map(|f| f.len).sum();
     let progress_state = Progress::default();
     let where_is = |file: usize| progress::file_label(&plan, &catalog, file);
@@ -477,4 +483,37 @@ fn relation_text(r: &RelationSummary) -> String {
         "{db}: there are {rows}{} pages for {what} ({} pages in all forks)",
         r.pages, r.pages_all_forks
     )
+}
+
+/// One warning per libc locale that B-tree indexes use and this machine lacks: their keys are
+/// not order-checked (counted in the summary's `keys_not_order_checked`).
+fn warn_missing_locales(structure: &Structure<'_>) {
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (_, _, why) in &structure.not_order_checked {
+        if let Some(locale) = why.missing_locale() {
+            *counts.entry(locale).or_default() += 1;
+        }
+    }
+    for (locale, n) in counts {
+        eprintln!(
+            "pgcheckdb: warning: locale \"{locale}\" is not installed on this machine: the keys of {n} B-tree index(es) using it are not order-checked"
+        );
+    }
+}
+
+/// `--verbose`: each B-tree index whose keys are not order-checked, with the reason.
+fn list_not_order_checked(structure: &Structure<'_>) {
+    let checked = structure
+        .files
+        .iter()
+        .flatten()
+        .filter(|f| f.btree_order.is_some())
+        .count();
+    eprintln!(
+        "pgcheckdb: B-tree key order: {checked} index file(s) checked, {} index(es) not order-checked",
+        structure.not_order_checked.len()
+    );
+    for (index, db_oid, why) in &structure.not_order_checked {
+        eprintln!("pgcheckdb: keys not order-checked: index {index} (database {db_oid}): {why}");
+    }
 }

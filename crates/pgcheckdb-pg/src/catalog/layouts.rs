@@ -128,3 +128,132 @@ pub mod oids {
     pub const DEFAULTTABLESPACE: u32 = 1663;
     pub const GLOBALTABLESPACE: u32 = 1664;
 }
+
+/// `pg_index` columns the key order needs. The fixed part ends after the `indis*` flags (one
+/// more in 15+, `indnullsnotdistinct`); in both layouts `indkey` (an `int2vector`) starts at
+/// byte 24 and `indcollation`, `indclass` (`oidvector`s) and `indoption` (`int2vector`)
+/// follow it, each int-aligned with a 4-byte varlena header (these types are stored plain).
+#[derive(Debug, Clone, Copy)]
+pub struct PgIndexOrderLayout {
+    pub indnatts: usize,
+    pub indnkeyatts: usize,
+    pub indisunique: usize,
+    /// PostgreSQL 15+.
+    pub indnullsnotdistinct: Option<usize>,
+    /// The first variable-length column, `indkey`.
+    pub indkey: usize,
+}
+
+/// 14.
+pub const PG_INDEX_ORDER_14: PgIndexOrderLayout = PgIndexOrderLayout {
+    indnatts: 8,
+    indnkeyatts: 10,
+    indisunique: 12,
+    indnullsnotdistinct: None,
+    indkey: 24,
+};
+/// 15–18.
+pub const PG_INDEX_ORDER_15: PgIndexOrderLayout = PgIndexOrderLayout {
+    indnullsnotdistinct: Some(13),
+    ..PG_INDEX_ORDER_14
+};
+
+/// `pg_opclass` columns: the same in 14–18.
+pub mod pg_opclass {
+    pub const OID: usize = 0;
+    pub const OPCMETHOD: usize = 4;
+    pub const OPCNAME: usize = 8;
+    pub const OPCNAMESPACE: usize = 72;
+    pub const OPCFAMILY: usize = 80;
+    pub const OPCINTYPE: usize = 84;
+}
+
+/// `pg_opfamily` columns: the same in 14–18.
+pub mod pg_opfamily {
+    pub const OID: usize = 0;
+    pub const OPFMETHOD: usize = 4;
+    pub const OPFNAME: usize = 8;
+}
+
+/// `pg_collation` columns. The fixed part is the same in 14–18; `collcollate` is a `name` at
+/// 84 in 14 and the first (nullable) `text` column from 84 on in 15+.
+#[derive(Debug, Clone, Copy)]
+pub struct PgCollationLayout {
+    pub oid: usize,
+    pub collname: usize,
+    pub collprovider: usize,
+    pub collisdeterministic: usize,
+    pub collcollate: usize,
+    /// `collcollate` is a `name` (14) rather than `text` (15+).
+    pub collcollate_is_name: bool,
+}
+
+/// 14.
+pub const PG_COLLATION_14: PgCollationLayout = PgCollationLayout {
+    oid: 0,
+    collname: 4,
+    collprovider: 76,
+    collisdeterministic: 77,
+    collcollate: 84,
+    collcollate_is_name: true,
+};
+/// 15–18.
+pub const PG_COLLATION_15: PgCollationLayout = PgCollationLayout {
+    collcollate_is_name: false,
+    ..PG_COLLATION_14
+};
+
+/// Where `pg_database` keeps the default collation's locale.
+#[derive(Debug, Clone, Copy)]
+pub struct PgDatabaseLocaleLayout {
+    /// `datlocprovider` (15+); 14 has only libc.
+    pub datlocprovider: Option<usize>,
+    pub datcollate: usize,
+    /// `datcollate` is a `name` (14) rather than the first `text` column (15+).
+    pub datcollate_is_name: bool,
+}
+
+/// 14.
+pub const PG_DATABASE_LOCALE_14: PgDatabaseLocaleLayout = PgDatabaseLocaleLayout {
+    datlocprovider: None,
+    datcollate: 76,
+    datcollate_is_name: true,
+};
+/// 15–18.
+pub const PG_DATABASE_LOCALE_15: PgDatabaseLocaleLayout = PgDatabaseLocaleLayout {
+    datlocprovider: Some(76),
+    datcollate: 96,
+    datcollate_is_name: false,
+};
+
+/// The layouts the B-tree key order reads, per major version.
+#[derive(Debug, Clone, Copy)]
+pub struct OrderLayouts {
+    pub pg_index: PgIndexOrderLayout,
+    pub pg_collation: PgCollationLayout,
+    pub pg_database: PgDatabaseLocaleLayout,
+}
+
+/// Order layouts for a major version, `None` if unknown.
+pub fn order_layouts_for(major: u32) -> Option<OrderLayouts> {
+    match major {
+        14 => Some(OrderLayouts {
+            pg_index: PG_INDEX_ORDER_14,
+            pg_collation: PG_COLLATION_14,
+            pg_database: PG_DATABASE_LOCALE_14,
+        }),
+        15..=18 => Some(OrderLayouts {
+            pg_index: PG_INDEX_ORDER_15,
+            pg_collation: PG_COLLATION_15,
+            pg_database: PG_DATABASE_LOCALE_15,
+        }),
+        _ => None,
+    }
+}
+
+/// Fixed OIDs of the catalogs the key order reads (bootstrap-assigned, the same in 14–18).
+pub mod order_oids {
+    pub const PG_OPCLASS: u32 = 2616;
+    pub const PG_OPFAMILY: u32 = 2753;
+    pub const PG_COLLATION: u32 = 3456;
+}

@@ -5,6 +5,7 @@
 
 pub mod attributes;
 pub mod heapscan;
+pub mod index_meta;
 pub mod layouts;
 pub mod relmap;
 pub mod twophase;
@@ -177,6 +178,8 @@ pub struct Catalog {
     pub pending: HashMap<FileKey, PendingRelation>,
     /// Prepared transactions (`pg_twophase/`).
     pub prepared: Vec<PreparedXact>,
+    /// What B-tree key order depends on (operator classes, collations, `pg_index` options).
+    pub order: index_meta::OrderCatalog,
 }
 
 /// Context for reading one cluster's catalogs.
@@ -644,9 +647,17 @@ impl Reader<'_> {
         };
         let layout = self.layouts.pg_database;
         let mut dbs = Vec::new();
+        let locale_layout = index_meta::layouts(self.control.major).map(|l| l.pg_database);
+        let mut locales = Vec::new();
         self.scan(&global, filenode, "pg_database", |row| {
-            dbs.extend(database_row(row.data, &layout));
+            let db = database_row(row.data, &layout);
+            let locale = locale_layout.and_then(|l| index_meta::database_locale_row(row.data, &l));
+            if let (Some(db), Some(locale)) = (&db, locale) {
+                locales.push((db.oid, locale));
+            }
+            dbs.extend(db);
         });
+        self.catalog.order.databases.extend(locales);
         for db in dbs {
             self.catalog.databases.insert(db.oid, db);
         }
@@ -707,6 +718,7 @@ impl Reader<'_> {
         let ams = self.read_names(&dir, node_of(oids::PG_AM), "pg_am");
         let types = self.read_names(&dir, node_of(oids::PG_TYPE), "pg_type");
         let owners = self.owners(&dir, node_of(oids::PG_INDEX), &rows, &namespaces);
+        self.read_order_meta(db, &dir, &node_of);
         let global_map = if rows.iter().any(|r| r.relisshared) {
             self.map_of(&self.datadir.join("global"))
         } else {

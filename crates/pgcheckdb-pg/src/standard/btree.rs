@@ -1,6 +1,6 @@
 //! B-tree pages (`nbtree`): special space, metapage, page flags and level, sibling links, item
-//! bounds, index tuple sizes and posting-list order — everything that can be checked on one page
-//! without the opclass comparator.
+//! bounds, index tuple sizes and posting-list order; the key order with the opclass comparators
+//! is in [`super::btree_keys`].
 
 use serde_json::json;
 
@@ -61,6 +61,9 @@ pub fn check_btree_page(
     }
     line_pointers_into(page, h, &mut scratch.items);
     check_items(page, h, &opaque, &scratch.items, facts, out);
+    if let Some(order) = &inputs.file.btree_order {
+        super::btree_keys::check_key_order(page, h, &opaque, &scratch.items, order, out);
+    }
 }
 
 fn page_problem(message: String) -> StructureProblem {

@@ -9,6 +9,7 @@
 mod attrs;
 pub mod bounds;
 pub mod btree;
+pub mod btree_keys;
 pub mod heap;
 pub mod hot;
 pub mod index;
@@ -102,6 +103,8 @@ pub struct FileStructure {
     pub format: PageFormat,
     /// Blocks in the whole fork (for links and `t_ctid`).
     pub fork_blocks: u64,
+    /// For a B-tree index whose keys have comparators: how they are ordered.
+    pub btree_order: Option<crate::btree_order::plan::BtreeOrderCheck>,
 }
 
 /// Cluster-wide facts the checks compare against (built by `bounds::cluster_facts`).
