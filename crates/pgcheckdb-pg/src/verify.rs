@@ -202,7 +202,7 @@ impl Plan {
     }
 
     /// Reads one absolute block of a fork, if it exists.
-    fn read_fork_block(&self, fork: usize, blkno: u64) -> Option<Vec<u8>> {
+    pub(crate) fn read_fork_block(&self, fork: usize, blkno: u64) -> Option<Vec<u8>> {
         let relseg = self.control.relseg_size as u64;
         let bs = self.control.blcksz as u64;
         let segno = u32::try_from(blkno / relseg).ok()?;
