@@ -16,8 +16,8 @@ use crate::layout::itemid::{line_pointers, ItemId};
 use crate::layout::le_u16;
 use crate::layout::special::{guess_page_kind, PageKind};
 use crate::page::{is_all_zero, PageHeader, SIZE_OF_PAGE_HEADER_DATA};
-use crate::relfile::ForkNumber;
 use crate::physical::{check_page, PageCheckConfig, PageProblem, PageVerdict};
+use crate::relfile::ForkNumber;
 
 /// The page's checksum as stored and as calculated for its absolute block number.
 #[derive(Debug, Clone, Serialize)]
@@ -496,7 +496,13 @@ fn visibility_map_text(v: &VisibilityMapView) -> String {
         let runs: Vec<String> = v
             .all_visible_runs
             .iter()
-            .map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") })
+            .map(|(a, b)| {
+                if a == b {
+                    a.to_string()
+                } else {
+                    format!("{a}-{b}")
+                }
+            })
             .collect();
         out += &format!("  all-visible heap blocks: {}\n", runs.join(", "));
     }

@@ -36,9 +36,8 @@ fn main() -> ExitCode {
     closed_stdout::install_quiet_hook();
     // A `println!` to a closed pipe panics; the panic unwinds (dropping temporary clusters and
     // locks) up to here and ends the run quietly.
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run(args.command, &common)
-    }));
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(args.command, &common)));
     match result {
         Ok(Ok(code)) => ExitCode::from(code),
         Ok(Err(e)) if closed_stdout::is_broken_pipe(&e) => ExitCode::from(EXIT_STDOUT_CLOSED),

@@ -80,7 +80,8 @@ pub fn resolve(
     } else {
         format!("{shown_dir}/{file_name}")
     };
-    let fork_blocks = count_fork_blocks(&dir, parsed.temp_backend, parsed.relfilenode, fork, control);
+    let fork_blocks =
+        count_fork_blocks(&dir, parsed.temp_backend, parsed.relfilenode, fork, control);
     Ok(BlockTarget {
         path: dir.join(&file_name),
         shown,
@@ -146,7 +147,11 @@ fn check_database(catalog: &Catalog, name: &str) -> anyhow::Result<()> {
     if catalog.databases.values().any(|db| db.name == name) {
         return Ok(());
     }
-    let mut names: Vec<&str> = catalog.databases.values().map(|db| db.name.as_str()).collect();
+    let mut names: Vec<&str> = catalog
+        .databases
+        .values()
+        .map(|db| db.name.as_str())
+        .collect();
     names.sort_unstable();
     bail!(
         "no such database \"{name}\" (the catalog has: {})",

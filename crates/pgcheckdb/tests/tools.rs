@@ -111,7 +111,11 @@ fn enable_never_stamps_pages_that_fail_the_structure_checks_or_are_misplaced() {
     let real = enable(&[]);
     assert_eq!(real.status, 2, "enable must refuse\n{real}");
     assert_eq!(real.summary()["outcome"], "refused_damaged", "{real}");
-    assert_eq!(checksum_state(datadir), ChecksumState::Off, "pg_control must stay off");
+    assert_eq!(
+        checksum_state(datadir),
+        ChecksumState::Off,
+        "pg_control must stay off"
+    );
     assert!(
         !real.stderr.contains("standbys"),
         "no standby warning when nothing was switched\n{real}"
@@ -137,7 +141,10 @@ fn enable_never_stamps_pages_that_fail_the_structure_checks_or_are_misplaced() {
         .filter(|f| f["severity"] == "error")
         .map(|f| {
             assert_eq!(f["file"], paths[0].as_str(), "{f}");
-            assert_eq!(f["relation"]["name"], "public.accounts", "named by relation: {f}");
+            assert_eq!(
+                f["relation"]["name"], "public.accounts",
+                "named by relation: {f}"
+            );
             assert_eq!(f["database"]["name"], "postgres", "named by database: {f}");
             f["block"].as_u64().expect("block")
         })
@@ -218,18 +225,30 @@ fn inspect_resolves_names_like_psql_and_decodes_every_fork() {
     let folded = inspect(&["--relation", "Accounts", "-d", "postgres", "--block", "0"]);
     assert_eq!(folded.status, 0, "{folded}");
     assert!(folded.stdout.contains("database postgres"), "{folded}");
-    assert!(folded.stdout.contains("relation public.accounts"), "{folded}");
-    assert!(folded.stdout.contains(" FROZEN "), "frozen tuples say so\n{folded}");
+    assert!(
+        folded.stdout.contains("relation public.accounts"),
+        "{folded}"
+    );
+    assert!(
+        folded.stdout.contains(" FROZEN "),
+        "frozen tuples say so\n{folded}"
+    );
     let quoted = inspect(&["--relation", "\"Accounts\"", "--block", "0"]);
     assert_eq!(quoted.status, 1, "{quoted}");
-    assert!(quoted.stderr.contains("no relation \"Accounts\""), "{quoted}");
+    assert!(
+        quoted.stderr.contains("no relation \"Accounts\""),
+        "{quoted}"
+    );
     let public = inspect(&["--relation", "PUBLIC.accounts", "--block", "0"]);
     assert_eq!(public.status, 0, "{public}");
 
     // -d: a missing database says so; another database resolves there.
     let missing = inspect(&["--relation", "accounts", "-d", "nosuchdb", "--block", "0"]);
     assert_eq!(missing.status, 1, "{missing}");
-    assert!(missing.stderr.contains("no such database \"nosuchdb\""), "{missing}");
+    assert!(
+        missing.stderr.contains("no such database \"nosuchdb\""),
+        "{missing}"
+    );
     let other = inspect(&["--relation", "other", "-d", "second", "--block", "0"]);
     assert_eq!(other.status, 0, "{other}");
     assert!(other.stdout.contains("database second"), "{other}");
@@ -237,12 +256,16 @@ fn inspect_resolves_names_like_psql_and_decodes_every_fork() {
     assert_eq!(wrong_db.status, 1, "{wrong_db}");
 
     // The visibility map page: every heap block all-visible and all-frozen after VACUUM FREEZE.
-    let heap_blocks = std::fs::metadata(c.datadir().join(&accounts)).expect("stat").len()
+    let heap_blocks = std::fs::metadata(c.datadir().join(&accounts))
+        .expect("stat")
+        .len()
         / BLCKSZ as u64;
-    let vm = inspect(&["--file", &accounts, "--fork", "vm", "--block", "0", "--format", "json"]);
+    let vm = inspect(&[
+        "--file", &accounts, "--fork", "vm", "--block", "0", "--format", "json",
+    ]);
     assert_eq!(vm.status, 0, "{vm}");
-    let page: serde_json::Value = serde_json::from_str(vm.stdout.lines().next().expect("line"))
-        .expect("json");
+    let page: serde_json::Value =
+        serde_json::from_str(vm.stdout.lines().next().expect("line")).expect("json");
     let map = &page["page"]["visibility_map"];
     assert_eq!(map["all_visible"], heap_blocks, "{vm}");
     assert_eq!(map["all_frozen"], heap_blocks, "{vm}");
@@ -255,13 +278,23 @@ fn inspect_resolves_names_like_psql_and_decodes_every_fork() {
         "{vm_text}"
     );
     // The free space map: the deleted rows left free space on the leaf page (block 2).
-    let fsm = inspect(&["--file", &format!("{accounts}_fsm"), "--block", "2", "--format", "json"]);
+    let fsm = inspect(&[
+        "--file",
+        &format!("{accounts}_fsm"),
+        "--block",
+        "2",
+        "--format",
+        "json",
+    ]);
     assert_eq!(fsm.status, 0, "{fsm}");
-    let page: serde_json::Value = serde_json::from_str(fsm.stdout.lines().next().expect("line"))
-        .expect("json");
+    let page: serde_json::Value =
+        serde_json::from_str(fsm.stdout.lines().next().expect("line")).expect("json");
     let fsm_view = &page["page"]["free_space_map"];
     assert_eq!(fsm_view["nonzero_leaves"], heap_blocks, "{fsm}");
-    assert!(fsm_view["root_category"].as_u64().expect("root") > 0, "{fsm}");
+    assert!(
+        fsm_view["root_category"].as_u64().expect("root") > 0,
+        "{fsm}"
+    );
 
     // --hex: text dump with offsets, JSON string of the whole page.
     let hex = inspect(&["--file", &accounts, "--block", "0", "--hex"]);
@@ -269,10 +302,16 @@ fn inspect_resolves_names_like_psql_and_decodes_every_fork() {
     assert!(hex.stdout.contains("\n0010  "), "{hex}");
     assert!(hex.stdout.contains("|..H."), "the ASCII column\n{hex}");
     assert!(hex.stdout.trim_end().ends_with("2000"), "{hex}");
-    let hex_json = inspect(&["--file", &accounts, "--block", "0", "--hex", "--format", "json"]);
+    let hex_json = inspect(&[
+        "--file", &accounts, "--block", "0", "--hex", "--format", "json",
+    ]);
     let page: serde_json::Value =
         serde_json::from_str(hex_json.stdout.lines().next().expect("line")).expect("json");
-    assert_eq!(page["hex"].as_str().expect("hex").len(), 2 * BLCKSZ, "{hex_json}");
+    assert_eq!(
+        page["hex"].as_str().expect("hex").len(),
+        2 * BLCKSZ,
+        "{hex_json}"
+    );
 
     // A block past the end says so, naming the fork's size.
     let past = inspect(&["--relation", "accounts", "--block", "5000"]);
@@ -320,12 +359,16 @@ fn corrupt_needs_d_and_a_confirmation_and_honours_or_rejects_its_options() {
     // No -D: $PGDATA is not a default.
     let no_d = run::pgcheckdb(
         &bin(),
-        &["corrupt", "--file", &accounts, "--block", "1", "--how", "zero", "--yes"],
+        &[
+            "corrupt", "--file", &accounts, "--block", "1", "--how", "zero", "--yes",
+        ],
         None,
     );
     assert_eq!(no_d.status, 1, "{no_d}");
     let with_env = std::process::Command::new(bin())
-        .args(["corrupt", "--file", &accounts, "--block", "1", "--how", "zero", "--yes"])
+        .args([
+            "corrupt", "--file", &accounts, "--block", "1", "--how", "zero", "--yes",
+        ])
         .env("PGDATA", &d)
         .output()
         .expect("run");
@@ -336,10 +379,15 @@ fn corrupt_needs_d_and_a_confirmation_and_honours_or_rejects_its_options() {
     // No --yes and nothing on stdin: refused; "yes" on stdin: done.
     let unconfirmed = corrupt(&["--file", &accounts, "--block", "1", "--how", "zero"]);
     assert_eq!(unconfirmed.status, 1, "{unconfirmed}");
-    assert!(unconfirmed.stderr.contains("not confirmed"), "{unconfirmed}");
+    assert!(
+        unconfirmed.stderr.contains("not confirmed"),
+        "{unconfirmed}"
+    );
     unchanged("an unconfirmed corrupt");
     let mut child = std::process::Command::new(bin())
-        .args(["corrupt", "-D", &d, "--file", &accounts, "--block", "1", "--how", "zero"])
+        .args([
+            "corrupt", "-D", &d, "--file", &accounts, "--block", "1", "--how", "zero",
+        ])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -366,23 +414,41 @@ fn corrupt_needs_d_and_a_confirmation_and_honours_or_rejects_its_options() {
         ("tear", &["--offset", "0"][..]),
     ] {
         let before = std::fs::read(&file).expect("read");
-        let mut args = vec!["--file", accounts.as_str(), "--block", "2", "--how", how, "--yes"];
+        let mut args = vec![
+            "--file",
+            accounts.as_str(),
+            "--block",
+            "2",
+            "--how",
+            how,
+            "--yes",
+        ];
         args.extend(extra);
         let r = corrupt(&args);
         assert_eq!(r.status, 1, "{how} {extra:?}\n{r}");
-        assert!(std::fs::read(&file).expect("read") == before, "{how} {extra:?} wrote");
+        assert!(
+            std::fs::read(&file).expect("read") == before,
+            "{how} {extra:?} wrote"
+        );
     }
 
     // tear --offset is honoured exactly.
-    let r = corrupt(&["--file", &accounts, "--block", "2", "--how", "tear", "--offset", "1536", "--yes"]);
+    let r = corrupt(&[
+        "--file", &accounts, "--block", "2", "--how", "tear", "--offset", "1536", "--yes",
+    ]);
     assert_eq!(r.status, 0, "{r}");
     let torn = corrupt::read_block(&file, 2, BLCKSZ).expect("read");
     assert!(torn[1536..].iter().all(|&b| b == 0), "{r}");
-    assert!(torn[1024..1536].iter().any(|&b| b != 0), "zeroed before the offset\n{r}");
+    assert!(
+        torn[1024..1536].iter().any(|&b| b != 0),
+        "zeroed before the offset\n{r}"
+    );
 
     // garbage takes a seed: the same seed gives the same bytes on another block.
     for blk in ["3", "4"] {
-        let r = corrupt(&["--file", &accounts, "--block", blk, "--how", "garbage", "--seed", "42", "--yes"]);
+        let r = corrupt(&[
+            "--file", &accounts, "--block", blk, "--how", "garbage", "--seed", "42", "--yes",
+        ]);
         assert_eq!(r.status, 0, "{r}");
         assert!(r.stdout.contains("seed 42"), "{r}");
     }
@@ -392,19 +458,40 @@ fn corrupt_needs_d_and_a_confirmation_and_honours_or_rejects_its_options() {
     );
 
     // swap on a one-block table, or with a block past the end, is refused.
-    let single = corrupt(&["--relation", "one_block", "--block", "0", "--how", "swap", "--yes"]);
+    let single = corrupt(&[
+        "--relation",
+        "one_block",
+        "--block",
+        "0",
+        "--how",
+        "swap",
+        "--yes",
+    ]);
     assert_eq!(single.status, 1, "{single}");
     assert!(single.stderr.contains("swap needs two blocks"), "{single}");
-    let far = corrupt(&["--file", &accounts, "--block", "5", "--how", "swap", "--with", "900", "--yes"]);
+    let far = corrupt(&[
+        "--file", &accounts, "--block", "5", "--how", "swap", "--with", "900", "--yes",
+    ]);
     assert_eq!(far.status, 1, "{far}");
-    let past = corrupt(&["--file", &accounts, "--block", "900", "--how", "zero", "--yes"]);
+    let past = corrupt(&[
+        "--file", &accounts, "--block", "900", "--how", "zero", "--yes",
+    ]);
     assert_eq!(past.status, 1, "{past}");
     assert!(past.stderr.contains("past the end"), "{past}");
 
     // --format json: a `corrupted` record and the closing summary.
     let json = corrupt(&[
-        "--relation", "accounts", "--block", "5", "--how", "swap", "--with", "6", "--yes",
-        "--format", "json",
+        "--relation",
+        "accounts",
+        "--block",
+        "5",
+        "--how",
+        "swap",
+        "--with",
+        "6",
+        "--yes",
+        "--format",
+        "json",
     ]);
     assert_eq!(json.status, 0, "{json}");
     let first: serde_json::Value =

@@ -69,8 +69,15 @@ impl<'a> Judge<'a> {
                 Severity::Warning => format!("{}; the server accepts it, stamped", p.message),
                 Severity::Info => continue,
             };
-            let mut finding =
-                super::stamp::file_finding(self.plan, file, Some(blkno), p.kind, p.severity, message, p.detail);
+            let mut finding = super::stamp::file_finding(
+                self.plan,
+                file,
+                Some(blkno),
+                p.kind,
+                p.severity,
+                message,
+                p.detail,
+            );
             finding.offset = p.offset;
             finding.attnum = p.attnum;
             self.findings.push(finding);

@@ -83,11 +83,11 @@ use serde::Serialize;
 
 use pgcheckdb_scan::{plan_units, Progress, ScanFile, ScanOptions};
 
+use crate::catalog::Catalog;
 use crate::cluster::{check_stopped, RunningReason};
 use crate::control::{ChecksumState, ControlFile, ControlFileError};
 use crate::finding::{Finding, Severity};
 use crate::lock::{DataDirLock, LockError};
-use crate::catalog::Catalog;
 use crate::verify::{Plan, Structure};
 
 pub use control_switch::{write_control_file, ControlWriteError};
@@ -359,8 +359,8 @@ fn enable_planned(
         max_bytes_per_sec: None,
     };
     let delay = test_unit_delay();
-    let structure = (!opts.skip_structure_checks)
-        .then(|| Structure::from_catalog(plan, &enabler.catalog));
+    let structure =
+        (!opts.skip_structure_checks).then(|| Structure::from_catalog(plan, &enabler.catalog));
     let workers = pgcheckdb_scan::run(
         files,
         &units,

@@ -86,8 +86,10 @@ pub fn stamp_chunk_judged(
     for (i, page) in data.chunks_exact_mut(blcksz).enumerate() {
         let blkno = first_blkno + i as u64;
         let mut action = classify_block(page, blkno as u32, blcksz, max_align);
-        if matches!(action, BlockAction::Stamp { .. } | BlockAction::AlreadyValid { .. })
-            && rejects(blkno, page)
+        if matches!(
+            action,
+            BlockAction::Stamp { .. } | BlockAction::AlreadyValid { .. }
+        ) && rejects(blkno, page)
         {
             action = BlockAction::Rejected;
         }
