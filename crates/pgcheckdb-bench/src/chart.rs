@@ -61,7 +61,7 @@ fn font_candidates() -> Vec<PathBuf> {
 /// Chart size in pixels with two panels side by side.
 const SIZE_TWO: (u32, u32) = (1400, 650);
 /// Tick labels longer than this are replaced by letters explained in the legend.
-const MAX_TICK_LABEL: usize = 14;
+const MAX_TICK_LABEL: usize = 8;
 /// Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
 const PALETTE: [(u8, u8, u8); 7] = [
     (0, 114, 178),   // blue
@@ -299,11 +299,11 @@ fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 
-/// The top of the y axis: a little above the largest value.
+/// The top of the y axis: above the largest value, leaving the upper part for the legend.
 fn y_top(values: impl Iterator<Item = f64>) -> f64 {
     let max = values.filter(|v| v.is_finite()).fold(0.0, f64::max);
     if max > 0.0 {
-        max * 1.25
+        max * 1.8
     } else {
         1.0
     }
