@@ -1,6 +1,6 @@
 //! What a bench leaves behind: a [`Report`] printed as text tables, and written to `--out` as
 //! `trials.csv` (every run), `summary.csv` (statistics per variant and metric), `report.json`
-//! (all of it) and `chart.png` (see [`crate::chart`]).
+//! (all of it), `chart.png` and `chart.json` (what the chart shows; see [`crate::chart`]).
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -119,6 +119,11 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<Written> {
         write_file(dir, "trials.csv", &trials_csv(report))?,
         write_file(dir, "summary.csv", &summary_csv(report))?,
         write_file(dir, "report.json", &serde_json::to_string_pretty(report)?)?,
+        write_file(
+            dir,
+            "chart.json",
+            &serde_json::to_string_pretty(&crate::chart::spec(report))?,
+        )?,
         crate::chart::render(report, &dir.join("chart.png"))?,
     ];
     Ok(Written {
@@ -353,6 +358,15 @@ fn summary_row(g: &Group, extra: &[String]) -> Vec<String> {
     row
 }
 
+/// The warning a quick run prints before its conclusions.
+pub const QUICK_TEXT: &str = "\nQuick run: too few runs and too small a workload; the 95 % intervals are too wide to conclude anything. \
+Numbers show that the bench works, not what checksums cost; run without --quick for results.\n";
+
+/// Whether the report comes from a `--quick` run.
+pub fn is_quick(report: &Report) -> bool {
+    report.settings.get("quick").and_then(|v| v.as_bool()) == Some(true)
+}
+
 /// The whole text report: title, settings, every run, the summary, ratios and conclusions.
 pub fn render_text(report: &Report) -> String {
     let mut out = format!("== {} ==\n", report.title);
@@ -383,6 +397,9 @@ pub fn render_text(report: &Report) -> String {
                 fmt_ratio(&c.ratio)
             );
         }
+    }
+    if is_quick(report) {
+        out.push_str(QUICK_TEXT);
     }
     if !report.conclusions.is_empty() {
         out.push_str("\nConclusions:\n");

@@ -1,5 +1,6 @@
 //! `inspect`: one page decoded for a person — header, checksum, line pointers, heap tuple
-//! headers, index tuple sizes and the B-tree special space.
+//! headers (FROZEN when `xmin` is frozen), index tuple sizes, the B-tree special space, the bits
+//! of a visibility-map page and the tree of a free-space-map page, and a hex dump.
 
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -14,8 +15,9 @@ use crate::layout::heap::{HeapTupleHeader, ItemPointer};
 use crate::layout::itemid::{line_pointers, ItemId};
 use crate::layout::le_u16;
 use crate::layout::special::{guess_page_kind, PageKind};
-use crate::page::{is_all_zero, PageHeader};
+use crate::page::{is_all_zero, PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 use crate::physical::{check_page, PageCheckConfig, PageProblem, PageVerdict};
+use crate::relfile::ForkNumber;
 
 /// The page's checksum as stored and as calculated for its absolute block number.
 #[derive(Debug, Clone, Serialize)]
@@ -32,6 +34,9 @@ pub struct HeapTupleView {
     #[serde(flatten)]
     pub header: HeapTupleHeader,
     pub natts: u16,
+    /// `xmin` is frozen: `HEAP_XMIN_COMMITTED | HEAP_XMIN_INVALID` both set (`HEAP_XMIN_FROZEN`),
+    /// or `xmin` is `FrozenTransactionId` (2), as tuples frozen before PostgreSQL 9.4 are.
+    pub frozen: bool,
     pub infomask_flags: Vec<&'static str>,
     pub infomask2_flags: Vec<&'static str>,
 }
@@ -72,6 +77,47 @@ pub struct PageDump {
     pub btree: Option<BtPageOpaque>,
     pub btree_flags: Vec<&'static str>,
     pub btree_meta: Option<BtMetaPage>,
+    /// The fork the page belongs to.
+    pub fork: ForkNumber,
+    /// A visibility-map page's bits.
+    pub visibility_map: Option<VisibilityMapView>,
+    /// A free-space-map page's tree.
+    pub free_space_map: Option<FreeSpaceMapView>,
+}
+
+/// `VISIBILITYMAP_ALL_VISIBLE` and `VISIBILITYMAP_ALL_FROZEN`: two bits per heap block.
+const VM_ALL_VISIBLE: u8 = 0x1;
+const VM_ALL_FROZEN: u8 = 0x2;
+/// Heap blocks per byte of a visibility-map page.
+const VM_HEAP_BLOCKS_PER_BYTE: u64 = 4;
+
+/// What a visibility-map page says about the heap blocks it covers.
+#[derive(Debug, Clone, Serialize)]
+pub struct VisibilityMapView {
+    /// The first heap block this page covers.
+    pub first_heap_block: u64,
+    /// How many heap blocks it covers (`HEAPBLOCKS_PER_PAGE`).
+    pub heap_blocks: u64,
+    pub all_visible: u64,
+    pub all_frozen: u64,
+    /// Heap blocks with the all-frozen bit but not the all-visible bit (never valid).
+    pub frozen_not_visible: Vec<u64>,
+    /// Runs `[first, last]` of heap blocks with the all-visible bit set (at most 32).
+    pub all_visible_runs: Vec<(u64, u64)>,
+}
+
+/// What a free-space-map page holds (`FSMPageData`: `fp_next_slot`, then a binary tree of
+/// one-byte free-space categories whose leaves are the last `LeafNodesPerPage` nodes).
+#[derive(Debug, Clone, Serialize)]
+pub struct FreeSpaceMapView {
+    pub fp_next_slot: i32,
+    /// The root node: the largest category on this page (free bytes = category × BLCKSZ / 256).
+    pub root_category: u8,
+    pub leaves: usize,
+    /// Leaves with a non-zero category (blocks or subtrees with free space recorded).
+    pub nonzero_leaves: usize,
+    /// The first leaves with a non-zero category: `(leaf index, category)` (at most 16).
+    pub first_nonzero_leaves: Vec<(usize, u8)>,
 }
 
 /// Reads block `block_in_file` of the segment file at `path` and decodes it. `segno` gives the
@@ -81,8 +127,9 @@ pub fn inspect_block(
     shown: &str,
     segno: u32,
     block_in_file: u64,
+    fork: ForkNumber,
     control: &ControlFile,
-) -> io::Result<PageDump> {
+) -> io::Result<(PageDump, Vec<u8>)> {
     let bs = control.block_size();
     let mut page = vec![0u8; bs];
     let file = pgcheckdb_scan::open::open_regular(path, false)?;
@@ -98,7 +145,124 @@ pub fn inspect_block(
             }
         })?;
     let block = segno as u64 * control.relseg_size as u64 + block_in_file;
-    Ok(decode_page(&page, shown, block, block_in_file, control))
+    let mut dump = decode_page(&page, shown, block, block_in_file, control);
+    decode_map_page(&mut dump, &page, fork, control);
+    Ok((dump, page))
+}
+
+/// Decodes the contents of a visibility-map or free-space-map page (known from its fork).
+pub fn decode_map_page(dump: &mut PageDump, page: &[u8], fork: ForkNumber, control: &ControlFile) {
+    dump.fork = fork;
+    if dump.all_zero || dump.header.is_none_or(|h| h.is_new()) {
+        return;
+    }
+    let contents = align_up(SIZE_OF_PAGE_HEADER_DATA, control.max_align as usize);
+    let Some(body) = page.get(contents..) else {
+        return;
+    };
+    match fork {
+        ForkNumber::Vm => dump.visibility_map = Some(visibility_map(body, dump.block)),
+        ForkNumber::Fsm => dump.free_space_map = free_space_map(body, page.len()),
+        ForkNumber::Main | ForkNumber::Init => {}
+    }
+}
+
+fn align_up(n: usize, align: usize) -> usize {
+    n.div_ceil(align.max(1)) * align.max(1)
+}
+
+fn visibility_map(bits: &[u8], vm_block: u64) -> VisibilityMapView {
+    let heap_blocks = bits.len() as u64 * VM_HEAP_BLOCKS_PER_BYTE;
+    let first = vm_block * heap_blocks;
+    let mut view = VisibilityMapView {
+        first_heap_block: first,
+        heap_blocks,
+        all_visible: 0,
+        all_frozen: 0,
+        frozen_not_visible: Vec::new(),
+        all_visible_runs: Vec::new(),
+    };
+    for (i, &byte) in bits.iter().enumerate() {
+        for k in 0..VM_HEAP_BLOCKS_PER_BYTE {
+            let pair = (byte >> (2 * k)) & (VM_ALL_VISIBLE | VM_ALL_FROZEN);
+            let heap_block = first + i as u64 * VM_HEAP_BLOCKS_PER_BYTE + k;
+            if pair & VM_ALL_FROZEN != 0 {
+                view.all_frozen += 1;
+                if pair & VM_ALL_VISIBLE == 0 && view.frozen_not_visible.len() < 32 {
+                    view.frozen_not_visible.push(heap_block);
+                }
+            }
+            if pair & VM_ALL_VISIBLE != 0 {
+                view.all_visible += 1;
+                let runs = &mut view.all_visible_runs;
+                let extends = runs.last().is_some_and(|run| run.1 + 1 == heap_block);
+                if extends {
+                    if let Some(run) = runs.last_mut() {
+                        run.1 = heap_block;
+                    }
+                } else if runs.len() < 32 {
+                    runs.push((heap_block, heap_block));
+                }
+            }
+        }
+    }
+    view
+}
+
+fn free_space_map(body: &[u8], blcksz: usize) -> Option<FreeSpaceMapView> {
+    let fp_next_slot = i32::from_le_bytes(body.get(..4)?.try_into().ok()?);
+    let nodes = body.get(4..)?;
+    // NonLeafNodesPerPage = BLCKSZ / 2 - 1; the rest of the nodes are leaves.
+    let non_leaf = (blcksz / 2).saturating_sub(1).min(nodes.len());
+    let leaves = &nodes[non_leaf..];
+    let nonzero: Vec<(usize, u8)> = leaves
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c != 0)
+        .map(|(i, &c)| (i, c))
+        .collect();
+    Some(FreeSpaceMapView {
+        fp_next_slot,
+        root_category: nodes.first().copied().unwrap_or(0),
+        leaves: leaves.len(),
+        nonzero_leaves: nonzero.len(),
+        first_nonzero_leaves: nonzero.into_iter().take(16).collect(),
+    })
+}
+
+/// A hex dump of a page, 16 bytes a line with the offset; runs of identical lines after the
+/// first are shown as one `*` line (as `hexdump` does).
+pub fn hex_dump(page: &[u8]) -> String {
+    let mut out = String::new();
+    let mut previous: Option<&[u8]> = None;
+    let mut starred = false;
+    for (i, line) in page.chunks(16).enumerate() {
+        if previous == Some(line) {
+            if !starred {
+                out += "*\n";
+                starred = true;
+            }
+            continue;
+        }
+        starred = false;
+        previous = Some(line);
+        out += &format!("{:04x} ", i * 16);
+        for (j, b) in line.iter().enumerate() {
+            out += if j == 8 { "  " } else { " " };
+            out += &format!("{b:02x}");
+        }
+        out += "  |";
+        out.extend(line.iter().map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                b as char
+            } else {
+                '.'
+            }
+        }));
+        out += "|\n";
+    }
+    out += &format!("{:04x}\n", page.len());
+    out
 }
 
 /// Decodes a page image.
@@ -131,6 +295,9 @@ pub fn decode_page(
         btree: None,
         btree_flags: Vec::new(),
         btree_meta: None,
+        fork: ForkNumber::Main,
+        visibility_map: None,
+        free_space_map: None,
     };
     let Some(h) = header.filter(|h| !h.is_new()) else {
         return dump;
@@ -210,6 +377,7 @@ fn item_view(page: &[u8], h: &PageHeader, kind: PageKind, item: ItemId) -> ItemV
         PageKind::HeapLike | PageKind::Sequence => {
             view.heap_tuple = HeapTupleHeader::parse(tuple).map(|header| HeapTupleView {
                 natts: header.natts(),
+                frozen: is_frozen(&header),
                 infomask_flags: crate::layout::heap::infomask::names(header.t_infomask),
                 infomask2_flags: crate::layout::heap::infomask2::names(header.t_infomask2),
                 header,
@@ -227,6 +395,14 @@ fn item_view(page: &[u8], h: &PageHeader, kind: PageKind, item: ItemId) -> ItemV
     view
 }
 
+/// `HEAP_XMIN_FROZEN` (both xmin hint bits), or `xmin` = `FrozenTransactionId`.
+fn is_frozen(h: &HeapTupleHeader) -> bool {
+    use crate::layout::heap::infomask::{HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID};
+    const FROZEN_TRANSACTION_ID: u32 = 2;
+    let both = HEAP_XMIN_COMMITTED | HEAP_XMIN_INVALID;
+    h.t_infomask & both == both || h.t_xmin == FROZEN_TRANSACTION_ID
+}
+
 /// `IndexTupleData`: `t_tid` and `t_info` (size in the low 13 bits, 0x4000 varwidth, 0x8000 nulls).
 fn index_tuple(tuple: &[u8]) -> Option<IndexTupleView> {
     let t_info = le_u16(tuple, 6)?;
@@ -241,8 +417,11 @@ fn index_tuple(tuple: &[u8]) -> Option<IndexTupleView> {
 /// Multi-line text rendering of a dump.
 pub fn render_text(d: &PageDump) -> String {
     let mut out = format!(
-        "file \"{}\", block {} (block {} of this segment file)\n",
-        d.file, d.block, d.block_in_file
+        "file \"{}\", {} fork, block {} (block {} of this segment file)\n",
+        d.file,
+        d.fork.name(),
+        d.block,
+        d.block_in_file
     );
     out += &format!("verdict: {}\n", d.verdict);
     let Some(h) = d.header.filter(|_| !d.all_zero) else {
@@ -274,7 +453,11 @@ pub fn render_text(d: &PageDump) -> String {
             c.stored, c.calculated
         );
     }
-    if let Some(k) = d.page_kind {
+    if let Some(v) = &d.visibility_map {
+        out += &visibility_map_text(v);
+    } else if let Some(f) = &d.free_space_map {
+        out += &free_space_map_text(f);
+    } else if let Some(k) = d.page_kind {
         out += &format!("page kind (from special space): {k:?}\n");
     }
     if let Some(o) = &d.btree {
@@ -303,6 +486,51 @@ pub fn render_text(d: &PageDump) -> String {
     out
 }
 
+fn visibility_map_text(v: &VisibilityMapView) -> String {
+    let last = v.first_heap_block + v.heap_blocks - 1;
+    let mut out = format!(
+        "visibility map page: heap blocks {}..{last}: {} all-visible, {} all-frozen\n",
+        v.first_heap_block, v.all_visible, v.all_frozen
+    );
+    if !v.all_visible_runs.is_empty() {
+        let runs: Vec<String> = v
+            .all_visible_runs
+            .iter()
+            .map(|(a, b)| {
+                if a == b {
+                    a.to_string()
+                } else {
+                    format!("{a}-{b}")
+                }
+            })
+            .collect();
+        out += &format!("  all-visible heap blocks: {}\n", runs.join(", "));
+    }
+    if !v.frozen_not_visible.is_empty() {
+        out += &format!(
+            "  !! all-frozen but not all-visible (invalid): {:?}\n",
+            v.frozen_not_visible
+        );
+    }
+    out
+}
+
+fn free_space_map_text(f: &FreeSpaceMapView) -> String {
+    let mut out = format!(
+        "free space map page: fp_next_slot {}, root category {} (largest free space on this page), {} of {} leaves non-zero\n",
+        f.fp_next_slot, f.root_category, f.nonzero_leaves, f.leaves
+    );
+    if !f.first_nonzero_leaves.is_empty() {
+        let leaves: Vec<String> = f
+            .first_nonzero_leaves
+            .iter()
+            .map(|(i, c)| format!("{i}:{c}"))
+            .collect();
+        out += &format!("  leaf:category {}\n", leaves.join(" "));
+    }
+    out
+}
+
 fn item_line(it: &ItemView) -> String {
     let i = &it.item;
     let mut line = format!(
@@ -311,8 +539,9 @@ fn item_line(it: &ItemView) -> String {
     );
     if let Some(t) = &it.heap_tuple {
         line += &format!(
-            "  xmin {} xmax {} ctid ({},{}) natts {} t_hoff {} infomask [{}]",
+            "  xmin {}{} xmax {} ctid ({},{}) natts {} t_hoff {} infomask [{}]",
             t.header.t_xmin,
+            if t.frozen { " FROZEN" } else { "" },
             t.header.t_xmax,
             t.header.t_ctid.block,
             t.header.t_ctid.offset,

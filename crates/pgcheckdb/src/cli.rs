@@ -181,6 +181,8 @@ pub struct CorruptCmd {
     #[command(flatten)]
     pub args: CorruptArgs,
     #[command(flatten)]
+    pub format: FormatFlag,
+    #[command(flatten)]
     pub quiet: QuietFlag,
     #[command(flatten)]
     pub no_progress: NoProgressAccepted,
@@ -248,7 +250,10 @@ impl Cli {
                 }
             },
             Command::Inspect(i) => c.format = i.format.format,
-            Command::Corrupt(k) => c.quiet = k.quiet.quiet,
+            Command::Corrupt(k) => {
+                c.quiet = k.quiet.quiet;
+                c.format = k.format.format;
+            }
             Command::Bench(b) => {
                 c.format = b.format;
                 c.quiet = b.quiet;
@@ -298,17 +303,29 @@ pub enum CorruptHow {
 
 #[derive(Debug, Args)]
 pub struct CorruptArgs {
+    /// Data directory to damage (required: $PGDATA is never used, so that a drill cannot hit
+    /// the cluster of the current environment by accident).
+    #[arg(short = 'D', long = "pgdata", required = true)]
+    pub pgdata: Option<PathBuf>,
     #[command(flatten)]
     pub target: BlockArgs,
     /// What to do to the block.
     #[arg(long, value_enum)]
     pub how: CorruptHow,
-    /// Byte offset inside the page for flip-bit and tear.
+    /// Byte offset inside the page: the byte to flip (flip-bit), or where the zeroed tail
+    /// starts (tear: a multiple of 512, the sector size). Rejected by the other kinds.
     #[arg(long, value_parser = parse_offset)]
     pub offset: Option<usize>,
-    /// Other block for swap.
+    /// Other block for swap (default: the next block). Rejected by the other kinds.
     #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(0..=MAX_BLOCK_NUMBER))]
     pub with: Option<u64>,
+    /// Seed of the random bytes of garbage (default: derived from the block number), so that a
+    /// drill can be repeated byte for byte. Rejected by the other kinds.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Do not ask for confirmation (needed when stdin is not a terminal).
+    #[arg(short = 'y', long)]
+    pub yes: bool,
     /// Recompute the page checksum afterwards, so only structure checks can see the damage.
     #[arg(long)]
     pub fix_checksum: bool,
@@ -317,9 +334,6 @@ pub struct CorruptArgs {
 /// One block of one relation fork: the target of `inspect` and `corrupt`.
 #[derive(Debug, Args)]
 pub struct BlockArgs {
-    /// Data directory (default: $PGDATA).
-    #[arg(short = 'D', long = "pgdata", env = "PGDATA")]
-    pub pgdata: Option<PathBuf>,
     /// Relation file, relative to the data directory or absolute (any segment of the fork).
     #[arg(
         long,
@@ -327,11 +341,12 @@ pub struct BlockArgs {
         conflicts_with = "relation"
     )]
     pub file: Option<PathBuf>,
-    /// Relation by name (schema.name or a unique name), found in the offline catalog.
+    /// Relation by name (schema.name or a unique name), found in the offline catalog; unquoted
+    /// names are folded to lower case as psql does ("Accounts" for a mixed-case name).
     #[arg(long)]
     pub relation: Option<String>,
     /// Database of --relation (default: search every database).
-    #[arg(long)]
+    #[arg(short = 'd', long)]
     pub database: Option<String>,
     /// Absolute block number in the fork, as `verify` reports it.
     #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(0..=MAX_BLOCK_NUMBER))]
@@ -343,8 +358,14 @@ pub struct BlockArgs {
 
 #[derive(Debug, Args)]
 pub struct InspectArgs {
+    /// Data directory (default: $PGDATA).
+    #[arg(short = 'D', long = "pgdata", env = "PGDATA")]
+    pub pgdata: Option<PathBuf>,
     #[command(flatten)]
     pub target: BlockArgs,
+    /// Also dump the page's bytes in hex (text), or as a "hex" string (JSON).
+    #[arg(long)]
+    pub hex: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

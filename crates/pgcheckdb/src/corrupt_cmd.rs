@@ -1,22 +1,28 @@
 //! `pgcheckdb corrupt`: damage one block of a stopped cluster on purpose, for drills and tests.
-//! Refuses a running cluster, and holds the data directory lock (`postmaster.pid`) while it
-//! writes, so that no server can start meanwhile. By default the damage is what a failing disk does (the checksum is
-//! left stale); `--fix-checksum` recomputes it so that only structure checks can see the damage.
+//! Needs `-D` (never `$PGDATA`) and a confirmation (`--yes`, or "yes" typed on stdin); refuses a
+//! running cluster, a block past the end of its fork and options the chosen damage does not use;
+//! holds the data directory lock (`postmaster.pid`) while it writes, so that no server can
+//! start meanwhile. By default the damage is what a failing disk does (the checksum is left
+//! stale); `--fix-checksum` recomputes it so that only structure checks can see the damage.
+
+use std::io::{self, BufRead, Write};
 
 use anyhow::{bail, Context};
 use pgcheckdb_pg::cluster::check_stopped;
 use pgcheckdb_pg::corrupt::{self, Damage, HeaderDamage};
 use pgcheckdb_pg::lock::DataDirLock;
 use pgcheckdb_pg::page::SECTOR_SIZE;
+use serde_json::json;
 
 use crate::checksums_cmd::interrupt;
-use crate::cli::{Common, CorruptArgs, CorruptHow};
+use crate::cli::{Common, CorruptArgs, CorruptHow, OutputFormat};
 use crate::target::{resolve, BlockTarget};
 use crate::verify_cmd::{read_control, resolve_datadir};
 use crate::EXIT_OK;
 
 pub fn run(common: &Common, args: &CorruptArgs) -> anyhow::Result<u8> {
-    let datadir = resolve_datadir(args.target.pgdata.as_ref())?;
+    reject_unused_options(args)?;
+    let datadir = resolve_datadir(args.pgdata.as_ref())?;
     // A signal only sets a flag from here on: the damage is written whole and the lock removed.
     interrupt::install()?;
     let lock = DataDirLock::acquire(&datadir, "corrupt")
@@ -26,29 +32,21 @@ pub fn run(common: &Common, args: &CorruptArgs) -> anyhow::Result<u8> {
         bail!("refusing to damage \"{}\": {reason}", datadir.display());
     }
     let target = resolve(&datadir, &control, &args.target)?;
+    target.check_exists()?;
+    if args.how == CorruptHow::Swap {
+        check_swap_partner(&target, args, control.relseg_size as u64)?;
+    }
+    if !args.yes {
+        confirm(&target, args)?;
+    }
     let bs = control.block_size();
     let what = apply(&target, bs, control.relseg_size as u64, args)?;
     if args.fix_checksum {
         corrupt::recompute_checksum(&target.path, target.block_in_file, bs, target.block)
             .with_context(|| format!("could not recompute the checksum of \"{}\"", target.shown))?;
     }
-    if !common.quiet {
-        let rel = target
-            .relation
-            .as_deref()
-            .map(|r| format!(" (relation {r})"))
-            .unwrap_or_default();
-        let sum = if args.fix_checksum {
-            ", checksum recomputed"
-        } else {
-            ""
-        };
-        println!(
-            "damaged block {} of \"{}\"{rel}: {what}{sum}",
-            target.block, target.shown
-        );
-    }
     drop(lock);
+    report(common, args, &target, &what);
     if let Some(signal) = interrupt::received() {
         eprintln!(
             "pgcheckdb: {} received: the damage above was written whole; stopped",
@@ -59,28 +57,167 @@ pub fn run(common: &Common, args: &CorruptArgs) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
+/// The one line (text) or the `corrupted` record (JSON) saying what was done.
+fn report(common: &Common, args: &CorruptArgs, target: &BlockTarget, what: &str) {
+    match common.format {
+        OutputFormat::Json => println!(
+            "{}",
+            json!({"type": "corrupted", "file": target.shown, "fork": target.fork.name(),
+                   "block": target.block, "database": target.database,
+                   "relation": target.relation, "how": how_name(args.how),
+                   "damage": what, "checksum_recomputed": args.fix_checksum})
+        ),
+        OutputFormat::Text if !common.quiet => {
+            let rel = target
+                .relation
+                .as_deref()
+                .map(|r| format!(" (relation {r})"))
+                .unwrap_or_default();
+            let sum = if args.fix_checksum {
+                ", checksum recomputed"
+            } else {
+                ""
+            };
+            println!(
+                "damaged block {} of \"{}\"{rel}: {what}{sum}",
+                target.block, target.shown
+            );
+        }
+        OutputFormat::Text => {}
+    }
+}
+
+fn how_name(how: CorruptHow) -> &'static str {
+    match how {
+        CorruptHow::FlipBit => "flip-bit",
+        CorruptHow::Zero => "zero",
+        CorruptHow::Tear => "tear",
+        CorruptHow::Garbage => "garbage",
+        CorruptHow::Swap => "swap",
+        CorruptHow::Header => "header",
+    }
+}
+
+/// Every option is used by some kinds of damage only; given to another, it is an error rather
+/// than silently ignored.
+fn reject_unused_options(args: &CorruptArgs) -> anyhow::Result<()> {
+    let how = args.how;
+    let uses_offset = matches!(how, CorruptHow::FlipBit | CorruptHow::Tear);
+    let given = [
+        ("--offset", args.offset.is_some(), uses_offset),
+        ("--with", args.with.is_some(), how == CorruptHow::Swap),
+        ("--seed", args.seed.is_some(), how == CorruptHow::Garbage),
+    ];
+    for (flag, present, used) in given {
+        if present && !used {
+            bail!("{flag} does not apply to --how {}", how_name(how));
+        }
+    }
+    if let (CorruptHow::Tear, Some(offset)) = (how, args.offset) {
+        if offset == 0 || offset % SECTOR_SIZE != 0 {
+            bail!(
+                "--offset {offset} for tear must be a non-zero multiple of {SECTOR_SIZE} (a sector boundary; 0 would zero the whole block: use --how zero)"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `swap` needs a second block of the same segment file that exists.
+fn check_swap_partner(t: &BlockTarget, args: &CorruptArgs, relseg: u64) -> anyhow::Result<()> {
+    if t.fork_blocks < 2 {
+        bail!(
+            "swap needs two blocks, but the {} fork of \"{}\" has {} block(s)",
+            t.fork.name(),
+            t.shown,
+            t.fork_blocks
+        );
+    }
+    let other = swap_partner(t, args);
+    if other >= t.fork_blocks {
+        bail!(
+            "--with {other} is past the end: the {} fork has {} block(s), 0..{}{}",
+            t.fork.name(),
+            t.fork_blocks,
+            t.fork_blocks - 1,
+            if args.with.is_none() {
+                " (give --with for the last block)"
+            } else {
+                ""
+            }
+        );
+    }
+    if other / relseg != t.block / relseg || other == t.block {
+        bail!(
+            "--with {other} must be another block of the same segment file as block {}",
+            t.block
+        );
+    }
+    Ok(())
+}
+
+fn swap_partner(t: &BlockTarget, args: &CorruptArgs) -> u64 {
+    args.with.unwrap_or(t.block + 1)
+}
+
+/// Asks on stderr and reads the answer from stdin; anything but "yes"/"y" (or no answer)
+/// refuses.
+fn confirm(t: &BlockTarget, args: &CorruptArgs) -> anyhow::Result<()> {
+    let rel = t
+        .relation
+        .as_deref()
+        .map(|r| format!(" (relation {r})"))
+        .unwrap_or_default();
+    eprint!(
+        "pgcheckdb: about to damage block {} of \"{}\"{rel} ({}) on purpose; type yes to go on: ",
+        t.block,
+        t.shown,
+        how_name(args.how)
+    );
+    io::stderr().flush().ok();
+    let mut answer = String::new();
+    io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .context("could not read the confirmation")?;
+    match answer.trim() {
+        "yes" | "y" => Ok(()),
+        "" => bail!("not confirmed (no answer on stdin): nothing was changed; pass --yes to damage without asking"),
+        other => bail!("not confirmed (answer \"{other}\"): nothing was changed"),
+    }
+}
+
 /// Applies the damage; returns a description.
 fn apply(t: &BlockTarget, bs: usize, relseg: u64, args: &CorruptArgs) -> anyhow::Result<String> {
-    let offset = args.offset.unwrap_or(bs / 2);
     let (damage, text) = match args.how {
-        CorruptHow::FlipBit => (
-            Damage::FlipBit { offset, bit: 0 },
-            format!("flipped bit 0 of byte {offset}"),
-        ),
+        CorruptHow::FlipBit => {
+            let offset = args.offset.unwrap_or(bs / 2);
+            if offset >= bs {
+                bail!("--offset {offset} is outside the {bs}-byte page");
+            }
+            (
+                Damage::FlipBit { offset, bit: 0 },
+                format!("flipped bit 0 of byte {offset}"),
+            )
+        }
         CorruptHow::Zero => (Damage::ZeroBlock, "zeroed the whole block".to_string()),
         CorruptHow::Tear => {
-            let from = args.offset.unwrap_or(bs / 2) / SECTOR_SIZE * SECTOR_SIZE;
+            let from = args.offset.unwrap_or(bs / 2);
+            if from >= bs {
+                bail!("--offset {from} is outside the {bs}-byte page");
+            }
             (
                 Damage::ZeroTail { from },
                 format!("zeroed from byte {from} to the end (torn write)"),
             )
         }
-        CorruptHow::Garbage => (
-            Damage::Garbage {
-                seed: t.block ^ 0x5eed,
-            },
-            "filled with random bytes".to_string(),
-        ),
+        CorruptHow::Garbage => {
+            let seed = args.seed.unwrap_or(t.block ^ 0x5eed);
+            (
+                Damage::Garbage { seed },
+                format!("filled with random bytes (seed {seed})"),
+            )
+        }
         CorruptHow::Header => (
             Damage::Header(HeaderDamage::SpecialBeyondBlock),
             "set pd_special beyond the block".to_string(),
@@ -92,15 +229,10 @@ fn apply(t: &BlockTarget, bs: usize, relseg: u64, args: &CorruptArgs) -> anyhow:
     Ok(text)
 }
 
-/// Exchanges the block with `--with` (default: the next block) of the same segment file.
+/// Exchanges the block with `--with` (default: the next block) of the same segment file
+/// (checked by [`check_swap_partner`]).
 fn swap(t: &BlockTarget, bs: usize, relseg: u64, args: &CorruptArgs) -> anyhow::Result<String> {
-    let other = args.with.unwrap_or(t.block + 1);
-    if other / relseg != t.block / relseg || other == t.block {
-        bail!(
-            "--with {other} must be another block of the same segment file as block {}",
-            t.block
-        );
-    }
+    let other = swap_partner(t, args);
     let other_in_file = other % relseg;
     let a = corrupt::read_block(&t.path, t.block_in_file, bs)
         .with_context(|| format!("could not read block {}", t.block))?;

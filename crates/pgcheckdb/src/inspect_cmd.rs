@@ -1,23 +1,31 @@
 //! `pgcheckdb inspect`: find the segment file that holds an absolute block of a fork and print
-//! the decoded page (text or JSON). Reads only.
+//! the decoded page (text or JSON), optionally with a hex dump. Reads only, and only a stopped
+//! cluster (as `verify`): a running server changes pages under the reader.
 
-use anyhow::Context;
-use pgcheckdb_pg::inspect::{inspect_block, render_text};
+use anyhow::{bail, Context};
+use pgcheckdb_pg::cluster::check_stopped;
+use pgcheckdb_pg::inspect::{hex_dump, inspect_block, render_text};
 
 use crate::cli::{Common, InspectArgs, OutputFormat};
-use crate::target::resolve;
-use crate::verify_cmd::{read_control, resolve_datadir};
+use crate::target::{resolve, BlockTarget};
+use crate::verify_cmd::{check_pid_file, read_control, resolve_datadir};
 use crate::EXIT_OK;
 
 pub fn run(common: &Common, args: &InspectArgs) -> anyhow::Result<u8> {
-    let datadir = resolve_datadir(args.target.pgdata.as_ref())?;
+    let datadir = resolve_datadir(args.pgdata.as_ref())?;
     let control = read_control(&datadir)?;
+    check_pid_file(&datadir)?;
+    if let Err(reason) = check_stopped(&datadir, &control) {
+        bail!("cannot inspect \"{}\" offline: {reason}", datadir.display());
+    }
     let target = resolve(&datadir, &control, &args.target)?;
-    let dump = inspect_block(
+    target.check_exists()?;
+    let (dump, page) = inspect_block(
         &target.path,
         &target.shown,
         target.segno,
         target.block_in_file,
+        target.fork,
         &control,
     )
     .with_context(|| {
@@ -27,18 +35,37 @@ pub fn run(common: &Common, args: &InspectArgs) -> anyhow::Result<u8> {
         )
     })?;
     match common.format {
-        OutputFormat::Json => println!(
-            "{}",
-            serde_json::to_string(
-                &serde_json::json!({"type": "page", "relation": target.relation, "page": dump})
-            )?
-        ),
-        OutputFormat::Text => {
-            if let Some(rel) = &target.relation {
-                println!("relation {rel}");
+        OutputFormat::Json => {
+            let mut line = serde_json::json!({"type": "page", "database": target.database,
+                "relation": target.relation, "page": dump});
+            if args.hex {
+                line["hex"] = serde_json::json!(hex_string(&page));
             }
+            println!("{}", serde_json::to_string(&line)?);
+        }
+        OutputFormat::Text => {
+            print!("{}", where_line(&target));
             print!("{}", render_text(&dump));
+            if args.hex {
+                print!("{}", hex_dump(&page));
+            }
         }
     }
     Ok(EXIT_OK)
+}
+
+/// `database D, relation R` as far as they are known.
+fn where_line(t: &BlockTarget) -> String {
+    let db = t.database.as_deref().map(|d| format!("database {d}"));
+    let rel = t.relation.as_deref().map(|r| format!("relation {r}"));
+    let parts: Vec<String> = [db, rel].into_iter().flatten().collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("{}\n", parts.join(", "))
+    }
+}
+
+fn hex_string(page: &[u8]) -> String {
+    page.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -25,18 +25,68 @@ pub const EXIT_FAILED: u8 = 1;
 /// Exit status: corruption found.
 pub const EXIT_CORRUPT: u8 = 2;
 
+/// Exit status when stdout was closed by the reader (`pgcheckdb demo | head`): 128 + SIGPIPE,
+/// what a shell reports for a program killed by the signal, but reached quietly, after cleanup.
+pub const EXIT_STDOUT_CLOSED: u8 = 128 + libc::SIGPIPE as u8;
+
 fn main() -> ExitCode {
     let args = match cli::parse() {
         Ok(args) => args,
         Err(code) => return ExitCode::from(code),
     };
     let common = args.common();
-    match run(args.command, &common) {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
+    closed_stdout::install_quiet_hook();
+    // A `println!` to a closed pipe panics; the panic unwinds (dropping temporary clusters and
+    // locks) up to here and ends the run quietly.
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(args.command, &common)));
+    match result {
+        Ok(Ok(code)) => ExitCode::from(code),
+        Ok(Err(e)) if closed_stdout::is_broken_pipe(&e) => ExitCode::from(EXIT_STDOUT_CLOSED),
+        Ok(Err(e)) => {
             eprintln!("pgcheckdb: error: {e:#}");
             ExitCode::from(EXIT_FAILED)
         }
+        Err(payload) if closed_stdout::is_print_panic(payload.as_ref()) => {
+            ExitCode::from(EXIT_STDOUT_CLOSED)
+        }
+        Err(payload) => std::panic::resume_unwind(payload),
+    }
+}
+
+/// A closed stdout (EPIPE) is a quiet exit for every command, never a panic message.
+mod closed_stdout {
+    use std::any::Any;
+    use std::io;
+
+    /// Whether a panic payload is the standard library's "failed printing to stdout" for a
+    /// broken pipe.
+    pub fn is_print_panic(payload: &(dyn Any + Send)) -> bool {
+        let text = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        text.contains("failed printing to stdout") && text.contains("Broken pipe")
+    }
+
+    /// Silences the panic message of a print to a closed pipe; every other panic is reported
+    /// as before.
+    pub fn install_quiet_hook() {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !is_print_panic(info.payload()) {
+                default(info);
+            }
+        }));
+    }
+
+    /// Whether an error was caused by writing to a closed pipe.
+    pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+        e.chain().any(|c| {
+            c.downcast_ref::<io::Error>()
+                .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+        })
     }
 }
 

@@ -1,5 +1,6 @@
-//! Resolves `--file PATH | --relation NAME`, `--fork` and an absolute `--block` to the segment
-//! file and block inside it: shared by `inspect` and `corrupt`.
+//! Resolves `--file PATH | --relation NAME [-d DATABASE]`, `--fork` and an absolute `--block`
+//! to the segment file and block inside it: shared by `inspect` and `corrupt`. Relation names
+//! follow psql's rules: unquoted identifiers are folded to lower case, `"Quoted"` ones are not.
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +24,11 @@ pub struct BlockTarget {
     pub block: u64,
     /// `schema.name` when the relation was named or found in the catalog.
     pub relation: Option<String>,
+    /// The database's name when known from the catalog (`None` for a shared catalog).
+    pub database: Option<String>,
+    /// Whole blocks of the fork over all its segments.
+    pub fork_blocks: u64,
+    pub fork: ForkNumber,
 }
 
 /// Finds the segment file and block for the arguments.
@@ -31,27 +37,34 @@ pub fn resolve(
     control: &ControlFile,
     args: &BlockArgs,
 ) -> anyhow::Result<BlockTarget> {
-    let (dir, shown_dir, name, relation) = match (args.file.as_deref(), args.relation.as_deref()) {
-        (Some(file), _) => {
-            let (dir, shown, name) = split_file(datadir, file)?;
-            (dir, shown, name, None)
-        }
-        (None, Some(rel)) => {
-            let catalog = Catalog::read(datadir, control);
-            let (key, info) = catalog
-                .find_relation(rel, args.database.as_deref())
-                .map_err(anyhow::Error::msg)?;
-            let version_dir = control.tablespace_version_directory().unwrap_or_default();
-            let shown = Catalog::relation_dir(key, &version_dir);
-            (
-                datadir.join(&shown),
-                shown,
-                key.2.to_string(),
-                Some(info.name.clone()),
-            )
-        }
-        (None, None) => bail!("give --file PATH or --relation NAME"),
-    };
+    let catalog = Catalog::read(datadir, control);
+    let (dir, shown_dir, name, relation, database) =
+        match (args.file.as_deref(), args.relation.as_deref()) {
+            (Some(file), _) => {
+                let (dir, shown, name) = split_file(datadir, file)?;
+                let database = database_of_dir(&shown).and_then(|oid| database_name(&catalog, oid));
+                (dir, shown, name, None, database)
+            }
+            (None, Some(rel)) => {
+                if let Some(d) = args.database.as_deref() {
+                    check_database(&catalog, d)?;
+                }
+                let wanted = fold_qualified_name(rel)?;
+                let (key, info) = catalog
+                    .find_relation(&wanted, args.database.as_deref())
+                    .map_err(anyhow::Error::msg)?;
+                let version_dir = control.tablespace_version_directory().unwrap_or_default();
+                let shown = Catalog::relation_dir(key, &version_dir);
+                (
+                    datadir.join(&shown),
+                    shown,
+                    key.2.to_string(),
+                    Some(info.name.clone()),
+                    database_name(&catalog, key.0),
+                )
+            }
+            (None, None) => bail!("give --file PATH or --relation NAME"),
+        };
     let parsed = parse_relation_file_name(&name)
         .with_context(|| format!("\"{name}\" is not a relation file name"))?;
     let fork = match args.fork.as_deref() {
@@ -67,6 +80,8 @@ pub fn resolve(
     } else {
         format!("{shown_dir}/{file_name}")
     };
+    let fork_blocks =
+        count_fork_blocks(&dir, parsed.temp_backend, parsed.relfilenode, fork, control);
     Ok(BlockTarget {
         path: dir.join(&file_name),
         shown,
@@ -74,7 +89,116 @@ pub fn resolve(
         block_in_file: args.block % relseg,
         block: args.block,
         relation,
+        database,
+        fork_blocks,
+        fork,
     })
+}
+
+impl BlockTarget {
+    /// Fails with one line when the block is past the end of its fork.
+    pub fn check_exists(&self) -> anyhow::Result<()> {
+        if self.block < self.fork_blocks {
+            return Ok(());
+        }
+        let what = self
+            .relation
+            .as_deref()
+            .map(|r| format!("relation {r}"))
+            .unwrap_or_else(|| format!("\"{}\"", self.shown));
+        match self.fork_blocks {
+            0 => bail!(
+                "block {} is past the end: the {} fork of {what} is empty or missing",
+                self.block,
+                self.fork.name()
+            ),
+            n => bail!(
+                "block {} is past the end: the {} fork of {what} has {n} block(s), 0..{}",
+                self.block,
+                self.fork.name(),
+                n - 1
+            ),
+        }
+    }
+}
+
+/// Whole blocks of a fork: the sizes of its segments `0, 1, ...` until one is missing.
+fn count_fork_blocks(
+    dir: &Path,
+    temp_backend: Option<u32>,
+    relfilenode: u32,
+    fork: ForkNumber,
+    control: &ControlFile,
+) -> u64 {
+    let bs = control.blcksz as u64;
+    let mut total = 0;
+    for segno in 0u32.. {
+        let name = segment_file_name(temp_backend, relfilenode, fork, segno);
+        match std::fs::metadata(dir.join(name)) {
+            Ok(meta) if meta.is_file() => total += meta.len() / bs,
+            _ => break,
+        }
+    }
+    total
+}
+
+/// `-d NAME` must name a database of the catalog.
+fn check_database(catalog: &Catalog, name: &str) -> anyhow::Result<()> {
+    if catalog.databases.values().any(|db| db.name == name) {
+        return Ok(());
+    }
+    let mut names: Vec<&str> = catalog
+        .databases
+        .values()
+        .map(|db| db.name.as_str())
+        .collect();
+    names.sort_unstable();
+    bail!(
+        "no such database \"{name}\" (the catalog has: {})",
+        names.join(", ")
+    )
+}
+
+fn database_name(catalog: &Catalog, oid: u32) -> Option<String> {
+    catalog.databases.get(&oid).map(|db| db.name.clone())
+}
+
+/// The database oid of a relation directory as shown (`base/5`, `pg_tblspc/S/V/5`).
+fn database_of_dir(shown: &str) -> Option<u32> {
+    let parts: Vec<&str> = shown.split('/').collect();
+    match parts.as_slice() {
+        ["base", db] | ["pg_tblspc", _, _, db] => db.parse().ok(),
+        _ => None,
+    }
+}
+
+/// Folds a possibly schema-qualified name as psql does: unquoted parts to lower case, quoted
+/// parts (`"Mixed"`, `""` for a quote) kept as written; returns `schema.name` or `name`.
+pub fn fold_qualified_name(input: &str) -> anyhow::Result<String> {
+    let mut parts: Vec<String> = vec![String::new()];
+    let mut chars = input.chars().peekable();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        let part = parts.last_mut().expect("at least one part");
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                part.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => part.push(c),
+            (false, '"') => quoted = true,
+            (false, '.') => parts.push(String::new()),
+            (false, c) => part.extend(c.to_lowercase()),
+        }
+    }
+    if quoted {
+        bail!("unterminated quoted identifier in \"{input}\"");
+    }
+    if parts.len() > 2 || parts.iter().any(String::is_empty) {
+        bail!("\"{input}\" is not a relation name (name or schema.name)");
+    }
+    Ok(parts.join("."))
 }
 
 /// Splits `--file` into its directory, the directory as shown and the file name.
@@ -124,6 +248,26 @@ fn segment_file_name(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_fold_like_psql() {
+        assert_eq!(fold_qualified_name("Accounts").unwrap(), "accounts");
+        assert_eq!(fold_qualified_name("\"Accounts\"").unwrap(), "Accounts");
+        assert_eq!(
+            fold_qualified_name("Public.\"My \"\"T\"\"\"").unwrap(),
+            "public.My \"T\""
+        );
+        assert!(fold_qualified_name("\"open").is_err());
+        assert!(fold_qualified_name("a.b.c").is_err());
+        assert!(fold_qualified_name("a.").is_err());
+    }
+
+    #[test]
+    fn database_of_shown_dirs() {
+        assert_eq!(database_of_dir("base/5"), Some(5));
+        assert_eq!(database_of_dir("pg_tblspc/16390/PG_17_1/5"), Some(5));
+        assert_eq!(database_of_dir("global"), None);
+    }
 
     #[test]
     fn segment_names() {

@@ -62,7 +62,7 @@ pub fn read_control(datadir: &Path) -> anyhow::Result<ControlFile> {
 
 /// `postmaster.pid` must be absent or a readable regular file: anything else leaves open
 /// whether a server is running.
-fn check_pid_file(datadir: &Path) -> anyhow::Result<()> {
+pub(crate) fn check_pid_file(datadir: &Path) -> anyhow::Result<()> {
     match read_regular(&datadir.join("postmaster.pid"), 64 << 10) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),

@@ -28,6 +28,10 @@ fn run_quick(experiment: &str, extra: &[&str]) -> (tempfile::TempDir, serde_json
     );
     assert!(stdout.contains("Every run:"), "no table:\n{stdout}");
     assert!(stdout.contains("Summary:"), "no summary:\n{stdout}");
+    assert!(
+        stdout.contains("too wide to conclude"),
+        "a quick run must say it cannot conclude:\n{stdout}"
+    );
     for f in ["trials.csv", "summary.csv", "report.json", "chart.png"] {
         assert!(out_dir.join(f).is_file(), "{experiment}: no {f}\n{stderr}");
     }
@@ -104,6 +108,36 @@ fn checksum_overhead_quick() {
         ratio > 0.2 && ratio < 5.0,
         "implausible on/off ratio {ratio}"
     );
+    // The chart: a time panel and a WAL panel, units on the axes, intervals, the quick note.
+    let chart: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/chart.json")).expect("chart.json"),
+    )
+    .expect("chart.json is JSON");
+    assert!(
+        chart["note"]
+            .as_str()
+            .unwrap_or("")
+            .contains("quick run: not significant"),
+        "{chart}"
+    );
+    let panels = chart["panels"].as_array().expect("panels");
+    assert_eq!(panels.len(), 2, "{chart}");
+    assert!(panels[0]["y_label"].as_str().unwrap().contains("seconds"));
+    assert!(panels[1]["y_label"]
+        .as_str()
+        .unwrap()
+        .contains("WAL written per run (MB"));
+    for panel in panels {
+        assert_eq!(panel["x_label"], "variant");
+        let bars = panel["data"]["bars"]["bars"].as_array().expect("bars");
+        assert_eq!(bars.len(), 6, "{panel}");
+        for bar in bars {
+            assert!(!bar["legend"].as_str().unwrap().is_empty());
+            let ci = bar["ci95"].as_array().expect("two runs give an interval");
+            let mean = bar["mean"].as_f64().unwrap();
+            assert!(ci[0].as_f64().unwrap() <= mean && mean <= ci[1].as_f64().unwrap());
+        }
+    }
 }
 
 #[test]

@@ -318,7 +318,7 @@ fn server_cannot_start_while_disable_or_corrupt_hold_the_lock() {
     let done = start_during(
         &mut sc,
         &[
-            "corrupt", "--file", &small, "--block", "1", "--how", "flip-bit",
+            "corrupt", "--file", &small, "--block", "1", "--how", "flip-bit", "--yes",
         ],
     );
     assert_eq!(done.status, Some(0), "{}", done.show());

@@ -715,12 +715,12 @@ fn quiet_on_corrupt_and_checksums_disable() {
     let d = datadir(&cluster);
     let file = heap.to_str().expect("utf-8");
     let loud = pgcheckdb(&[
-        "corrupt", "-D", &d, "--file", file, "--block", "1", "--how", "header",
+        "corrupt", "-D", &d, "--file", file, "--block", "1", "--how", "header", "--yes",
     ]);
     assert_status(&loud, 0, "corrupt");
     assert!(loud.stdout.contains("damaged block 1"), "{loud}");
     let quiet = pgcheckdb(&[
-        "corrupt", "-q", "-D", &d, "--file", file, "--block", "2", "--how", "header",
+        "corrupt", "-q", "-D", &d, "--file", file, "--block", "2", "--how", "header", "--yes",
     ]);
     assert_status(&quiet, 0, "corrupt -q");
     assert!(

@@ -25,6 +25,12 @@
 //! * a page the server would reject on read whatever the checksum says (`pd_upper == 0` but not
 //!   all zero, or a header that breaks the `PageIsVerified` rules) is **damaged**: it is named
 //!   in the report and **not** stamped, so a checksum never blesses it;
+//! * a page whose header the server accepts must also pass the standard level's structure
+//!   checks (`verify --level standard`'s `check_page_structure`, each file's page format from
+//!   the offline catalog) and must not be an image of another block of its fork (`t_ctid`
+//!   evidence, [`crate::placement`]); one that fails is **damaged** too, named (database and
+//!   relation from the catalog) and not stamped ([`judge`]). `skip_structure_checks` leaves out
+//!   the structure checks (not the placement check), for about half the scan's CPU time;
 //! * every other page gets the checksum for its absolute block number in `pd_checksum`; a page
 //!   whose stored checksum is already right is not rewritten, and adjacent rewritten blocks are
 //!   written back as one range.
@@ -63,6 +69,7 @@
 //! and fsynced, then `global/`.
 
 mod control_switch;
+mod judge;
 mod preflight;
 mod stamp;
 mod sync;
@@ -76,14 +83,15 @@ use serde::Serialize;
 
 use pgcheckdb_scan::{plan_units, Progress, ScanFile, ScanOptions};
 
+use crate::catalog::Catalog;
 use crate::cluster::{check_stopped, RunningReason};
 use crate::control::{ChecksumState, ControlFile, ControlFileError};
 use crate::finding::{Finding, Severity};
 use crate::lock::{DataDirLock, LockError};
-use crate::verify::Plan;
+use crate::verify::{Plan, Structure};
 
 pub use control_switch::{write_control_file, ControlWriteError};
-pub use stamp::{classify_block, stamp_chunk, BlockAction};
+pub use stamp::{classify_block, stamp_chunk, stamp_chunk_judged, BlockAction};
 pub use sync::sync_files_and_dirs;
 
 use stamp::Stamper;
@@ -149,6 +157,9 @@ pub struct EnableOptions {
     pub dry_run: bool,
     /// Flip `pg_control` even when damaged pages were found.
     pub allow_damaged: bool,
+    /// Stamp every page whose header the server accepts, without the standard level's
+    /// structure checks (faster; a page damaged inside may then get a valid checksum).
+    pub skip_structure_checks: bool,
 }
 
 impl Default for EnableOptions {
@@ -159,6 +170,7 @@ impl Default for EnableOptions {
             chunk_bytes: 1 << 20,
             dry_run: false,
             allow_damaged: false,
+            skip_structure_checks: false,
         }
     }
 }
@@ -250,6 +262,9 @@ pub struct Enabler {
     datadir: PathBuf,
     control: ControlFile,
     plan: Plan,
+    /// The offline catalog: each file's page format for the structure checks, and the names
+    /// of the damaged pages' databases and relations.
+    catalog: Catalog,
     files: Vec<ScanFile>,
     lock: Option<DataDirLock>,
 }
@@ -269,10 +284,12 @@ impl Enabler {
             return Err(SwitchError::Blocked(problems));
         }
         let files = plan.scan_files();
+        let catalog = Catalog::read(datadir, &plan.control);
         Ok(Enabler {
             datadir: datadir.to_path_buf(),
             control,
             plan,
+            catalog,
             files,
             lock,
         })
@@ -342,16 +359,24 @@ fn enable_planned(
         max_bytes_per_sec: None,
     };
     let delay = test_unit_delay();
+    let structure =
+        (!opts.skip_structure_checks).then(|| Structure::from_catalog(plan, &enabler.catalog));
     let workers = pgcheckdb_scan::run(
         files,
         &units,
         &scan_opts,
-        || Stamper::new(plan, write).with_delay(delay),
+        || Stamper::new(plan, structure.as_ref(), write).with_delay(delay),
         progress,
     );
-    let mut merged = Stamper::new(plan, write);
+    let mut merged = Stamper::new(plan, structure.as_ref(), write);
     for w in workers {
         merged.absorb(w);
+    }
+    if structure.is_some() {
+        // Pages of a relation the catalog could not describe were not structure-checked.
+        merged.tool_errors.extend(enabler.catalog.tool_errors.iter().map(|e| {
+            format!("{e}; the structure checks of the pages it describes could not run (rerun with --skip-structure-checks to stamp them unchecked)")
+        }));
     }
     let scan_seconds = started.elapsed().as_secs_f64();
     let interrupted = || progress.cancel.load(Ordering::SeqCst);
@@ -387,7 +412,11 @@ fn enable_planned(
         scan_seconds,
         sync_seconds,
     };
-    Ok(report(plan, files, merged, outcome, times))
+    let mut report = report(plan, files, merged, outcome, times);
+    for f in &mut report.findings {
+        enabler.catalog.annotate(f);
+    }
+    Ok(report)
 }
 
 /// When the run started and how long its phases took.

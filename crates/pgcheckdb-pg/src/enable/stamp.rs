@@ -9,12 +9,13 @@ use serde_json::json;
 
 use pgcheckdb_scan::{DirtyRange, Visitor};
 
+use super::judge::Judge;
 use super::sync::start_range_writeback;
 use crate::checksum::{pg_checksum_page, PD_CHECKSUM_OFFSET};
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
 use crate::page::SECTOR_SIZE;
 use crate::physical::{check_page, PageCheckConfig, PageProblem, PageVerdict};
-use crate::verify::Plan;
+use crate::verify::{Plan, Structure};
 
 /// The decision for one block.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +31,9 @@ pub enum BlockAction {
     },
     /// The server rejects this page whatever its checksum: report, never stamp.
     Damaged(PageProblem),
+    /// The server accepts the header, but the page fails the standard level's structure checks
+    /// or is an image of another block ([`super::judge`]): report, never stamp.
+    Rejected,
 }
 
 /// Decides what `enable` does with one block at absolute block number `blkno`.
@@ -63,12 +67,32 @@ pub fn stamp_chunk(
     first_blkno: u64,
     blcksz: usize,
     max_align: usize,
+    on_block: impl FnMut(u64, &[u8], &BlockAction),
+) -> Vec<DirtyRange> {
+    stamp_chunk_judged(data, first_blkno, blcksz, max_align, |_, _| false, on_block)
+}
+
+/// [`stamp_chunk`] with a content check: a page the header checks would stamp (or find already
+/// stamped) is [`BlockAction::Rejected`] when `rejects(blkno, page)` says so, and left as it is.
+pub fn stamp_chunk_judged(
+    data: &mut [u8],
+    first_blkno: u64,
+    blcksz: usize,
+    max_align: usize,
+    mut rejects: impl FnMut(u64, &[u8]) -> bool,
     mut on_block: impl FnMut(u64, &[u8], &BlockAction),
 ) -> Vec<DirtyRange> {
     let mut dirty: Vec<DirtyRange> = Vec::new();
     for (i, page) in data.chunks_exact_mut(blcksz).enumerate() {
         let blkno = first_blkno + i as u64;
-        let action = classify_block(page, blkno as u32, blcksz, max_align);
+        let mut action = classify_block(page, blkno as u32, blcksz, max_align);
+        if matches!(
+            action,
+            BlockAction::Stamp { .. } | BlockAction::AlreadyValid { .. }
+        ) && rejects(blkno, page)
+        {
+            action = BlockAction::Rejected;
+        }
         if let BlockAction::Stamp { checksum, .. } = action {
             page[PD_CHECKSUM_OFFSET..PD_CHECKSUM_OFFSET + 2]
                 .copy_from_slice(&checksum.to_le_bytes());
@@ -86,6 +110,10 @@ pub fn stamp_chunk(
 /// Per-worker state of the enable scan.
 pub(super) struct Stamper<'a> {
     pub(super) plan: &'a Plan,
+    /// The content checks of pages the header checks accept.
+    judge: Judge<'a>,
+    /// Actions of the current chunk, noted after it was stamped.
+    actions: Vec<(u64, BlockAction)>,
     pub(super) write: bool,
     pub(super) findings: Vec<Finding>,
     pub(super) tool_errors: Vec<String>,
@@ -101,9 +129,11 @@ pub(super) struct Stamper<'a> {
 }
 
 impl<'a> Stamper<'a> {
-    pub(super) fn new(plan: &'a Plan, write: bool) -> Self {
+    pub(super) fn new(plan: &'a Plan, structure: Option<&'a Structure<'a>>, write: bool) -> Self {
         Stamper {
             plan,
+            judge: Judge::new(plan, structure),
+            actions: Vec::new(),
             write,
             findings: Vec::new(),
             tool_errors: Vec::new(),
@@ -125,6 +155,7 @@ impl<'a> Stamper<'a> {
 
     pub(super) fn absorb(&mut self, o: Stamper<'a>) {
         self.findings.extend(o.findings);
+        self.findings.extend(o.judge.findings);
         self.tool_errors.extend(o.tool_errors);
         self.blocks += o.blocks;
         self.new_pages += o.new_pages;
@@ -154,6 +185,11 @@ impl<'a> Stamper<'a> {
                 self.damaged += 1;
                 let f = self.block_finding(file, blkno, problem, Severity::Error);
                 self.findings.push(f);
+                None
+            }
+            // The judge holds the findings.
+            BlockAction::Rejected => {
+                self.damaged += 1;
                 None
             }
         };
@@ -210,7 +246,7 @@ impl<'a> Stamper<'a> {
     }
 }
 
-fn file_finding(
+pub(super) fn file_finding(
     plan: &Plan,
     file: usize,
     blkno: Option<u64>,
@@ -246,9 +282,21 @@ impl Visitor for Stamper<'_> {
         let first = self
             .plan
             .absolute_block(&self.plan.dir.files[file], offset / bs as u64);
-        let dirty = stamp_chunk(data, first, bs, align, |blkno, _, action| {
-            self.note(file, blkno, action)
-        });
+        let judge = &mut self.judge;
+        let actions = &mut self.actions;
+        let dirty = stamp_chunk_judged(
+            data,
+            first,
+            bs,
+            align,
+            |blkno, page| judge.rejects(file, blkno, page),
+            |blkno, _, action| actions.push((blkno, action.clone())),
+        );
+        let mut actions = std::mem::take(&mut self.actions);
+        for (blkno, action) in actions.drain(..) {
+            self.note(file, blkno, &action);
+        }
+        self.actions = actions;
         if !self.write {
             return Vec::new();
         }
