@@ -220,6 +220,49 @@ fn same_tuple(a: &[u8], b: &[u8]) -> bool {
         && a[T_INFOMASK_RANGE.end..] == b[T_INFOMASK_RANGE.end..]
 }
 
+/// The `misplaced_page` finding a page earns from its own tuples: its message and detail.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Misplaced {
+    pub message: String,
+    pub detail: serde_json::Value,
+}
+
+/// Whether the page at block `blkno` of a fork of `fork_blocks` blocks is an image of another
+/// block: its tuples name that block in `t_ctid` and the page `read_block` finds there
+/// corroborates it. `verify` and `checksums enable` report the same evidence this way.
+pub fn misplaced_by_ctid(
+    page: &[u8],
+    blkno: u64,
+    fork_blocks: u64,
+    max_align: usize,
+    read_block: impl FnOnce(u64) -> Option<Vec<u8>>,
+) -> Option<Misplaced> {
+    let blk32 = u32::try_from(blkno).ok()?;
+    let claim = claimed_block(page, blk32, max_align)?;
+    let b = claim.claims_block;
+    if b as u64 >= fork_blocks {
+        return None;
+    }
+    let other = read_block(b as u64)?;
+    let how = corroborates(page, blk32, &claim, &other, max_align)?;
+    let seen = match how {
+        Corroboration::Swapped => format!("block {b} holds the image of block {blkno}"),
+        Corroboration::SameTuples => format!("block {b} holds the same tuples"),
+    };
+    Some(Misplaced {
+        message: format!(
+            "misplaced page: {} tuples name block {b} in t_ctid at their own offsets, and {seen}: block {blkno} holds an image of block {b}",
+            claim.tuples
+        ),
+        detail: serde_json::json!({
+            "claims_block": b,
+            "evidence": "t_ctid",
+            "tuples": claim.tuples,
+            "corroboration": how.name(),
+        }),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,7 +27,7 @@ use crate::physical::{
     check_page_with_sum, ChecksumPair, MisplacedBasis, MisplacedEvidence, PageCheckConfig,
     PageProblem, PageVerdict,
 };
-use crate::placement::{claimed_block, corroborates, Corroboration};
+use crate::placement::misplaced_by_ctid;
 use crate::relfile::ForkNumber;
 use crate::standard::{
     check_page_structure, ClusterFacts, FileStructure, Inputs, PageFormat, Scratch,
@@ -293,6 +293,24 @@ fn read_tail_header(_datadir: &Path, file: &RelationFile, offset: u64, len: u64)
     }
     crate::page::PageHeader::parse(&buf)
         .is_some_and(|h| !h.is_new() && h.pd_lower <= h.pd_upper && h.pd_upper <= h.pd_special)
+}
+
+/// Whether the `t_ctid` placement evidence applies to `file` (of fork `fork`): main forks of
+/// heap relations, or of relations the catalog does not describe (the page's shape decides).
+pub(crate) fn placement_applies(
+    plan: &Plan,
+    structure: Option<&Structure<'_>>,
+    file: usize,
+    fork: usize,
+) -> bool {
+    if plan.forks[fork].fork != crate::relfile::ForkNumber::Main {
+        return false;
+    }
+    let format = structure
+        .and_then(|s| s.files.get(file))
+        .and_then(Option::as_ref)
+        .map(|fs| &fs.format);
+    matches!(format, None | Some(PageFormat::Heap(_)))
 }
 
 /// Inputs of the standard level: what each file must hold, and the cluster facts.
@@ -679,27 +697,11 @@ impl<'a> BlockChecker<'a> {
         if self.cfg.checksums || !self.placement_applies(file, fork) {
             return None;
         }
-        let claim = claimed_block(page, blkno as u32, self.cfg.max_align)?;
-        let b = claim.claims_block;
-        if b as u64 >= self.plan.fork_blocks[fork] {
-            return None;
-        }
-        let other = self.plan.read_fork_block(fork, b as u64)?;
-        let how = corroborates(page, blkno as u32, &claim, &other, self.cfg.max_align)?;
-        let seen = match how {
-            Corroboration::Swapped => format!("block {b} holds the image of block {blkno}"),
-            Corroboration::SameTuples => format!("block {b} holds the same tuples"),
-        };
-        let message = format!(
-            "misplaced page: {} tuples name block {b} in t_ctid at their own offsets, and {seen}: block {blkno} holds an image of block {b}",
-            claim.tuples
-        );
-        let detail = json!({
-            "claims_block": b,
-            "evidence": "t_ctid",
-            "tuples": claim.tuples,
-            "corroboration": how.name(),
-        });
+        let fork_blocks = self.plan.fork_blocks[fork];
+        let evidence = misplaced_by_ctid(page, blkno, fork_blocks, self.cfg.max_align, |b| {
+            self.plan.read_fork_block(fork, b)
+        })?;
+        let (message, detail) = (evidence.message, evidence.detail);
         Some(self.block_finding(
             file,
             blkno,
@@ -713,15 +715,7 @@ impl<'a> BlockChecker<'a> {
     /// Main forks of heap relations, or of relations the catalog does not describe (the
     /// physical level: the page's shape decides).
     fn placement_applies(&self, file: usize, fork: usize) -> bool {
-        if self.plan.forks[fork].fork != crate::relfile::ForkNumber::Main {
-            return false;
-        }
-        let format = self
-            .structure
-            .and_then(|s| s.files.get(file))
-            .and_then(Option::as_ref)
-            .map(|fs| &fs.format);
-        matches!(format, None | Some(PageFormat::Heap(_)))
+        placement_applies(self.plan, self.structure, file, fork)
     }
 
     fn finish(mut self, plan: &Plan, opts: &VerifyOptions, started: Instant) -> VerifyReport {

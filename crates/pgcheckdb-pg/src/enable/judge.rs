@@ -6,12 +6,9 @@
 //! that fails either is **rejected**: its findings are collected here, and the stamper leaves
 //! it without a checksum, so a checksum never blesses a page that is already damaged.
 
-use serde_json::json;
-
 use crate::finding::{Finding, FindingKind, Severity};
-use crate::placement::{claimed_block, corroborates, Corroboration};
-use crate::relfile::ForkNumber;
-use crate::standard::{check_page_structure, Inputs, PageFormat, Scratch, StructureProblem};
+use crate::placement::misplaced_by_ctid;
+use crate::standard::{check_page_structure, Inputs, Scratch, StructureProblem};
 use crate::verify::{Plan, Structure};
 
 /// Per-worker state of the content checks.
@@ -94,36 +91,14 @@ impl<'a> Judge<'a> {
             return false;
         }
         let max_align = self.plan.control.max_align as usize;
-        let Ok(blk32) = u32::try_from(blkno) else {
+        let fork_blocks = self.plan.fork_blocks[fork];
+        let Some(evidence) = misplaced_by_ctid(page, blkno, fork_blocks, max_align, |b| {
+            self.plan.read_fork_block(fork, b)
+        }) else {
             return false;
         };
-        let Some(claim) = claimed_block(page, blk32, max_align) else {
-            return false;
-        };
-        let b = claim.claims_block;
-        if b as u64 >= self.plan.fork_blocks[fork] {
-            return false;
-        }
-        let Some(other) = self.plan.read_fork_block(fork, b as u64) else {
-            return false;
-        };
-        let Some(how) = corroborates(page, blk32, &claim, &other, max_align) else {
-            return false;
-        };
-        let seen = match how {
-            Corroboration::Swapped => format!("block {b} holds the image of block {blkno}"),
-            Corroboration::SameTuples => format!("block {b} holds the same tuples"),
-        };
-        let message = format!(
-            "misplaced page: {} tuples name block {b} in t_ctid at their own offsets, and {seen}: block {blkno} holds an image of block {b}; not stamped",
-            claim.tuples
-        );
-        let detail = json!({
-            "claims_block": b,
-            "evidence": "t_ctid",
-            "tuples": claim.tuples,
-            "corroboration": how.name(),
-        });
+        let message = format!("{}; not stamped", evidence.message);
+        let detail = evidence.detail;
         let finding = super::stamp::file_finding(
             self.plan,
             file,
@@ -140,14 +115,6 @@ impl<'a> Judge<'a> {
     /// Main forks of heap relations, or of relations the catalog does not describe (the page's
     /// shape decides), as in `verify`.
     fn placement_applies(&self, file: usize, fork: usize) -> bool {
-        if self.plan.forks[fork].fork != ForkNumber::Main {
-            return false;
-        }
-        let format = self
-            .structure
-            .and_then(|s| s.files.get(file))
-            .and_then(Option::as_ref)
-            .map(|fs| &fs.format);
-        matches!(format, None | Some(PageFormat::Heap(_)))
+        crate::verify::placement_applies(self.plan, self.structure, file, fork)
     }
 }
