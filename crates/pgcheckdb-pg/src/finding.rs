@@ -95,6 +95,18 @@ pub enum FindingKind {
     /// A relation with storage in `pg_class` whose main fork (or unlogged `_init` fork) file is
     /// missing.
     MissingFile,
+    /// B-tree sibling links disagree, a level is not one chain, or a link or the metapage's
+    /// root points at a page that is not what it must be (extended level).
+    BtreeLinkInvalid,
+    /// A B-tree downlink is missing, duplicated, points at the wrong child or at a page not in
+    /// use; a half-dead page's top parent link breaks the deletion rules (extended level).
+    BtreeDownlinkInvalid,
+    /// A B-tree page's level differs from its parent's minus one or the metapage's (extended).
+    BtreeLevelInvalid,
+    /// B-tree keys out of order across pages: siblings, high keys, parent separators (extended).
+    BtreeOrderInvalid,
+    /// A unique B-tree index holds equal keys for two live heap tuples (extended level).
+    BtreeUniqueViolation,
 }
 
 impl FindingKind {
@@ -136,6 +148,11 @@ impl FindingKind {
             FindingKind::MissingDirectory => "missing_directory",
             FindingKind::ImpossibleSegment => "impossible_segment",
             FindingKind::MissingFile => "missing_file",
+            FindingKind::BtreeLinkInvalid => "btree_link_invalid",
+            FindingKind::BtreeDownlinkInvalid => "btree_downlink_invalid",
+            FindingKind::BtreeLevelInvalid => "btree_level_invalid",
+            FindingKind::BtreeOrderInvalid => "btree_order_invalid",
+            FindingKind::BtreeUniqueViolation => "btree_unique_violation",
         }
     }
 
@@ -176,6 +193,11 @@ impl FindingKind {
         FindingKind::MissingDirectory,
         FindingKind::ImpossibleSegment,
         FindingKind::MissingFile,
+        FindingKind::BtreeLinkInvalid,
+        FindingKind::BtreeDownlinkInvalid,
+        FindingKind::BtreeLevelInvalid,
+        FindingKind::BtreeOrderInvalid,
+        FindingKind::BtreeUniqueViolation,
     ];
 }
 

@@ -111,6 +111,9 @@ pub struct Summary {
     /// error, a refusal, or the signal that stopped it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The extended level's facts and merge (only at that level).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extended: Option<crate::extended::ExtendedSummary>,
 }
 
 /// Everything a verification produced.
@@ -273,6 +276,8 @@ pub struct Structure<'c> {
     pub files: Vec<Option<FileStructure>>,
     pub facts: ClusterFacts,
     pub clog: &'c CommitLog,
+    /// The extended level's plan: its facts are emitted during the scan and merged after it.
+    pub extended: Option<&'c crate::extended::ExtendedPlan>,
 }
 
 impl<'c> Structure<'c> {
@@ -312,6 +317,7 @@ impl<'c> Structure<'c> {
             files,
             facts,
             clog: &catalog.clog,
+            extended: None,
         }
     }
 }
@@ -353,7 +359,16 @@ pub fn run(
     for w in workers {
         merged.absorb(w);
     }
-    merged.finish(plan, opts, started)
+    let facts = merged.facts.take();
+    let mut report = merged.finish(plan, opts, started);
+    let extended = structure.and_then(|s| s.extended);
+    if let (Some(facts), Some(ext)) = (facts, extended) {
+        // An interrupted scan left facts out: cross-page checks would blame healthy pages.
+        if !progress.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            crate::extended::merge_into(plan, ext, facts.finish(), &mut report);
+        }
+    }
+    report
 }
 
 /// Per-worker state of the physical scan.
@@ -379,6 +394,8 @@ struct BlockChecker<'a> {
     last_used: HashMap<usize, u64>,
     /// Raw block sums of the current chunk, reused across chunks.
     sums: Vec<u32>,
+    /// The extended level's fact writer.
+    facts: Option<crate::extended::emit::Emitter<'a>>,
 }
 
 impl<'a> BlockChecker<'a> {
@@ -398,6 +415,10 @@ impl<'a> BlockChecker<'a> {
             read_errors: ReadErrorRuns::default(),
             last_used: HashMap::new(),
             sums: Vec::new(),
+            facts: structure.and_then(|s| {
+                s.extended
+                    .map(|e| crate::extended::emit::Emitter::new(e, s.clog))
+            }),
         }
     }
 
@@ -412,6 +433,9 @@ impl<'a> BlockChecker<'a> {
         for (fork, b) in other.last_used {
             let e = self.last_used.entry(fork).or_insert(b);
             *e = (*e).max(b);
+        }
+        if let (Some(mine), Some(theirs)) = (self.facts.as_mut(), other.facts) {
+            mine.absorb(theirs);
         }
     }
 
@@ -448,10 +472,15 @@ impl<'a> BlockChecker<'a> {
         let raw_sum = || raw.unwrap_or_else(|| crate::checksum::raw_block_sum(page));
         match check_page_with_sum(&self.cfg, page, blkno as u32, raw_sum) {
             PageVerdict::Valid => {
+                let before = self.findings.len();
                 if let Some(finding) = self.placement_finding(file, fork, blkno, page) {
                     self.findings.push(finding);
                 }
                 self.check_structure(file, blkno, page);
+                let sound = self.findings.len() == before;
+                if let Some(facts) = self.facts.as_mut() {
+                    facts.page(file, blkno, page, sound);
+                }
                 true
             }
             PageVerdict::New => {
@@ -462,6 +491,9 @@ impl<'a> BlockChecker<'a> {
             PageVerdict::Problem(problem) => {
                 let finding = self.problem_finding(file, fork, blkno, page, problem);
                 self.findings.push(finding);
+                if let Some(facts) = self.facts.as_mut() {
+                    facts.page(file, blkno, page, false);
+                }
                 true
             }
         }
@@ -724,6 +756,7 @@ impl<'a> BlockChecker<'a> {
             findings: self.findings.len() as u64,
             seconds: started.elapsed().as_secs_f64(),
             error: None,
+            extended: None,
         };
         VerifyReport {
             findings: self.findings,
@@ -986,6 +1019,9 @@ impl Visitor for BlockChecker<'_> {
         let f = &self.plan.dir.files[file];
         let blkno = self.plan.absolute_block(f, offset / self.cfg.blcksz as u64);
         self.read_errors.push(file, blkno, err);
+        if let Some(facts) = self.facts.as_mut() {
+            facts.page(file, blkno, &[], false);
+        }
     }
 
     fn open_failed(&mut self, file: usize, err: &io::Error) {

@@ -8,6 +8,7 @@ use anyhow::{anyhow, bail, Context};
 use pgcheckdb_pg::catalog::Catalog;
 use pgcheckdb_pg::cluster::check_stopped;
 use pgcheckdb_pg::control::{read_pg_version_file, ControlFile};
+use pgcheckdb_pg::extended::{ExtendedConfig, ExtendedPlan};
 use pgcheckdb_pg::naming::name_findings;
 use pgcheckdb_pg::verify::{self, Level, Plan, Structure, Summary, VerifyOptions};
 use pgcheckdb_report::{human_bytes, write_finding, write_summary, Format};
@@ -119,7 +120,8 @@ fn requested_level(args: &VerifyArgs) -> Level {
     };
     match requested {
         LevelArg::Physical => Level::Physical,
-        LevelArg::Standard | LevelArg::Extended => Level::Standard,
+        LevelArg::Standard => Level::Standard,
+        LevelArg::Extended => Level::Extended,
     }
 }
 
@@ -146,9 +148,9 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         bail!("cannot verify \"{}\" offline: {reason}", datadir.display());
     }
     let level = requested_level(args);
-    if matches!(args.level, LevelArg::Extended) && !args.physical_only && !common.quiet {
-        eprintln!("pgcheckdb: warning: the cross-page checks of the extended level are not implemented yet; running the standard level");
-    }
+    let extended_config = (level == Level::Extended)
+        .then(|| extended_config(common, args, &datadir))
+        .transpose()?;
     let opts = VerifyOptions {
         jobs: jobs(common),
         level,
@@ -164,7 +166,21 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     check_interrupt("while listing the data directory")?;
     let catalog = Catalog::read(&datadir, &plan.control);
     check_interrupt("while reading the catalogs")?;
-    let structure = (level != Level::Physical).then(|| Structure::from_catalog(&plan, &catalog));
+    let extended = match &extended_config {
+        Some(config) => Some(
+            ExtendedPlan::build(&plan, &catalog, config, opts.jobs).with_context(|| {
+                format!(
+                    "could not create a spill directory in \"{}\"",
+                    config.temp_dir.display()
+                )
+            })?,
+        ),
+        None => None,
+    };
+    let structure = (level != Level::Physical).then(|| Structure {
+        extended: extended.as_ref(),
+        ..Structure::from_catalog(&plan, &catalog)
+    });
     let total: u64 = plan.scan_files().iter().map(|f| f.len).sum();
     let progress_state = Progress::default();
     let mut report = signals::cancel_on_signal(&progress_state, || {
@@ -211,6 +227,34 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         EXIT_FAILED
     } else {
         EXIT_OK
+    })
+}
+
+/// `--memory` and `--temp-dir` of the extended level; a spill directory inside the data
+/// directory is refused (verify never writes there).
+fn extended_config(
+    common: &Common,
+    args: &VerifyArgs,
+    datadir: &Path,
+) -> anyhow::Result<ExtendedConfig> {
+    let temp_dir = args.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let temp = std::fs::canonicalize(&temp_dir)
+        .with_context(|| format!("could not access --temp-dir \"{}\"", temp_dir.display()))?;
+    if !temp.is_dir() {
+        bail!("--temp-dir \"{}\" is not a directory", temp_dir.display());
+    }
+    let data = std::fs::canonicalize(datadir)
+        .with_context(|| format!("could not access \"{}\"", datadir.display()))?;
+    if temp.starts_with(&data) {
+        bail!(
+            "--temp-dir \"{}\" is inside the data directory; verify never writes there",
+            temp_dir.display()
+        );
+    }
+    Ok(ExtendedConfig {
+        memory: args.memory,
+        temp_dir: temp,
+        verbose: common.verbose,
     })
 }
 
