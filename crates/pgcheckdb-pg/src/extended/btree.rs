@@ -152,6 +152,31 @@ impl Check<'_> {
         })
     }
 
+    /// A link from live page `from` to a deleted page whose own links still agree with it: the
+    /// deleted flag is the odd fact (a deleted page is unlinked from its siblings and parent
+    /// in the same step), so it is reported at the deleted page.
+    fn deleted_but_linked(
+        &mut self,
+        target: u32,
+        agrees: impl Fn(&PageFact) -> bool,
+        from: u32,
+        link: &str,
+    ) -> bool {
+        let Some(d) = self.f.pages.get(&target).filter(|p| deleted(p)).cloned() else {
+            return false;
+        };
+        if !agrees(&d) {
+            return false;
+        }
+        self.report(
+            target,
+            K::BtreeLinkInvalid,
+            format!("page is flagged deleted, but block {from} still points at it ({link}); a deleted page is unlinked from its siblings and parent"),
+            json!({"btpo_flags": d.btpo_flags, "other_block": from, "link": link}),
+        );
+        true
+    }
+
     fn metapage(&mut self) {
         let Some(meta) = self.f.meta else {
             return;
@@ -256,6 +281,9 @@ impl Check<'_> {
     fn next_link(&mut self, a: &PageFact) {
         let b_blk = a.btpo_next;
         let Some(b) = self.live(b_blk).cloned() else {
+            if self.deleted_but_linked(b_blk, |d| d.btpo_prev == a.blkno, a.blkno, "btpo_next") {
+                return;
+            }
             if let Some(why) = self.not_live_reason(b_blk) {
                 self.report(
                     a.blkno,
@@ -295,6 +323,9 @@ impl Check<'_> {
     fn prev_link(&mut self, b: &PageFact) {
         let c_blk = b.btpo_prev;
         let Some(c) = self.live(c_blk).cloned() else {
+            if self.deleted_but_linked(c_blk, |d| d.btpo_next == b.blkno, b.blkno, "btpo_prev") {
+                return;
+            }
             if let Some(why) = self.not_live_reason(c_blk) {
                 self.report(
                     b.blkno,
@@ -352,6 +383,9 @@ impl Check<'_> {
         let d = &p.downlinks[i];
         let child_blk = d.child;
         let Some(child) = self.live(child_blk).cloned() else {
+            if self.deleted_but_linked(child_blk, |_| true, p.blkno, "downlink") {
+                return;
+            }
             if let Some(why) = self.not_live_reason(child_blk) {
                 self.report(
                     p.blkno,
@@ -596,9 +630,15 @@ impl Check<'_> {
         if !self.f.damaged.is_empty() {
             return;
         }
-        let reported: HashSet<u32> = self.reported.iter().map(|r| r.0).collect();
+        // Levels where a page (live or deleted) was already reported: the walk would only
+        // repeat that finding.
+        let reported_levels: HashSet<u32> = self
+            .reported
+            .iter()
+            .filter_map(|r| self.f.pages.get(&r.0).map(|p| p.btpo_level))
+            .collect();
         for (level, blocks) in by_level {
-            if blocks.iter().any(|b| reported.contains(b)) {
+            if reported_levels.contains(&level) {
                 continue;
             }
             let leftmost: Vec<u32> = blocks
