@@ -104,11 +104,14 @@ impl Arena {
     }
 }
 
+/// Where one unit's records lie in a run file: `(unit, start, end)` byte offsets.
+type UnitRange = (u32, u64, u64);
+
 /// One sorted run on disk: the file and, per unit, the byte range of its records.
 #[derive(Debug)]
 struct FileRun {
     path: PathBuf,
-    units: Vec<(u32, u64, u64)>,
+    units: Vec<UnitRange>,
 }
 
 /// One worker's side: collects records and spills sorted runs past its budget.
@@ -177,13 +180,13 @@ impl RunBuilder {
     }
 }
 
-fn write_run(path: &Path, arena: &Arena) -> io::Result<(Vec<(u32, u64, u64)>, u64)> {
+fn write_run(path: &Path, arena: &Arena) -> io::Result<(Vec<UnitRange>, u64)> {
     let file = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(path)?;
     let mut out = BufWriter::with_capacity(256 << 10, file);
-    let mut units: Vec<(u32, u64, u64)> = Vec::new();
+    let mut units: Vec<UnitRange> = Vec::new();
     let mut at = 0u64;
     for &s in &arena.starts {
         let rec = arena.record(s);
