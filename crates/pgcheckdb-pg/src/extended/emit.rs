@@ -35,6 +35,8 @@ pub struct Emitter<'a> {
     runs: RunBuilder,
     buf: Vec<u8>,
     items: Vec<ItemId>,
+    /// The live-root bitmap of the current heap page.
+    bits: Vec<u8>,
 }
 
 impl<'a> Emitter<'a> {
@@ -45,13 +47,15 @@ impl<'a> Emitter<'a> {
             runs: RunBuilder::new(plan.worker_budget, plan.spill.clone()),
             buf: Vec::new(),
             items: Vec::new(),
+            bits: Vec::new(),
         }
     }
 
     /// The facts of one page at absolute block `blkno` of file `file`; `sound` says whether it
     /// passed the physical and standard checks.
     pub fn page(&mut self, file: usize, blkno: u64, page: &[u8], sound: bool) {
-        let Some(role) = self.plan.roles.get(file).and_then(Option::as_ref) else {
+        let plan: &'a ExtendedPlan = self.plan;
+        let Some(role) = plan.roles.get(file).and_then(Option::as_ref) else {
             return;
         };
         let Ok(blkno) = u32::try_from(blkno) else {
@@ -59,9 +63,8 @@ impl<'a> Emitter<'a> {
         };
         match role {
             Role::Btree(info) => {
-                let info = info.clone();
                 if sound {
-                    self.btree_page(&info, blkno, page);
+                    self.btree_page(info, blkno, page);
                 } else {
                     Writer::start(&mut self.buf, info.fork as u32, Family::Damaged, blkno);
                     self.runs.push(&self.buf);
@@ -92,11 +95,11 @@ impl<'a> Emitter<'a> {
             return;
         }
         line_pointers_into(page, &h, &mut self.items);
-        let bits = live_roots(page, blkno, &self.items, self.clog);
-        if bits.iter().all(|&b| b == 0) {
+        live_roots(page, blkno, &self.items, self.clog, &mut self.bits);
+        if self.bits.iter().all(|&b| b == 0) {
             return;
         }
-        Writer::start(&mut self.buf, unit, Family::HeapLive, blkno).bytes(&bits);
+        Writer::start(&mut self.buf, unit, Family::HeapLive, blkno).bytes(&self.bits);
         self.runs.push(&self.buf);
     }
 
@@ -220,15 +223,42 @@ fn page_fact(page: &[u8], blkno: u32, o: &BtPageOpaque, items: &[ItemId]) -> Pag
     f
 }
 
-/// One leaf entry of a unique index: its key bytes and heap TIDs.
-struct Entry {
+/// One leaf entry of a unique index, borrowed from the page: its key (null bits of the key
+/// columns and key data) and where its heap TIDs are.
+struct Entry<'p> {
     offnum: u16,
-    key: Vec<u8>,
-    tids: Vec<(u32, u16)>,
+    nulls: u32,
+    key: &'p [u8],
+    tuple: &'p [u8],
+    /// `(start, count)` of a posting list; `None` for a plain tuple (its TID is `t_tid`).
+    posting: Option<(usize, usize)>,
+}
+
+impl Entry<'_> {
+    fn same_key(&self, other: &Entry<'_>) -> bool {
+        self.nulls == other.nulls && self.key == other.key
+    }
+
+    fn tid_count(&self) -> usize {
+        self.posting.map_or(1, |(_, n)| n)
+    }
+
+    fn push_tids(&self, out: &mut Vec<(u32, u16, u16)>) {
+        let at = |off: usize| ItemPointer::parse(self.tuple, off);
+        match self.posting {
+            None => out.extend(at(0).map(|p| (p.block, p.offset, self.offnum))),
+            Some((start, n)) => out.extend(
+                (0..n)
+                    .filter_map(|i| at(start + 6 * i))
+                    .map(|p| (p.block, p.offset, self.offnum)),
+            ),
+        }
+    }
 }
 
 /// The runs of byte-equal keys of a unique index's leaf page: the first and last runs always
-/// (they may continue on the siblings), inner runs when they hold two or more TIDs.
+/// (they may continue on the siblings), inner runs when they hold two or more TIDs. Entries are
+/// compared in place; only the runs kept are copied.
 fn unique_runs(
     page: &[u8],
     blkno: u32,
@@ -237,7 +267,7 @@ fn unique_runs(
     spec: &UniqueSpec,
     max_align: usize,
 ) -> Vec<UniqueRun> {
-    let mut entries: Vec<Entry> = Vec::new();
+    let mut entries: Vec<Entry<'_>> = Vec::new();
     for offnum in first_data_key(o)..=items.len() as u16 {
         if items[offnum as usize - 1].lp_flags == LpFlags::Dead {
             continue; // killed: its heap tuples are dead to everyone
@@ -249,48 +279,60 @@ fn unique_runs(
             entries.push(e);
         }
     }
-    let mut runs: Vec<UniqueRun> = Vec::new();
-    for e in entries {
-        match runs.last_mut() {
-            Some(r) if r.key == e.key => {
-                r.tids.extend(e.tids.iter().map(|&(b, x)| (b, x, e.offnum)))
-            }
-            _ => runs.push(UniqueRun {
-                blkno,
-                place: RunPlace::Inner,
-                offnum: e.offnum,
-                key: e.key,
-                tids: e.tids.iter().map(|&(b, x)| (b, x, e.offnum)).collect(),
-            }),
+    // Groups of consecutive equal keys, as index ranges.
+    let mut groups: Vec<(usize, usize)> = Vec::new();
+    for i in 0..entries.len() {
+        match groups.last_mut() {
+            Some(g) if entries[g.0].same_key(&entries[i]) => g.1 = i + 1,
+            _ => groups.push((i, i + 1)),
         }
     }
-    let n = runs.len();
-    if n == 1 {
-        runs[0].place = RunPlace::Whole;
-    } else if n > 1 {
-        runs[0].place = RunPlace::First;
-        runs[n - 1].place = RunPlace::Last;
+    let n = groups.len();
+    let mut runs = Vec::new();
+    for (gi, &(from, to)) in groups.iter().enumerate() {
+        let place = match (gi == 0, gi + 1 == n) {
+            (true, true) => RunPlace::Whole,
+            (true, false) => RunPlace::First,
+            (false, true) => RunPlace::Last,
+            (false, false) => RunPlace::Inner,
+        };
+        let group = &entries[from..to];
+        if place == RunPlace::Inner && group.iter().map(Entry::tid_count).sum::<usize>() < 2 {
+            continue;
+        }
+        let mut key = group[0].nulls.to_le_bytes().to_vec();
+        key.extend_from_slice(group[0].key);
+        let mut tids = Vec::new();
+        for e in group {
+            e.push_tids(&mut tids);
+        }
+        runs.push(UniqueRun {
+            blkno,
+            place,
+            offnum: group[0].offnum,
+            key,
+            tids,
+        });
     }
-    runs.retain(|r| r.place != RunPlace::Inner || r.tids.len() > 1);
     runs
 }
 
-/// The comparable key of a non-pivot leaf tuple and its heap TIDs; `None` for a pivot tuple,
-/// a tuple whose key has a NULL (when NULLs are distinct), or one that cannot be decoded.
-fn entry(t: &[u8], offnum: u16, spec: &UniqueSpec, max_align: usize) -> Option<Entry> {
+/// The comparable key of a non-pivot leaf tuple and where its heap TIDs are; `None` for a pivot
+/// tuple, a tuple whose key has a NULL (when NULLs are distinct), or one that cannot be decoded.
+fn entry<'p>(t: &'p [u8], offnum: u16, spec: &UniqueSpec, max_align: usize) -> Option<Entry<'p>> {
     let info = le_u16(t, 6)?;
     let size = ((info & t_info::INDEX_SIZE_MASK) as usize).min(t.len());
     let tid = ItemPointer::parse(t, 0)?;
     let has_nulls = info & t_info::INDEX_NULL_MASK != 0;
-    let (key_end, tids) = if info & t_info::INDEX_ALT_TID_MASK == 0 {
-        (size, vec![(tid.block, tid.offset)])
+    let (key_end, posting) = if info & t_info::INDEX_ALT_TID_MASK == 0 {
+        (size, None)
     } else if tid.offset & BT_IS_POSTING != 0 {
         let start = tid.block as usize;
         let n = (tid.offset & BT_OFFSET_MASK) as usize;
-        let tids = (0..n)
-            .map(|i| ItemPointer::parse(t, start + 6 * i).map(|p| (p.block, p.offset)))
-            .collect::<Option<Vec<_>>>()?;
-        (start.min(size), tids)
+        if start.checked_add(n * 6)? > t.len() {
+            return None;
+        }
+        (start.min(size), Some((start, n)))
     } else {
         return None; // a pivot tuple
     };
@@ -299,24 +341,34 @@ fn entry(t: &[u8], offnum: u16, spec: &UniqueSpec, max_align: usize) -> Option<E
     } else {
         crate::standard::max_align(SIZE_OF_INDEX_TUPLE, max_align)
     };
-    let bitmap = if has_nulls {
-        t.get(SIZE_OF_INDEX_TUPLE..SIZE_OF_INDEX_TUPLE + SIZE_OF_NULL_BITMAP)?
+    // Bit i set: key column i is NULL (the bitmap stores "not null" bits).
+    let nkeys = spec.nkeyatts.min(32);
+    let key_mask = if nkeys == 32 {
+        u32::MAX
     } else {
-        &[0xFF; SIZE_OF_NULL_BITMAP][..]
+        (1u32 << nkeys) - 1
     };
-    let key_is_null = |att: usize| bitmap[att / 8] & (1 << (att % 8)) == 0;
-    let key_nulls: Vec<bool> = (0..spec.nkeyatts.min(32)).map(key_is_null).collect();
-    if key_nulls.iter().any(|&n| n) && !spec.nulls_not_distinct {
+    let nulls = if has_nulls {
+        let b = t.get(SIZE_OF_INDEX_TUPLE..SIZE_OF_INDEX_TUPLE + SIZE_OF_NULL_BITMAP)?;
+        !u32::from_le_bytes([b[0], b[1], b[2], b[3]]) & key_mask
+    } else {
+        0
+    };
+    if nulls != 0 && !spec.nulls_not_distinct {
         return None;
     }
     let key_end = if spec.natts > spec.nkeyatts {
-        key_columns_end(t, data_off, key_end, &key_nulls, spec)?
+        key_columns_end(t, data_off, key_end, nulls, spec)?
     } else {
         key_end
     };
-    let mut key: Vec<u8> = key_nulls.iter().map(|&n| n as u8).collect();
-    key.extend_from_slice(t.get(data_off..key_end)?);
-    Some(Entry { offnum, key, tids })
+    Some(Entry {
+        offnum,
+        nulls,
+        key: t.get(data_off..key_end)?,
+        tuple: t,
+        posting,
+    })
 }
 
 /// Where the key columns end, before the INCLUDE columns: walks the key attributes with their
@@ -325,13 +377,13 @@ fn key_columns_end(
     t: &[u8],
     data_off: usize,
     limit: usize,
-    nulls: &[bool],
+    nulls: u32,
     spec: &UniqueSpec,
 ) -> Option<usize> {
     let attrs = spec.attributes.as_ref()?;
     let mut off = data_off;
     for (i, att) in attrs.iter().take(spec.nkeyatts).enumerate() {
-        if nulls.get(i).copied().unwrap_or(false) {
+        if i < 32 && nulls & (1 << i) != 0 {
             continue;
         }
         let len = match att.attlen {

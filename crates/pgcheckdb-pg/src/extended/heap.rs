@@ -47,9 +47,10 @@ pub fn certainly_live(h: &HeapTupleHeader, clog: &CommitLog) -> bool {
 }
 
 /// A bitmap (bit `offnum - 1`) of the root line pointers of `page` whose HOT chain holds a
-/// certainly live tuple. `items` are the page's line pointers.
-pub fn live_roots(page: &[u8], blkno: u32, items: &[ItemId], clog: &CommitLog) -> Vec<u8> {
-    let mut bits = vec![0u8; items.len().div_ceil(8)];
+/// certainly live tuple, into `bits` (cleared first). `items` are the page's line pointers.
+pub fn live_roots(page: &[u8], blkno: u32, items: &[ItemId], clog: &CommitLog, bits: &mut Vec<u8>) {
+    bits.clear();
+    bits.resize(items.len().div_ceil(8), 0);
     let header_at = |offnum: u16| -> Option<HeapTupleHeader> {
         let item = items.get((offnum as usize).checked_sub(1)?)?;
         if item.lp_flags != LpFlags::Normal {
@@ -72,7 +73,6 @@ pub fn live_roots(page: &[u8], blkno: u32, items: &[ItemId], clog: &CommitLog) -
             bits[i / 8] |= 1 << (i % 8);
         }
     }
-    bits
 }
 
 /// Follows a HOT chain within the page from `start`, at most one step per line pointer.
