@@ -100,7 +100,9 @@ struct Check<'a> {
 }
 
 /// Checks one index from its facts.
-pub fn check_index(f: &IndexFacts, info: &IndexInfo) -> IndexOutcome {
+/// `next_full_xid` is the cluster's `nextXid` when it was shut down cleanly: a deleted page's
+/// stored xid must not be newer.
+pub fn check_index(f: &IndexFacts, info: &IndexInfo, next_full_xid: Option<u64>) -> IndexOutcome {
     let mut c = Check {
         f,
         info,
@@ -119,6 +121,9 @@ pub fn check_index(f: &IndexFacts, info: &IndexInfo) -> IndexOutcome {
         }
     }
     c.metapage();
+    if let Some(next) = next_full_xid {
+        c.deleted_xids(next);
+    }
     c.siblings();
     c.downlinks();
     c.half_dead();
@@ -154,6 +159,32 @@ impl Check<'_> {
             None if blkno == 0 => "block 0 is the metapage".to_string(),
             None => format!("block {blkno} is not a B-tree page in use (all zero or missing)"),
         })
+    }
+
+    /// A deleted page (PostgreSQL 14+, `BTP_HAS_FULLXID`) stores the next full transaction id
+    /// of the moment it was deleted; a value newer than the cluster's `nextXid` is impossible.
+    fn deleted_xids(&mut self, next: u64) {
+        let future: Vec<(u32, u64)> = self
+            .f
+            .pages
+            .values()
+            .filter(|p| deleted(p))
+            .filter_map(|p| p.safexid.filter(|&x| x > next).map(|x| (p.blkno, x)))
+            .collect();
+        for (blkno, x) in future {
+            self.report(
+                blkno,
+                K::XidInvalid,
+                format!(
+                    "deleted page's stored transaction id {} (epoch {}) is newer than nextXid {} (epoch {})",
+                    x as u32,
+                    x >> 32,
+                    next as u32,
+                    next >> 32
+                ),
+                json!({"safexid": x, "next_full_xid": next}),
+            );
+        }
     }
 
     /// A link from live page `from` to a deleted page whose own links still agree with it: the
@@ -826,7 +857,7 @@ mod tests {
     }
 
     fn found(f: &IndexFacts) -> Vec<(u32, K)> {
-        check_index(f, &info())
+        check_index(f, &info(), Some(1000))
             .problems
             .iter()
             .map(|p| (p.blkno, p.kind))
@@ -835,7 +866,7 @@ mod tests {
 
     #[test]
     fn a_healthy_tree_gives_nothing_and_counts_as_not_order_checked() {
-        let out = check_index(&healthy(), &info());
+        let out = check_index(&healthy(), &info(), Some(1000));
         assert!(out.problems.is_empty(), "{:?}", out.problems);
         assert!(out.not_order_checked.is_some());
     }
@@ -861,6 +892,23 @@ mod tests {
         let got = found(&f);
         assert!(got.contains(&(0, K::BtreeLinkInvalid)), "{got:?}");
         assert!(got.contains(&(0, K::BtreeLevelInvalid)), "{got:?}");
+    }
+
+    #[test]
+    fn a_deleted_page_from_the_future_is_an_xid_finding() {
+        let mut f = healthy();
+        let gone = |x: u64| PageFact {
+            blkno: 9,
+            btpo_flags: bf::BTP_LEAF | bf::BTP_DELETED | bf::BTP_HAS_FULLXID,
+            safexid: Some(x),
+            ..PageFact::default()
+        };
+        f.pages.insert(9, gone(1000));
+        assert_eq!(found(&f), vec![]);
+        f.pages.insert(9, gone(1001));
+        assert_eq!(found(&f), vec![(9, K::XidInvalid)]);
+        // Not checked when nextXid is not known to be final (no clean shutdown).
+        assert!(check_index(&f, &info(), None).problems.is_empty());
     }
 
     #[test]

@@ -106,7 +106,7 @@ fn check_indexes(
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&fork) = forks.get(i) else { break };
                 let info = &ext.indexes[&fork];
-                match check_one(runs, info) {
+                match check_one(runs, info, ext.next_full_xid) {
                     Ok(r) => results.lock().unwrap_or_else(|e| e.into_inner()).push(r),
                     Err(e) => errors
                         .lock()
@@ -124,10 +124,14 @@ fn check_indexes(
     out
 }
 
-fn check_one(runs: &Runs, info: &IndexInfo) -> std::io::Result<IndexResult> {
+fn check_one(
+    runs: &Runs,
+    info: &IndexInfo,
+    next_full_xid: Option<u64>,
+) -> std::io::Result<IndexResult> {
     let mut facts = IndexFacts::default();
     runs.for_each_in_unit(info.fork as u32, |r| facts.add(r))?;
-    let outcome = check_index(&facts, info);
+    let outcome = check_index(&facts, info, next_full_xid);
     let groups = if info.unique.is_some() {
         candidate_groups(&facts)
     } else {
