@@ -411,3 +411,78 @@ fn key_columns_end(
     }
     (off <= limit).then_some(off)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::attributes::Attribute;
+    use std::sync::Arc;
+
+    fn attr(name: &str, attlen: i16, align: usize) -> Attribute {
+        Attribute {
+            name: name.into(),
+            type_name: None,
+            attlen,
+            align,
+            dropped: false,
+        }
+    }
+
+    /// `(id int4) INCLUDE (note text)`: TID (5, off), key `id`, a 1-byte-header text.
+    fn tuple(off: u16, id: i32, note: &[u8]) -> Vec<u8> {
+        let mut t = vec![0, 0, 5, 0];
+        t.extend_from_slice(&off.to_le_bytes());
+        t.extend_from_slice(&[0, 0]); // t_info, set below
+        t.extend_from_slice(&id.to_le_bytes());
+        t.push(((note.len() as u8 + 1) << 1) | 1);
+        t.extend_from_slice(note);
+        t.resize(t.len().div_ceil(8) * 8, 0);
+        let size = t.len() as u16;
+        t[6..8].copy_from_slice(&size.to_le_bytes());
+        t
+    }
+
+    fn spec(nulls_not_distinct: bool) -> UniqueSpec {
+        UniqueSpec {
+            heap_fork: 0,
+            nkeyatts: 1,
+            natts: 2,
+            nulls_not_distinct,
+            attributes: Some(Arc::from(vec![attr("id", 4, 4), attr("note", -1, 4)])),
+        }
+    }
+
+    #[test]
+    fn include_columns_are_not_part_of_the_key() {
+        let (a, b, c) = (
+            tuple(1, 42, b"ab"),
+            tuple(2, 42, b"cdef"),
+            tuple(3, 43, b"ab"),
+        );
+        let s = spec(false);
+        let ea = entry(&a, 1, &s, 8).unwrap();
+        let eb = entry(&b, 2, &s, 8).unwrap();
+        let ec = entry(&c, 3, &s, 8).unwrap();
+        assert!(ea.same_key(&eb));
+        assert!(!ea.same_key(&ec));
+        let mut tids = Vec::new();
+        eb.push_tids(&mut tids);
+        assert_eq!(tids, vec![(5, 2, 2)]);
+    }
+
+    #[test]
+    fn null_keys_are_distinct_unless_nulls_not_distinct() {
+        // t_info with INDEX_NULL_MASK and a bitmap whose bit 0 (the key column) is clear.
+        let mut t = vec![0, 0, 5, 0, 1, 0, 0, 0, 0b10, 0, 0, 0, 0, 0, 0, 0];
+        t.extend_from_slice(&[(3 << 1) | 1, b'a', b'b', 0, 0, 0, 0, 0]);
+        let info = t_info::INDEX_NULL_MASK | t.len() as u16;
+        t[6..8].copy_from_slice(&info.to_le_bytes());
+        assert!(entry(&t, 1, &spec(false), 8).is_none());
+        let e = entry(&t, 1, &spec(true), 8).unwrap();
+        assert_eq!(e.nulls, 1);
+        // A pivot tuple (ALT_TID without BT_IS_POSTING) is never an entry.
+        let mut pivot = tuple(1, 42, b"ab");
+        pivot[7] |= (t_info::INDEX_ALT_TID_MASK >> 8) as u8;
+        assert!(entry(&pivot, 1, &spec(false), 8).is_none());
+    }
+}

@@ -165,3 +165,68 @@ pub fn violations(groups: &[Group], live: &HashMap<u32, Vec<u8>>) -> Vec<Problem
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::extended::facts::PageFact;
+
+    fn leaf(blkno: u32, prev: u32, next: u32) -> PageFact {
+        PageFact {
+            blkno,
+            btpo_prev: prev,
+            btpo_next: next,
+            btpo_flags: bf::BTP_LEAF,
+            ..PageFact::default()
+        }
+    }
+
+    fn run(blkno: u32, place: RunPlace, key: u8, tids: &[(u32, u16)]) -> UniqueRun {
+        UniqueRun {
+            blkno,
+            place,
+            offnum: 2,
+            key: vec![0, 0, 0, 0, key],
+            tids: tids.iter().map(|&(b, o)| (b, o, 2)).collect(),
+        }
+    }
+
+    #[test]
+    fn equal_keys_join_across_right_siblings_only() {
+        let mut f = IndexFacts::default();
+        for p in [leaf(1, 0, 2), leaf(2, 1, 3), leaf(3, 2, 0)] {
+            f.pages.insert(p.blkno, p);
+        }
+        // Key 7 ends page 1, fills page 2 and starts page 3; key 9 ends page 3 alone.
+        f.runs = vec![
+            run(1, RunPlace::First, 5, &[(10, 1)]),
+            run(1, RunPlace::Last, 7, &[(10, 2)]),
+            run(2, RunPlace::Whole, 7, &[(11, 1)]),
+            run(3, RunPlace::First, 7, &[(12, 1)]),
+            run(3, RunPlace::Last, 9, &[(12, 2)]),
+        ];
+        let groups = candidate_groups(&f);
+        assert_eq!(groups.len(), 1, "{groups:?}");
+        let heap: Vec<(u32, u16)> = groups[0]
+            .tids
+            .iter()
+            .map(|t| (t.heap_block, t.heap_offset))
+            .collect();
+        assert_eq!(heap, vec![(10, 2), (11, 1), (12, 1)]);
+        // Both live: one violation, at the second live entry's page.
+        let live: HashMap<u32, Vec<u8>> = [(10, vec![0b10]), (11, vec![0b1])].into_iter().collect();
+        let v = violations(&groups, &live);
+        assert_eq!(v.len(), 1);
+        assert_eq!(
+            (v[0].blkno, v[0].detail["other_block"].as_u64()),
+            (2, Some(1))
+        );
+        // One of them dead: nothing.
+        let live: HashMap<u32, Vec<u8>> = [(10, vec![0b10])].into_iter().collect();
+        assert!(violations(&groups, &live).is_empty());
+        // Pages that are not right siblings do not join.
+        f.pages.get_mut(&2).unwrap().btpo_prev = 3;
+        let groups = candidate_groups(&f);
+        assert!(groups.iter().all(|g| g.tids.len() < 3), "{groups:?}");
+    }
+}
