@@ -101,6 +101,16 @@ pub enum FindingKind {
     /// B-tree keys out of the order of the index's operator classes and collations: within a
     /// page, against the page's high key (standard level), or across pages (extended level).
     BtreeOrderInvalid,
+    /// B-tree sibling links disagree, a level is not one chain, or a link or the metapage's
+    /// root points at a page that is not what it must be (extended level).
+    BtreeLinkInvalid,
+    /// A B-tree downlink is missing, duplicated, points at the wrong child or at a page not in
+    /// use; a half-dead page's top parent link breaks the deletion rules (extended level).
+    BtreeDownlinkInvalid,
+    /// A B-tree page's level differs from its parent's minus one or the metapage's (extended).
+    BtreeLevelInvalid,
+    /// A unique B-tree index holds equal keys for two live heap tuples (extended level).
+    BtreeUniqueViolation,
 }
 
 impl FindingKind {
@@ -144,6 +154,10 @@ impl FindingKind {
             FindingKind::MissingFile => "missing_file",
             FindingKind::HotChainInvalid => "hot_chain_invalid",
             FindingKind::BtreeOrderInvalid => "btree_order_invalid",
+            FindingKind::BtreeLinkInvalid => "btree_link_invalid",
+            FindingKind::BtreeDownlinkInvalid => "btree_downlink_invalid",
+            FindingKind::BtreeLevelInvalid => "btree_level_invalid",
+            FindingKind::BtreeUniqueViolation => "btree_unique_violation",
         }
     }
 
@@ -186,6 +200,10 @@ impl FindingKind {
         FindingKind::MissingFile,
         FindingKind::HotChainInvalid,
         FindingKind::BtreeOrderInvalid,
+        FindingKind::BtreeLinkInvalid,
+        FindingKind::BtreeDownlinkInvalid,
+        FindingKind::BtreeLevelInvalid,
+        FindingKind::BtreeUniqueViolation,
     ];
 }
 

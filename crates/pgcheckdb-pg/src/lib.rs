@@ -11,6 +11,7 @@ pub mod control;
 pub mod corrupt;
 pub mod datadir;
 pub mod enable;
+pub mod extended;
 pub mod finding;
 #[doc(hidden)]
 pub mod fuzzing;

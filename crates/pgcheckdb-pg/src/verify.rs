@@ -127,6 +127,9 @@ pub struct Summary {
     /// error, a refusal, or the signal that stopped it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The extended level's facts and merge (only at that level).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extended: Option<crate::extended::ExtendedSummary>,
 }
 
 /// Everything a verification produced.
@@ -321,6 +324,8 @@ pub struct Structure<'c> {
     pub clog: &'c CommitLog,
     /// B-tree indexes whose keys are not order-checked: `(schema.name, database oid, why)`.
     pub not_order_checked: Vec<(String, u32, NotOrderChecked)>,
+    /// The extended level's plan: its facts are emitted during the scan and merged after it.
+    pub extended: Option<&'c crate::extended::ExtendedPlan>,
 }
 
 impl<'c> Structure<'c> {
@@ -359,6 +364,7 @@ impl<'c> Structure<'c> {
             facts,
             clog: &catalog.clog,
             not_order_checked: orders.skipped,
+            extended: None,
         }
     }
 }
@@ -400,8 +406,16 @@ pub fn run(
     for w in workers {
         merged.absorb(w);
     }
+    let facts = merged.facts.take();
     let mut report = merged.finish(plan, opts, started);
     report.summary.keys_not_order_checked = structure.map(|s| s.not_order_checked.len() as u64);
+    let extended = structure.and_then(|s| s.extended);
+    if let (Some(facts), Some(ext)) = (facts, extended) {
+        // An interrupted scan left facts out: cross-page checks would blame healthy pages.
+        if !progress.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            crate::extended::merge_into(plan, ext, facts.finish(), &mut report);
+        }
+    }
     report
 }
 
@@ -430,6 +444,8 @@ struct BlockChecker<'a> {
     sums: Vec<u32>,
     /// Pages and tuples per file.
     tally: crate::relstats::Tally,
+    /// The extended level's fact writer.
+    facts: Option<crate::extended::emit::Emitter<'a>>,
 }
 
 impl<'a> BlockChecker<'a> {
@@ -455,6 +471,10 @@ impl<'a> BlockChecker<'a> {
             last_used: HashMap::new(),
             sums: Vec::new(),
             tally: crate::relstats::Tally::new(plan.dir.files.len(), count_tuples),
+            facts: structure.and_then(|s| {
+                s.extended
+                    .map(|e| crate::extended::emit::Emitter::new(e, s.clog))
+            }),
         }
     }
 
@@ -470,6 +490,9 @@ impl<'a> BlockChecker<'a> {
         for (fork, b) in other.last_used {
             let e = self.last_used.entry(fork).or_insert(b);
             *e = (*e).max(b);
+        }
+        if let (Some(mine), Some(theirs)) = (self.facts.as_mut(), other.facts) {
+            mine.absorb(theirs);
         }
     }
 
@@ -514,10 +537,15 @@ impl<'a> BlockChecker<'a> {
             .page(file, format, page, matches!(verdict, PageVerdict::Valid));
         match verdict {
             PageVerdict::Valid => {
+                let before = self.findings.len();
                 if let Some(finding) = self.placement_finding(file, fork, blkno, page) {
                     self.findings.push(finding);
                 }
                 self.check_structure(file, blkno, page);
+                let sound = self.findings.len() == before;
+                if let Some(facts) = self.facts.as_mut() {
+                    facts.page(file, blkno, page, sound);
+                }
                 true
             }
             PageVerdict::New => {
@@ -528,6 +556,9 @@ impl<'a> BlockChecker<'a> {
             PageVerdict::Problem(problem) => {
                 let finding = self.problem_finding(file, fork, blkno, page, problem);
                 self.findings.push(finding);
+                if let Some(facts) = self.facts.as_mut() {
+                    facts.page(file, blkno, page, false);
+                }
                 true
             }
         }
@@ -1031,6 +1062,9 @@ impl Visitor for BlockChecker<'_> {
         let f = &self.plan.dir.files[file];
         let blkno = self.plan.absolute_block(f, offset / self.cfg.blcksz as u64);
         self.read_errors.push(file, blkno, err);
+        if let Some(facts) = self.facts.as_mut() {
+            facts.page(file, blkno, &[], false);
+        }
     }
 
     fn open_failed(&mut self, file: usize, err: &io::Error) {

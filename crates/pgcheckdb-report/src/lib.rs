@@ -254,7 +254,7 @@ pub fn summary_text(s: &Summary, findings: &[Finding]) -> String {
             (None, None) => "?".into(),
         })
         .collect();
-    let scanned = format!(
+    let mut scanned = format!(
         "{} blocks, {} checked in {:.2} s, level {}, checksums {}",
         s.blocks,
         human_bytes(s.bytes),
@@ -262,6 +262,15 @@ pub fn summary_text(s: &Summary, findings: &[Finding]) -> String {
         s.level,
         s.checksums
     );
+    if let Some(x) = &s.extended {
+        scanned += &format!(
+            "; {} B-tree indexes checked across pages ({} not order-checked), {} facts, {} spilled",
+            x.indexes_checked,
+            x.keys_not_order_checked,
+            x.facts,
+            human_bytes(x.spilled_bytes)
+        );
+    }
     let warnings = findings
         .iter()
         .filter(|f| f.severity == Severity::Warning)

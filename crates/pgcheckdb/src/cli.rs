@@ -392,6 +392,13 @@ pub struct VerifyArgs {
     /// Read at most this many MB per second.
     #[arg(long, value_name = "MB/s", value_parser = parse_rate, allow_negative_numbers = true)]
     pub max_rate: Option<f64>,
+    /// Extended level: memory for cross-page facts before they spill to disk (64MB, 1G, ...).
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_memory)]
+    pub memory: u64,
+    /// Extended level: directory for spill files (default: the system temp dir; never inside
+    /// the data directory).
+    #[arg(long, value_name = "DIR")]
+    pub temp_dir: Option<PathBuf>,
     /// Only plan: files, blocks and bytes per level and an expected time from a short sample
     /// read; nothing is checked.
     #[arg(long)]
@@ -442,6 +449,10 @@ pub struct ScopeArgs {
     /// A pattern that matches nothing is not an error.
     #[arg(long)]
     pub no_strict_names: bool,
+}
+
+fn parse_memory(text: &str) -> Result<u64, String> {
+    pgcheckdb_pg::extended::parse_size(text)
 }
 
 #[derive(Debug, Args)]

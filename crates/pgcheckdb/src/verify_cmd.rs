@@ -8,6 +8,7 @@ use anyhow::{anyhow, bail, Context};
 use pgcheckdb_pg::catalog::Catalog;
 use pgcheckdb_pg::cluster::check_stopped;
 use pgcheckdb_pg::control::{read_pg_version_file, ControlFile};
+use pgcheckdb_pg::extended::{ExtendedConfig, ExtendedPlan};
 use pgcheckdb_pg::naming::name_findings;
 use pgcheckdb_pg::relstats::{relation_summaries, RelationSummary};
 use pgcheckdb_pg::scope::{Scope, ScopeOptions};
@@ -134,7 +135,8 @@ fn requested_level(args: &VerifyArgs) -> Level {
     };
     match requested {
         LevelArg::Physical => Level::Physical,
-        LevelArg::Standard | LevelArg::Extended => Level::Standard,
+        LevelArg::Standard => Level::Standard,
+        LevelArg::Extended => Level::Extended,
     }
 }
 
@@ -198,9 +200,9 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         bail!("cannot verify \"{}\" offline: {reason}", datadir.display());
     }
     let level = requested_level(args);
-    if matches!(args.level, LevelArg::Extended) && !args.physical_only && !common.quiet {
-        eprintln!("pgcheckdb: warning: the cross-page checks of the extended level are not implemented yet; running the standard level");
-    }
+    let extended_config = (level == Level::Extended)
+        .then(|| extended_config(common, args, &datadir))
+        .transpose()?;
     let opts = VerifyOptions {
         jobs: jobs(common),
         level,
@@ -240,7 +242,21 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         let setup = (started_at, started.elapsed());
         return estimate::run(&plan, &catalog, &opts, format, &scope, setup);
     }
-    let structure = (level != Level::Physical).then(|| Structure::from_catalog(&plan, &catalog));
+    let extended = match &extended_config {
+        Some(config) => Some(
+            ExtendedPlan::build(&plan, &catalog, config, opts.jobs).with_context(|| {
+                format!(
+                    "could not create a spill directory in \"{}\"",
+                    config.temp_dir.display()
+                )
+            })?,
+        ),
+        None => None,
+    };
+    let structure = (level != Level::Physical).then(|| Structure {
+        extended: extended.as_ref(),
+        ..Structure::from_catalog(&plan, &catalog)
+    });
     if let (Some(s), false) = (&structure, common.quiet) {
         warn_missing_locales(s);
         if common.verbose {
@@ -391,6 +407,34 @@ fn emit_metrics(
             .with_context(|| format!("could not write the metrics file \"{}\"", file.display()))?;
     }
     Ok(())
+}
+
+/// `--memory` and `--temp-dir` of the extended level; a spill directory inside the data
+/// directory is refused (verify never writes there).
+fn extended_config(
+    common: &Common,
+    args: &VerifyArgs,
+    datadir: &Path,
+) -> anyhow::Result<ExtendedConfig> {
+    let temp_dir = args.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let temp = std::fs::canonicalize(&temp_dir)
+        .with_context(|| format!("could not access --temp-dir \"{}\"", temp_dir.display()))?;
+    if !temp.is_dir() {
+        bail!("--temp-dir \"{}\" is not a directory", temp_dir.display());
+    }
+    let data = std::fs::canonicalize(datadir)
+        .with_context(|| format!("could not access \"{}\"", datadir.display()))?;
+    if temp.starts_with(&data) {
+        bail!(
+            "--temp-dir \"{}\" is inside the data directory; verify never writes there",
+            temp_dir.display()
+        );
+    }
+    Ok(ExtendedConfig {
+        memory: args.memory,
+        temp_dir: temp,
+        verbose: common.verbose,
+    })
 }
 
 /// The opening lines of the text format.

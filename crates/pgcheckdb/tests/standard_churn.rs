@@ -120,6 +120,22 @@ fn scenario(major: u32) {
         let summary = run.summary();
         assert_eq!(summary["level"], "standard", "{run}");
         assert!(summary["blocks"].as_u64().unwrap_or(0) > 1000, "{run}");
+        // The extended level's cross-page checks are silent on the same cluster too.
+        let datadir = cluster.datadir().display().to_string();
+        let args = [
+            "verify", "--level", "extended", "--format", "json", "-j", "2", "-D", &datadir,
+        ];
+        let ext = run::pgcheckdb(&bin(), &args, None);
+        let problems: Vec<String> = ext.problems().iter().map(|f| f.to_string()).collect();
+        assert!(problems.is_empty(), "PostgreSQL {major} (checksums {checksums}): extended level on a healthy churned cluster:\n{}\n{ext}", problems.join("\n"));
+        assert_eq!(ext.status, 0, "{ext}");
+        assert!(
+            ext.summary()["extended"]["indexes_checked"]
+                .as_u64()
+                .unwrap_or(0)
+                > 100,
+            "{ext}"
+        );
     }
 }
 

@@ -1,0 +1,76 @@
+//! Key order across B-tree pages, with the index's comparator from [`crate::btree_order`].
+
+use serde_json::json;
+
+use super::{deleted, Check};
+use crate::extended::facts::PageFact;
+use crate::finding::FindingKind as K;
+
+impl Check<'_> {
+    /// Keys across pages with the index's comparator: a page's last key is not above its right
+    /// sibling's first key or its high key above that first key, and a parent's separator is
+    /// not above its leaf child's first key.
+    pub(super) fn key_order(&mut self) {
+        let ordering = match &self.info.ordering {
+            Ok(o) => o.clone(),
+            Err(why) => {
+                self.out.not_order_checked = Some(format!("{why:?}"));
+                return;
+            }
+        };
+        let mut unknown = 0u64;
+        let pages: Vec<PageFact> = self
+            .f
+            .pages
+            .values()
+            .filter(|p| !deleted(p))
+            .cloned()
+            .collect();
+        for a in &pages {
+            if let Some(b) = self.live(a.btpo_next).cloned() {
+                if b.btpo_prev == a.blkno
+                    && b.btpo_level == a.btpo_level
+                    && !b.first_item.is_empty()
+                {
+                    for (what, left) in [("last key", &a.last_item), ("high key", &a.high_key)] {
+                        if left.is_empty() || (what == "last key" && !a.downlinks.is_empty()) {
+                            continue;
+                        }
+                        match ordering.compare(left, &b.first_item) {
+                            Some(std::cmp::Ordering::Greater) => self.report(
+                                b.blkno,
+                                K::BtreeOrderInvalid,
+                                format!("first key sorts before the {what} of its left sibling block {}", a.blkno),
+                                json!({"other_block": a.blkno}),
+                            ),
+                            Some(_) => {}
+                            None => unknown += 1,
+                        }
+                    }
+                }
+            }
+            for (i, d) in a.downlinks.iter().enumerate().skip(1) {
+                let Some(child) = self.live(d.child).cloned() else {
+                    continue;
+                };
+                if !child.downlinks.is_empty() || child.first_item.is_empty() || i == 0 {
+                    continue;
+                }
+                match ordering.compare(&d.item, &child.first_item) {
+                    Some(std::cmp::Ordering::Greater) => self.report(
+                        a.blkno,
+                        K::BtreeOrderInvalid,
+                        format!("separator at offset {} sorts after the first key of its child block {}", d.offnum, child.blkno),
+                        json!({"offset": d.offnum, "other_block": child.blkno}),
+                    ),
+                    Some(_) => {}
+                    None => unknown += 1,
+                }
+            }
+        }
+        if unknown > 0 {
+            self.out.not_order_checked =
+                Some(format!("{unknown} key comparison(s) could not be made"));
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! Fact records: what one page contributes to the cross-page checks, as compact bytes. Each
+//! record is `unit (u32 BE) | family (u8) | block (u32 BE) | body`, so that sorting records by
+//! bytes groups them by relation fork, then family, then block. Bodies carry the index tuple
+//! items the checks need (high key, first and last data items, pivot tuples), never the page.
+
+/// The family of a fact (its second field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Family {
+    /// The B-tree metapage (`BTMetaPageData`).
+    BtreeMeta = 0,
+    /// One B-tree page: opaque data, bounding items, downlinks.
+    BtreePage = 1,
+    /// A page that failed the physical or standard checks: nothing is concluded from it.
+    Damaged = 2,
+    /// A run of equal keys of a unique index's leaf page, with its heap TIDs.
+    UniqueRun = 3,
+    /// The heap line pointers whose HOT chain holds a live tuple.
+    HeapLive = 4,
+}
+
+impl Family {
+    pub fn from_byte(b: u8) -> Option<Family> {
+        Some(match b {
+            0 => Family::BtreeMeta,
+            1 => Family::BtreePage,
+            2 => Family::Damaged,
+            3 => Family::UniqueRun,
+            4 => Family::HeapLive,
+            _ => return None,
+        })
+    }
+}
+
+/// Builds one record in a reused buffer.
+pub struct Writer<'a> {
+    buf: &'a mut Vec<u8>,
+}
+
+impl<'a> Writer<'a> {
+    /// Starts a record of `family` about block `blkno` of unit `unit`.
+    pub fn start(buf: &'a mut Vec<u8>, unit: u32, family: Family, blkno: u32) -> Writer<'a> {
+        buf.clear();
+        buf.extend_from_slice(&unit.to_be_bytes());
+        buf.push(family as u8);
+        buf.extend_from_slice(&blkno.to_be_bytes());
+        Writer { buf }
+    }
+
+    pub fn u8(&mut self, v: u8) -> &mut Self {
+        self.buf.push(v);
+        self
+    }
+
+    pub fn u16(&mut self, v: u16) -> &mut Self {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    pub fn u32(&mut self, v: u32) -> &mut Self {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    pub fn u64(&mut self, v: u64) -> &mut Self {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    /// A byte string of at most 65535 bytes, with its length (longer ones are cut; items of a
+    /// page are always shorter).
+    pub fn bytes(&mut self, v: &[u8]) -> &mut Self {
+        let v = &v[..v.len().min(u16::MAX as usize)];
+        self.u16(v.len() as u16);
+        self.buf.extend_from_slice(v);
+        self
+    }
+}
+
+/// Reads a record written by [`Writer`]; every getter returns `None` past the end.
+pub struct Reader<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+/// The fixed head of every record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    pub unit: u32,
+    pub family: Family,
+    pub blkno: u32,
+}
+
+impl<'a> Reader<'a> {
+    /// The head of `record` and a reader positioned at its body.
+    pub fn open(record: &'a [u8]) -> Option<(Head, Reader<'a>)> {
+        let mut r = Reader { b: record, pos: 0 };
+        let unit = r.u32()?;
+        let family = Family::from_byte(r.u8()?)?;
+        let blkno = r.u32()?;
+        Some((
+            Head {
+                unit,
+                family,
+                blkno,
+            },
+            r,
+        ))
+    }
+
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let s = self.b.get(self.pos..self.pos.checked_add(n)?)?;
+        self.pos += n;
+        Some(s)
+    }
+
+    pub fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+
+    pub fn u16(&mut self) -> Option<u16> {
+        let s = self.take(2)?;
+        Some(u16::from_be_bytes([s[0], s[1]]))
+    }
+
+    pub fn u32(&mut self) -> Option<u32> {
+        let s = self.take(4)?;
+        Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+    }
+
+    pub fn u64(&mut self) -> Option<u64> {
+        let s = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(s);
+        Some(u64::from_be_bytes(a))
+    }
+
+    pub fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.u16()? as usize;
+        self.take(n)
+    }
+}
+
+/// `BTMetaPageData` as a fact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetaFact {
+    pub root: u32,
+    pub level: u32,
+    pub fastroot: u32,
+    pub fastlevel: u32,
+    pub version: u32,
+}
+
+impl MetaFact {
+    pub fn write(&self, w: &mut Writer<'_>) {
+        w.u32(self.root)
+            .u32(self.level)
+            .u32(self.fastroot)
+            .u32(self.fastlevel)
+            .u32(self.version);
+    }
+
+    pub fn read(r: &mut Reader<'_>) -> Option<MetaFact> {
+        Some(MetaFact {
+            root: r.u32()?,
+            level: r.u32()?,
+            fastroot: r.u32()?,
+            fastlevel: r.u32()?,
+            version: r.u32()?,
+        })
+    }
+}
+
+/// One downlink of an internal page: the pivot tuple at `offnum` pointing at `child`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Downlink {
+    pub offnum: u16,
+    pub child: u32,
+    /// The whole pivot tuple (`IndexTupleData` and key).
+    pub item: Vec<u8>,
+}
+
+/// One B-tree page (not the metapage) as a fact.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PageFact {
+    pub blkno: u32,
+    pub btpo_prev: u32,
+    pub btpo_next: u32,
+    pub btpo_level: u32,
+    pub btpo_flags: u16,
+    /// The full transaction id a deleted page stores (PostgreSQL 14+, `BTP_HAS_FULLXID`).
+    pub safexid: Option<u64>,
+    /// A half-dead leaf's top parent link (the block in its high key's `t_tid`).
+    pub top_parent: Option<u32>,
+    /// The high key item (empty on the rightmost page of a level).
+    pub high_key: Vec<u8>,
+    /// First and last data items (leaf: keys; internal: the first is "minus infinity" on the
+    /// leftmost page only).
+    pub first_item: Vec<u8>,
+    pub last_item: Vec<u8>,
+    pub downlinks: Vec<Downlink>,
+}
+
+impl PageFact {
+    pub fn write(&self, w: &mut Writer<'_>) {
+        w.u32(self.btpo_prev)
+            .u32(self.btpo_next)
+            .u32(self.btpo_level)
+            .u16(self.btpo_flags);
+        match self.safexid {
+            Some(x) => w.u8(1).u64(x),
+            None => w.u8(0),
+        };
+        match self.top_parent {
+            Some(t) => w.u8(1).u32(t),
+            None => w.u8(0),
+        };
+        w.bytes(&self.high_key)
+            .bytes(&self.first_item)
+            .bytes(&self.last_item)
+            .u16(self.downlinks.len() as u16);
+        for d in &self.downlinks {
+            w.u16(d.offnum).u32(d.child).bytes(&d.item);
+        }
+    }
+
+    pub fn read(blkno: u32, r: &mut Reader<'_>) -> Option<PageFact> {
+        let mut p = PageFact {
+            blkno,
+            btpo_prev: r.u32()?,
+            btpo_next: r.u32()?,
+            btpo_level: r.u32()?,
+            btpo_flags: r.u16()?,
+            ..PageFact::default()
+        };
+        if r.u8()? == 1 {
+            p.safexid = Some(r.u64()?);
+        }
+        if r.u8()? == 1 {
+            p.top_parent = Some(r.u32()?);
+        }
+        p.high_key = r.bytes()?.to_vec();
+        p.first_item = r.bytes()?.to_vec();
+        p.last_item = r.bytes()?.to_vec();
+        let n = r.u16()?;
+        for _ in 0..n {
+            p.downlinks.push(Downlink {
+                offnum: r.u16()?,
+                child: r.u32()?,
+                item: r.bytes()?.to_vec(),
+            });
+        }
+        Some(p)
+    }
+}
+
+/// Where a run of equal keys sits on its leaf page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RunPlace {
+    /// Neither first nor last: only kept when it holds two or more heap TIDs.
+    Inner = 0,
+    /// The page's first key.
+    First = 1,
+    /// The page's last key.
+    Last = 2,
+    /// The page's only key (both first and last).
+    Whole = 3,
+}
+
+/// A run of entries with byte-equal keys on a unique index's leaf page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UniqueRun {
+    pub blkno: u32,
+    pub place: RunPlace,
+    /// Offset number of the run's first entry.
+    pub offnum: u16,
+    pub key: Vec<u8>,
+    /// Heap TIDs (block, offset), with the offset number of the entry holding each.
+    pub tids: Vec<(u32, u16, u16)>,
+}
+
+impl UniqueRun {
+    pub fn write(&self, w: &mut Writer<'_>) {
+        w.u8(self.place as u8)
+            .u16(self.offnum)
+            .bytes(&self.key)
+            .u16(self.tids.len() as u16);
+        for &(b, o, at) in &self.tids {
+            w.u32(b).u16(o).u16(at);
+        }
+    }
+
+    pub fn read(blkno: u32, r: &mut Reader<'_>) -> Option<UniqueRun> {
+        let place = match r.u8()? {
+            0 => RunPlace::Inner,
+            1 => RunPlace::First,
+            2 => RunPlace::Last,
+            3 => RunPlace::Whole,
+            _ => return None,
+        };
+        let offnum = r.u16()?;
+        let key = r.bytes()?.to_vec();
+        let n = r.u16()?;
+        let mut tids = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            tids.push((r.u32()?, r.u16()?, r.u16()?));
+        }
+        Some(UniqueRun {
+            blkno,
+            place,
+            offnum,
+            key,
+            tids,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_facts_round_trip_and_sort_by_unit_then_block() {
+        let p = PageFact {
+            blkno: 7,
+            btpo_prev: 3,
+            btpo_next: 9,
+            btpo_level: 1,
+            btpo_flags: 0,
+            safexid: Some(1 << 40),
+            top_parent: None,
+            high_key: vec![1, 2, 3],
+            first_item: vec![4],
+            last_item: vec![],
+            downlinks: vec![Downlink {
+                offnum: 2,
+                child: 11,
+                item: vec![9; 16],
+            }],
+        };
+        let mut buf = Vec::new();
+        p.write(&mut Writer::start(&mut buf, 5, Family::BtreePage, 7));
+        let (head, mut r) = Reader::open(&buf).unwrap();
+        assert_eq!(head.unit, 5);
+        assert_eq!(head.family, Family::BtreePage);
+        assert_eq!(PageFact::read(head.blkno, &mut r), Some(p));
+        let mut other = Vec::new();
+        Writer::start(&mut other, 5, Family::BtreePage, 300);
+        assert!(buf < other, "block 7 sorts before block 300");
+        // A truncated record reads as nothing, never a panic.
+        let (head, mut r) = Reader::open(&buf[..20]).unwrap();
+        assert_eq!(PageFact::read(head.blkno, &mut r), None);
+    }
+}

@@ -1,0 +1,178 @@
+//! The merge phase: after the scan, each index's facts are merged from the sorted runs and
+//! checked, in parallel across indexes (as many threads as scan jobs); then each table behind a
+//! unique index gives the liveness of the heap tuples its duplicate-key groups name. The
+//! findings are placed at their files and blocks and added to the report.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use super::btree::{check_index, IndexFacts, Problem};
+use super::plan::{ExtendedPlan, IndexInfo};
+use super::report::block_finding;
+use super::spill::Runs;
+use super::unique::{candidate_groups, collect_live, needed_blocks, violations, Group};
+use super::{ExtendedSummary, NotOrderCheckedIndex};
+use crate::finding::{Finding, Severity};
+use crate::verify::{Plan, VerifyReport};
+
+/// What the merge of one index gave.
+struct IndexResult {
+    fork: usize,
+    problems: Vec<Problem>,
+    not_order_checked: Option<String>,
+    groups: Vec<Group>,
+}
+
+/// Merges the facts of `runs`, checks every planned index and adds the findings and the
+/// extended summary to `report`.
+pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut VerifyReport) {
+    let started = Instant::now();
+    let mut forks: Vec<usize> = ext.indexes.keys().copied().collect();
+    forks.sort_unstable();
+    let errors: Mutex<Vec<String>> = Mutex::new(runs.errors.clone());
+    let results = check_indexes(ext, &runs, &forks, &errors);
+    let mut summary = ExtendedSummary {
+        facts: runs.stats.records,
+        spilled_bytes: runs.stats.spilled_bytes,
+        spill_files: runs.stats.spill_files,
+        indexes_checked: results.len() as u64,
+        ..ExtendedSummary::default()
+    };
+    let mut not_checked = Vec::new();
+    let mut findings: Vec<Finding> = Vec::new();
+    let mut by_heap: HashMap<usize, Vec<(usize, Vec<Group>)>> = HashMap::new();
+    for r in results {
+        let info = &ext.indexes[&r.fork];
+        if let Some(why) = r.not_order_checked {
+            not_checked.push(NotOrderCheckedIndex {
+                index: info.name.clone(),
+                reason: why,
+            });
+        }
+        if let Some(u) = &info.unique {
+            summary.unique_indexes_checked += 1;
+            if !r.groups.is_empty() {
+                by_heap
+                    .entry(u.heap_fork)
+                    .or_default()
+                    .push((r.fork, r.groups));
+            }
+        }
+        findings.extend(r.problems.into_iter().map(|p| place(plan, r.fork, p)));
+    }
+    for (heap, groups) in by_heap {
+        findings.extend(unique_findings(plan, &runs, heap, &groups, &errors));
+    }
+    summary.keys_not_order_checked = not_checked.len() as u64;
+    if ext.config.verbose {
+        not_checked.sort_by(|a, b| a.index.cmp(&b.index));
+        summary.not_order_checked = Some(not_checked);
+    }
+    summary.merge_seconds = started.elapsed().as_secs_f64();
+    report.findings.extend(findings);
+    report
+        .findings
+        .sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    report
+        .tool_errors
+        .extend(errors.into_inner().unwrap_or_default());
+    let mut corrupt: Vec<(&str, u64)> = report
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error && f.block.is_some())
+        .filter(|f| f.kind != crate::finding::FindingKind::PartialBlock)
+        .map(|f| (f.file.as_str(), f.block.unwrap_or(0)))
+        .collect();
+    corrupt.dedup();
+    report.summary.corrupt_blocks = corrupt.len() as u64;
+    report.summary.findings = report.findings.len() as u64;
+    report.summary.extended = Some(summary);
+}
+
+/// Checks every index, `ext.jobs` at a time.
+fn check_indexes(
+    ext: &ExtendedPlan,
+    runs: &Runs,
+    forks: &[usize],
+    errors: &Mutex<Vec<String>>,
+) -> Vec<IndexResult> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<IndexResult>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..ext.jobs.min(forks.len()).max(1) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&fork) = forks.get(i) else { break };
+                let info = &ext.indexes[&fork];
+                match check_one(runs, info, ext.next_full_xid) {
+                    Ok(r) => results.lock().unwrap_or_else(|e| e.into_inner()).push(r),
+                    Err(e) => errors
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(format!(
+                            "could not read the facts of index {}: {e}",
+                            info.name
+                        )),
+                }
+            });
+        }
+    });
+    let mut out = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    out.sort_by_key(|r| r.fork);
+    out
+}
+
+fn check_one(
+    runs: &Runs,
+    info: &IndexInfo,
+    next_full_xid: Option<u64>,
+) -> std::io::Result<IndexResult> {
+    let mut facts = IndexFacts::default();
+    runs.for_each_in_unit(info.fork as u32, |r| facts.add(r))?;
+    let outcome = check_index(&facts, info, next_full_xid);
+    let groups = if info.unique.is_some() {
+        candidate_groups(&facts)
+    } else {
+        Vec::new()
+    };
+    Ok(IndexResult {
+        fork: info.fork,
+        problems: outcome.problems,
+        not_order_checked: outcome.not_order_checked,
+        groups,
+    })
+}
+
+/// Joins the duplicate-key groups of the unique indexes of one table with its heap's liveness.
+fn unique_findings(
+    plan: &Plan,
+    runs: &Runs,
+    heap: usize,
+    groups: &[(usize, Vec<Group>)],
+    errors: &Mutex<Vec<String>>,
+) -> Vec<Finding> {
+    let all: Vec<Group> = groups.iter().flat_map(|(_, g)| g.iter().cloned()).collect();
+    let needed: HashSet<u32> = needed_blocks(&all);
+    let mut live = HashMap::new();
+    if let Err(e) = runs.for_each_in_unit(heap as u32, |r| collect_live(r, &needed, &mut live)) {
+        errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(format!("could not read the heap facts: {e}"));
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (fork, g) in groups {
+        for p in violations(g, &live) {
+            out.push(place(plan, *fork, p));
+        }
+    }
+    out
+}
+
+/// The finding of a problem of the index at `fork`.
+fn place(plan: &Plan, fork: usize, p: Problem) -> Finding {
+    block_finding(plan, fork, p.blkno as u64, p.kind, p.message, p.detail)
+}

@@ -1,0 +1,127 @@
+//! The extended level: checks that need more than one page, made without a second read of the
+//! data files (DBCC CHECKDB's design). The flow is plan -> scan -> facts -> merge -> findings:
+//!
+//! * [`plan`] decides, from the catalog, which files give facts: B-tree indexes (every page),
+//!   and the heaps of tables with a valid unique B-tree index (tuple liveness for uniqueness).
+//! * During the block scan each worker turns every page that passed the physical and standard
+//!   checks into compact facts ([`emit`], encoded by [`facts`]); a page that failed them leaves
+//!   a "damaged" mark, so that nothing is concluded from it.
+//! * Facts go to sorted runs kept in memory up to a budget and spilled to a temporary
+//!   directory beyond it ([`spill`]).
+//! * After the scan, a k-way merge of the runs yields each relation's facts, and the relations
+//!   are checked in parallel: the B-tree's links, levels, downlinks and keys ([`btree`]), and
+//!   uniqueness joined with the heap's tuple liveness ([`unique`]).
+
+pub mod btree;
+pub mod catalog;
+pub mod emit;
+pub mod facts;
+pub mod heap;
+pub mod merge;
+pub mod plan;
+pub mod report;
+pub mod spill;
+pub mod unique;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+pub use merge::merge_into;
+pub use plan::ExtendedPlan;
+
+/// How the extended level may use memory and disk.
+#[derive(Debug, Clone)]
+pub struct ExtendedConfig {
+    /// Budget for facts held in memory (all workers together), in bytes.
+    pub memory: u64,
+    /// Where spill files go (a private subdirectory is made in it and removed afterwards).
+    pub temp_dir: PathBuf,
+    /// List the indexes whose keys were not order-checked, with the reason.
+    pub verbose: bool,
+}
+
+/// The default `--memory`: 1 GiB.
+pub const DEFAULT_MEMORY: u64 = 1 << 30;
+
+/// The extended level's part of the summary.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ExtendedSummary {
+    /// Facts the scan emitted.
+    pub facts: u64,
+    /// Bytes of facts written to spill files.
+    pub spilled_bytes: u64,
+    /// Spill files written (all removed at the end).
+    pub spill_files: u64,
+    /// B-tree indexes whose structure was checked.
+    pub indexes_checked: u64,
+    /// Unique B-tree indexes checked for duplicates of live rows.
+    pub unique_indexes_checked: u64,
+    /// B-tree indexes whose keys were not compared across pages (no comparator for a key
+    /// column's type, operator class or collation).
+    pub keys_not_order_checked: u64,
+    /// With `--verbose`: those indexes and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_order_checked: Option<Vec<NotOrderCheckedIndex>>,
+    /// Seconds the merge phase took.
+    pub merge_seconds: f64,
+}
+
+/// One index whose keys were not order-checked.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotOrderCheckedIndex {
+    pub index: String,
+    pub reason: String,
+}
+
+/// Parses a size such as `64MB`, `1G`, `512k` or `1048576` (bytes); units are powers of 1024
+/// (`k`, `M`, `G`, `T`, with an optional `B` or `iB`).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid size \"{text}\": expected a number such as 64MB or 1G"))?;
+    let unit = unit.trim().to_ascii_lowercase();
+    let unit = unit
+        .strip_suffix("ib")
+        .or_else(|| unit.strip_suffix('b'))
+        .unwrap_or(&unit);
+    let factor: u64 = match unit {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        "t" => 1 << 40,
+        _ => {
+            return Err(format!(
+                "invalid size \"{text}\": unknown unit (use k, MB, G or T)"
+            ))
+        }
+    };
+    let bytes = value * factor as f64;
+    if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
+        return Err(format!("invalid size \"{text}\""));
+    }
+    Ok(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_in_powers_of_1024() {
+        assert_eq!(parse_size("64MB"), Ok(64 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("8MiB"), Ok(8 << 20));
+        assert_eq!(parse_size("512k"), Ok(512 << 10));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("0").is_err());
+    }
+}

@@ -1,0 +1,190 @@
+//! The extended level's plan: which relation forks give facts and what the merge needs to know
+//! about each (name, key ordering, uniqueness and the table behind a unique index). Built from
+//! the offline catalog before the scan; shared read-only by every worker.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::catalog::{read_index_rows, IndexRow};
+use super::spill::SpillDir;
+use super::ExtendedConfig;
+use crate::btree_order::{ordering_for, IndexOrdering, NotOrderChecked};
+use crate::catalog::attributes::Attribute;
+use crate::catalog::{tablespace_of_path, Catalog, FileKey, RelKind};
+use crate::control::DbState;
+use crate::relfile::ForkNumber;
+use crate::standard::am_oid;
+use crate::verify::Plan;
+
+/// What a unique index's duplicates are checked with.
+#[derive(Debug, Clone)]
+pub struct UniqueSpec {
+    /// The table's main fork (index into the plan's forks).
+    pub heap_fork: usize,
+    pub nkeyatts: usize,
+    pub natts: usize,
+    pub nulls_not_distinct: bool,
+    /// The index's columns (to find where the key columns end before INCLUDE columns).
+    pub attributes: Option<Arc<[Attribute]>>,
+}
+
+/// One B-tree index.
+#[derive(Debug)]
+pub struct IndexInfo {
+    /// Its main fork (index into the plan's forks): also its merge unit.
+    pub fork: usize,
+    /// `database: schema.name` (shared catalogs: `database 0: ...`).
+    pub name: String,
+    pub ordering: Result<Arc<IndexOrdering>, NotOrderChecked>,
+    pub unique: Option<UniqueSpec>,
+}
+
+/// What one file of the plan contributes.
+#[derive(Debug, Clone)]
+pub enum Role {
+    Btree(Arc<IndexInfo>),
+    /// The heap of a table with a valid unique B-tree index (its fork is the unit).
+    Heap {
+        fork: usize,
+    },
+}
+
+/// Everything the workers and the merge share.
+#[derive(Debug)]
+pub struct ExtendedPlan {
+    /// Per file of the plan.
+    pub roles: Vec<Option<Role>>,
+    pub indexes: HashMap<usize, Arc<IndexInfo>>,
+    pub spill: Arc<SpillDir>,
+    /// Memory one worker may hold before it spills.
+    pub worker_budget: usize,
+    pub jobs: usize,
+    pub max_align: usize,
+    /// `nextXid` as a full transaction id, when the cluster was shut down cleanly (a deleted
+    /// page's stored xid must be older).
+    pub next_full_xid: Option<u64>,
+    pub config: ExtendedConfig,
+}
+
+impl ExtendedPlan {
+    /// Plans the facts; fails only when the spill directory cannot be made.
+    pub fn build(
+        plan: &Plan,
+        catalog: &Catalog,
+        config: &ExtendedConfig,
+        jobs: usize,
+    ) -> io::Result<ExtendedPlan> {
+        let spill = Arc::new(SpillDir::create(&config.temp_dir)?);
+        let control = &plan.control;
+        let major = control.major.unwrap_or(0);
+        let version_dir = control.tablespace_version_directory().unwrap_or_default();
+        let rows = read_index_rows(
+            &plan.datadir,
+            catalog,
+            major,
+            control.blcksz as usize,
+            control.max_align as usize,
+            &version_dir,
+        );
+        let fork_of_key = fork_keys(plan);
+        let key_of_oid: HashMap<(u32, u32), FileKey> = catalog
+            .relations
+            .iter()
+            .map(|(k, r)| ((k.0, r.oid), *k))
+            .collect();
+        let mut roles: Vec<Option<Role>> = vec![None; plan.dir.files.len()];
+        let mut indexes = HashMap::new();
+        for (key, &fork) in &fork_of_key {
+            let Some(rel) = catalog.relations.get(key) else {
+                continue;
+            };
+            if rel.kind != RelKind::Index || rel.relam != am_oid::BTREE {
+                continue;
+            }
+            let row = find_row(&rows, key.0, rel.oid);
+            if row.is_some_and(|r| !r.indisvalid) {
+                continue; // an invalid index may be incomplete: the server never reads it
+            }
+            let unique = row.filter(|r| r.indisunique).and_then(|r| {
+                let table = key_of_oid
+                    .get(&(key.0, r.indrelid))
+                    .or_else(|| key_of_oid.get(&(0, r.indrelid)))?;
+                Some(UniqueSpec {
+                    heap_fork: *fork_of_key.get(table)?,
+                    nkeyatts: r.indnkeyatts as usize,
+                    natts: r.indnatts as usize,
+                    nulls_not_distinct: r.indnullsnotdistinct,
+                    attributes: rel.attributes.clone(),
+                })
+            });
+            let database = catalog
+                .databases
+                .get(&key.0)
+                .map_or_else(|| format!("database {}", key.0), |d| d.name.clone());
+            let info = Arc::new(IndexInfo {
+                fork,
+                name: format!("{database}: {}", rel.name),
+                ordering: ordering_for(catalog, key.0, rel),
+                unique,
+            });
+            indexes.insert(fork, info);
+        }
+        for (&fork, info) in &indexes {
+            for &i in &plan.forks[fork].segments {
+                roles[i] = Some(Role::Btree(info.clone()));
+            }
+            if let Some(u) = &info.unique {
+                for &i in &plan.forks[u.heap_fork].segments {
+                    roles[i] = Some(Role::Heap { fork: u.heap_fork });
+                }
+            }
+        }
+        let jobs = jobs.max(1);
+        Ok(ExtendedPlan {
+            roles,
+            indexes,
+            spill,
+            // Half the budget for the scan's runs, the other half for the merge.
+            worker_budget: (config.memory / 2 / jobs as u64) as usize,
+            jobs,
+            max_align: control.max_align as usize,
+            next_full_xid: (control.state == DbState::Shutdowned).then_some(control.next_xid),
+            config: config.clone(),
+        })
+    }
+
+    pub fn spill_path(&self) -> &Path {
+        self.spill.path()
+    }
+}
+
+/// The pg_index row of index `oid` in database `db` (a shared index: any database's row).
+fn find_row(rows: &HashMap<(u32, u32), IndexRow>, db: u32, oid: u32) -> Option<IndexRow> {
+    if let Some(r) = rows.get(&(db, oid)) {
+        return Some(*r);
+    }
+    if db == 0 {
+        return rows.values().find(|r| r.indexrelid == oid).copied();
+    }
+    None
+}
+
+/// The file key of every main fork in the plan.
+fn fork_keys(plan: &Plan) -> HashMap<FileKey, usize> {
+    plan.forks
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.fork == ForkNumber::Main && !f.segments.is_empty())
+        .map(|(i, f)| {
+            let first = &plan.dir.files[f.segments[0]];
+            let key = (
+                f.location.db_oid(),
+                tablespace_of_path(&first.rel_path),
+                f.relfilenode,
+            );
+            (key, i)
+        })
+        .collect()
+}

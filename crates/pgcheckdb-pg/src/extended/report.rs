@@ -1,0 +1,41 @@
+//! Findings of the extended level: each is reported at one block of one relation fork (the
+//! page that holds the wrong fact), in the segment file that holds that block.
+
+use serde_json::Value;
+
+use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
+use crate::verify::Plan;
+
+/// A finding at absolute block `blkno` of fork `fork` of the plan.
+pub fn block_finding(
+    plan: &Plan,
+    fork: usize,
+    blkno: u64,
+    kind: FindingKind,
+    message: String,
+    detail: Value,
+) -> Finding {
+    let f = &plan.forks[fork];
+    let relseg = plan.control.relseg_size.max(1) as u64;
+    let segno = (blkno / relseg) as u32;
+    let file = f
+        .segments
+        .iter()
+        .map(|&i| &plan.dir.files[i])
+        .find(|x| x.name.segno == segno)
+        .unwrap_or(&plan.dir.files[f.segments[0]]);
+    let mut finding = Finding::for_file(kind, Severity::Error, &file.rel_path, message)
+        .with_detail(detail)
+        .at_segment(segno);
+    finding.fork = Some(f.fork);
+    finding.block = Some(blkno);
+    finding.database = Some(DatabaseRef {
+        oid: Some(f.location.db_oid()),
+        name: None,
+    });
+    finding.relation = Some(RelationRef {
+        filenode: Some(f.relfilenode),
+        ..Default::default()
+    });
+    finding
+}

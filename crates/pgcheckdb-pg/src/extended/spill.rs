@@ -1,0 +1,359 @@
+//! Sorted runs of fact records, bounded in memory. Every record starts with its merge unit (a
+//! big-endian `u32`, the relation fork it belongs to), so byte order groups records by unit.
+//! A worker appends records to an arena; past its share of the budget it sorts the arena and
+//! writes it to a spill file as one sorted run, with an index of where each unit starts.
+//! After the scan, [`Runs::for_each_in_unit`] merges one unit's records from every run (in
+//! memory and on disk) in sorted order with a k-way merge. The spill directory is private to
+//! the run and removed when the [`SpillDir`] is dropped.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+use std::fs::{self, File};
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The private directory of one run's spill files; removed with everything in it on drop.
+#[derive(Debug)]
+pub struct SpillDir {
+    path: PathBuf,
+    next: AtomicU64,
+}
+
+impl SpillDir {
+    /// Makes a new private directory (mode 0700) under `parent`.
+    pub fn create(parent: &Path) -> io::Result<SpillDir> {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let path = parent.join(format!("pgcheckdb-spill-{}-{stamp}", std::process::id()));
+        fs::DirBuilder::new().mode(0o700).create(&path)?;
+        Ok(SpillDir {
+            path,
+            next: AtomicU64::new(0),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn new_file_path(&self) -> PathBuf {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        self.path.join(format!("run-{n:06}"))
+    }
+}
+
+impl Drop for SpillDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.path);
+    }
+}
+
+/// The unit a record belongs to: its first four bytes.
+pub fn unit_of(record: &[u8]) -> u32 {
+    record
+        .get(..4)
+        .map_or(u32::MAX, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Counters of the fact engine.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SpillStats {
+    pub records: u64,
+    pub spilled_bytes: u64,
+    pub spill_files: u64,
+}
+
+/// Records in an arena, each stored as a little-endian `u32` length then its bytes.
+#[derive(Debug, Default)]
+struct Arena {
+    bytes: Vec<u8>,
+    starts: Vec<usize>,
+}
+
+impl Arena {
+    fn push(&mut self, record: &[u8]) {
+        self.starts.push(self.bytes.len());
+        self.bytes
+            .extend_from_slice(&(record.len() as u32).to_le_bytes());
+        self.bytes.extend_from_slice(record);
+    }
+
+    fn record(&self, start: usize) -> &[u8] {
+        let len = u32::from_le_bytes([
+            self.bytes[start],
+            self.bytes[start + 1],
+            self.bytes[start + 2],
+            self.bytes[start + 3],
+        ]) as usize;
+        &self.bytes[start + 4..start + 4 + len]
+    }
+
+    /// Bytes held, with the index.
+    fn footprint(&self) -> usize {
+        self.bytes.len() + self.starts.len() * std::mem::size_of::<usize>()
+    }
+
+    fn sort(&mut self) {
+        let mut starts = std::mem::take(&mut self.starts);
+        starts.sort_by(|&a, &b| self.record(a).cmp(self.record(b)));
+        self.starts = starts;
+    }
+}
+
+/// Where one unit's records lie in a run file: `(unit, start, end)` byte offsets.
+type UnitRange = (u32, u64, u64);
+
+/// One sorted run on disk: the file and, per unit, the byte range of its records.
+#[derive(Debug)]
+struct FileRun {
+    path: PathBuf,
+    units: Vec<UnitRange>,
+}
+
+/// One worker's side: collects records and spills sorted runs past its budget.
+#[derive(Debug)]
+pub struct RunBuilder {
+    arena: Arena,
+    budget: usize,
+    dir: Arc<SpillDir>,
+    runs: Runs,
+}
+
+impl RunBuilder {
+    pub fn new(budget: usize, dir: Arc<SpillDir>) -> RunBuilder {
+        RunBuilder {
+            arena: Arena::default(),
+            budget: budget.max(64 << 10),
+            dir,
+            runs: Runs::default(),
+        }
+    }
+
+    /// Adds one record (its first four bytes are the unit).
+    pub fn push(&mut self, record: &[u8]) {
+        self.arena.push(record);
+        self.runs.stats.records += 1;
+        if self.arena.footprint() > self.budget {
+            self.spill();
+        }
+    }
+
+    /// Sorts the arena and writes it as one run file.
+    fn spill(&mut self) {
+        let mut arena = std::mem::take(&mut self.arena);
+        arena.sort();
+        let path = self.dir.new_file_path();
+        match write_run(&path, &arena) {
+            Ok((units, bytes)) => {
+                self.runs.stats.spilled_bytes += bytes;
+                self.runs.stats.spill_files += 1;
+                self.runs.files.push(FileRun { path, units });
+            }
+            Err(e) => {
+                // The facts stay in memory: the budget is exceeded, nothing is lost.
+                self.runs.errors.push(format!(
+                    "could not write spill file \"{}\": {e}",
+                    path.display()
+                ));
+                self.runs.mem.push(arena);
+            }
+        }
+    }
+
+    /// Takes over runs another worker finished.
+    pub fn adopt(&mut self, runs: Runs) {
+        self.runs.absorb(runs);
+    }
+
+    /// The runs: the arena's rest sorted in memory, and the spilled files.
+    pub fn finish(mut self) -> Runs {
+        let mut arena = std::mem::take(&mut self.arena);
+        if !arena.starts.is_empty() {
+            arena.sort();
+            self.runs.mem.push(arena);
+        }
+        self.runs
+    }
+}
+
+fn write_run(path: &Path, arena: &Arena) -> io::Result<(Vec<UnitRange>, u64)> {
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    let mut out = BufWriter::with_capacity(256 << 10, file);
+    let mut units: Vec<UnitRange> = Vec::new();
+    let mut at = 0u64;
+    for &s in &arena.starts {
+        let rec = arena.record(s);
+        let unit = unit_of(rec);
+        match units.last_mut() {
+            Some(u) if u.0 == unit => u.2 = at + 4 + rec.len() as u64,
+            _ => units.push((unit, at, at + 4 + rec.len() as u64)),
+        }
+        out.write_all(&(rec.len() as u32).to_le_bytes())?;
+        out.write_all(rec)?;
+        at += 4 + rec.len() as u64;
+    }
+    out.flush()?;
+    Ok((units, at))
+}
+
+/// Every sorted run of the scan.
+#[derive(Debug, Default)]
+pub struct Runs {
+    mem: Vec<Arena>,
+    files: Vec<FileRun>,
+    pub stats: SpillStats,
+    /// Spill files that could not be written (their facts stayed in memory).
+    pub errors: Vec<String>,
+}
+
+impl Runs {
+    pub fn absorb(&mut self, other: Runs) {
+        self.mem.extend(other.mem);
+        self.files.extend(other.files);
+        self.stats.records += other.stats.records;
+        self.stats.spilled_bytes += other.stats.spilled_bytes;
+        self.stats.spill_files += other.stats.spill_files;
+        self.errors.extend(other.errors);
+    }
+
+    /// Every unit that has records.
+    pub fn units(&self) -> BTreeSet<u32> {
+        let mut out = BTreeSet::new();
+        for a in &self.mem {
+            for &s in &a.starts {
+                out.insert(unit_of(a.record(s)));
+            }
+        }
+        for f in &self.files {
+            out.extend(f.units.iter().map(|u| u.0));
+        }
+        out
+    }
+
+    /// Calls `f` with every record of `unit`, in byte order, merged from all runs.
+    pub fn for_each_in_unit(&self, unit: u32, mut f: impl FnMut(&[u8])) -> io::Result<()> {
+        let mut cursors: Vec<Cursor<'_>> = Vec::new();
+        for a in &self.mem {
+            let lo = a.starts.partition_point(|&s| unit_of(a.record(s)) < unit);
+            let hi = a.starts.partition_point(|&s| unit_of(a.record(s)) <= unit);
+            if lo < hi {
+                cursors.push(Cursor::Mem {
+                    arena: a,
+                    pos: lo,
+                    end: hi,
+                });
+            }
+        }
+        for run in &self.files {
+            if let Some(&(_, start, end)) = run.units.iter().find(|u| u.0 == unit) {
+                let mut file = File::open(&run.path)?;
+                file.seek(SeekFrom::Start(start))?;
+                cursors.push(Cursor::File {
+                    reader: BufReader::with_capacity(64 << 10, file),
+                    left: end - start,
+                });
+            }
+        }
+        let mut heap = BinaryHeap::new();
+        for (i, c) in cursors.iter_mut().enumerate() {
+            if let Some(r) = c.next()? {
+                heap.push(Reverse((r, i)));
+            }
+        }
+        while let Some(Reverse((record, i))) = heap.pop() {
+            f(&record);
+            if let Some(r) = cursors[i].next()? {
+                heap.push(Reverse((r, i)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A position in one run, limited to one unit.
+enum Cursor<'a> {
+    Mem {
+        arena: &'a Arena,
+        pos: usize,
+        end: usize,
+    },
+    File {
+        reader: BufReader<File>,
+        left: u64,
+    },
+}
+
+impl Cursor<'_> {
+    fn next(&mut self) -> io::Result<Option<Vec<u8>>> {
+        match self {
+            Cursor::Mem { arena, pos, end } => {
+                if *pos >= *end {
+                    return Ok(None);
+                }
+                let r = arena.record(arena.starts[*pos]).to_vec();
+                *pos += 1;
+                Ok(Some(r))
+            }
+            Cursor::File { reader, left } => {
+                if *left == 0 {
+                    return Ok(None);
+                }
+                let mut len = [0u8; 4];
+                reader.read_exact(&mut len)?;
+                let len = u32::from_le_bytes(len) as usize;
+                let mut r = vec![0u8; len];
+                reader.read_exact(&mut r)?;
+                *left = left.saturating_sub(4 + len as u64);
+                Ok(Some(r))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(unit: u32, body: &[u8]) -> Vec<u8> {
+        let mut r = unit.to_be_bytes().to_vec();
+        r.extend_from_slice(body);
+        r
+    }
+
+    #[test]
+    fn spilled_and_memory_runs_merge_in_order_and_files_are_removed() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = Arc::new(SpillDir::create(parent.path()).unwrap());
+        let spill_path = dir.path().to_path_buf();
+        let mut all = Runs::default();
+        let mut expected: Vec<Vec<u8>> = Vec::new();
+        for w in 0..3u32 {
+            // A tiny budget: every worker spills many runs.
+            let mut b = RunBuilder::new(0, dir.clone());
+            for i in 0..20000u32 {
+                let r = rec(i % 7, &(i * 31 + w).to_be_bytes());
+                if i % 7 == 3 {
+                    expected.push(r.clone());
+                }
+                b.push(&r);
+            }
+            all.absorb(b.finish());
+        }
+        assert!(all.stats.spill_files >= 6, "{:?}", all.stats);
+        assert_eq!(all.units(), (0..7).collect());
+        let mut got = Vec::new();
+        all.for_each_in_unit(3, |r| got.push(r.to_vec())).unwrap();
+        expected.sort();
+        assert_eq!(got, expected);
+        drop(all);
+        drop(dir);
+        assert!(!spill_path.exists());
+    }
+}

@@ -1,0 +1,635 @@
+//! The extended level finds B-tree damage that is only visible between pages. On a real,
+//! churned cluster of every supported version (deleted rows, VACUUM with page deletion,
+//! non-HOT updates leaving dead duplicates in the primary key, posting lists), verify
+//! `--level extended` must first report nothing; then one class of damage is injected into
+//! each of several identical three-level indexes (checksum recomputed), and each must be found
+//! at the right relation and block with the other page named. The same damaged cluster is
+//! checked with a small `--memory` (the facts spill to disk) with identical findings, and with
+//! `pg_amcheck --heapallindexed --parent-check` (`--checkunique` on 17+), whose results are
+//! printed for docs/CHECKS.md.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use pgcheckdb_pg::corrupt;
+use pgcheckdb_pg::layout::btree::{flags as bf, BtMetaPage, BtPageOpaque, P_NONE};
+use pgcheckdb_pg::layout::itemid::line_pointers;
+use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_testkit::run::{self, Run};
+use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ};
+
+use common::bin;
+
+#[test]
+fn extended_pg14_checksums() {
+    scenario(14, true);
+}
+
+#[test]
+fn extended_pg15_no_checksums() {
+    scenario(15, false);
+}
+
+#[test]
+fn extended_pg16_checksums() {
+    scenario(16, true);
+}
+
+#[test]
+fn extended_pg17_no_checksums() {
+    scenario(17, false);
+}
+
+#[test]
+fn extended_pg18_checksums() {
+    scenario(18, true);
+}
+
+#[test]
+fn extended_pg18_no_checksums() {
+    scenario(18, false);
+}
+
+/// Indexes damaged one class each, all `ON t (k)`: 300-byte keys give three levels.
+const DAMAGED_INDEXES: [&str; 7] = [
+    "t_k_next",
+    "t_k_prev",
+    "t_k_down",
+    "t_k_level",
+    "t_k_root",
+    "t_k_half",
+    "t_k_deleted",
+];
+
+fn schema_sql() -> String {
+    let mut sql = String::from(
+        "CREATE TABLE t (id int PRIMARY KEY, k text NOT NULL);
+         INSERT INTO t SELECT g, lpad(g::text, 300, 'x') FROM generate_series(1, 6000) g;
+         CREATE TABLE d (v int);
+         INSERT INTO d SELECT g % 10 FROM generate_series(1, 20000) g;
+         CREATE INDEX d_v ON d (v);\n",
+    );
+    for name in DAMAGED_INDEXES {
+        sql += &format!("CREATE INDEX {name} ON t (k);\n");
+    }
+    // Churn: a deleted range and VACUUM (page deletion), then non-HOT updates whose dead old
+    // versions stay in the unique index next to the new ones.
+    sql += "DELETE FROM t WHERE id BETWEEN 2000 AND 2600;
+            VACUUM t;
+            UPDATE t SET k = lpad(id::text, 300, 'y') WHERE id % 7 = 0 AND id > 3000;
+            DELETE FROM d WHERE v = 3;
+            VACUUM d;";
+    sql
+}
+
+struct Fixture {
+    cluster: Cluster,
+    major: u32,
+}
+
+impl Fixture {
+    fn build(major: u32, checksums: bool) -> Fixture {
+        require_binaries(major);
+        let opts = ClusterOptions::new(major, checksums)
+            .throwaway()
+            .setting("autovacuum", "off");
+        let mut cluster = Cluster::init_temp(&opts).expect("initdb");
+        cluster.start().expect("start");
+        cluster
+            .psql("postgres", &schema_sql())
+            .expect("load schema");
+        cluster.stop().expect("stop");
+        Fixture { cluster, major }
+    }
+
+    fn rel(&mut self, name: &str) -> String {
+        let was_running = self.cluster.is_running();
+        if !was_running {
+            self.cluster.start().expect("start");
+        }
+        let r = self
+            .cluster
+            .relation_filepath("postgres", name)
+            .expect("relation path");
+        if !was_running {
+            self.cluster.stop().expect("stop");
+        }
+        r
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.cluster.datadir().join(rel)
+    }
+}
+
+/// One B-tree page as the test sees it.
+#[derive(Debug, Clone)]
+struct Page {
+    blkno: u64,
+    opaque: BtPageOpaque,
+    bytes: Vec<u8>,
+}
+
+impl Page {
+    fn items(&self) -> Vec<(usize, usize, usize)> {
+        let h = PageHeader::parse(&self.bytes).expect("header");
+        line_pointers(&self.bytes, &h)
+            .iter()
+            .map(|lp| {
+                (
+                    24 + 4 * (lp.offnum as usize - 1),
+                    lp.lp_off as usize,
+                    lp.lp_len as usize,
+                )
+            })
+            .collect()
+    }
+
+    fn first_data(&self) -> usize {
+        if self.opaque.btpo_next == P_NONE {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// Downlink block of item `offnum` (1-based) of an internal page.
+    fn downlink(&self, offnum: usize) -> u32 {
+        let (_, off, _) = self.items()[offnum - 1];
+        let hi = u16::from_le_bytes([self.bytes[off], self.bytes[off + 1]]) as u32;
+        let lo = u16::from_le_bytes([self.bytes[off + 2], self.bytes[off + 3]]) as u32;
+        (hi << 16) | lo
+    }
+
+    fn live(&self) -> bool {
+        self.opaque.btpo_flags & (bf::BTP_DELETED | bf::BTP_HALF_DEAD) == 0
+    }
+}
+
+fn pages(path: &Path) -> Vec<Page> {
+    let len = std::fs::metadata(path).expect("index file").len();
+    (1..len / BLCKSZ as u64)
+        .filter_map(|b| {
+            let bytes = corrupt::read_block(path, b, BLCKSZ).ok()?;
+            let h = PageHeader::parse(&bytes)?;
+            if h.is_new() {
+                return None;
+            }
+            let opaque = BtPageOpaque::parse(&bytes, h.pd_special as usize)?;
+            Some(Page {
+                blkno: b,
+                opaque,
+                bytes,
+            })
+        })
+        .collect()
+}
+
+fn meta(path: &Path) -> BtMetaPage {
+    let bytes = corrupt::read_block(path, 0, BLCKSZ).expect("metapage");
+    BtMetaPage::parse(&bytes).expect("metapage")
+}
+
+/// Reads a block, lets `change` edit it, writes it back and recomputes its checksum.
+fn edit(path: &Path, block: u64, change: impl FnOnce(&mut [u8])) {
+    let mut page = corrupt::read_block(path, block, BLCKSZ).expect("read block");
+    change(&mut page);
+    corrupt::write_block(path, block, &page).expect("write block");
+    corrupt::recompute_checksum(path, block, BLCKSZ, block).expect("recompute checksum");
+}
+
+fn put_u16(page: &mut [u8], at: usize, v: u16) {
+    page[at..at + 2].copy_from_slice(&v.to_le_bytes());
+}
+
+fn put_u32(page: &mut [u8], at: usize, v: u32) {
+    page[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Offset of the opaque data (special space) of a B-tree page.
+const SPECIAL: usize = BLCKSZ - 16;
+const PREV: usize = SPECIAL;
+const NEXT: usize = SPECIAL + 4;
+const LEVEL: usize = SPECIAL + 8;
+const FLAGS: usize = SPECIAL + 12;
+
+/// One injected case: where its finding must be.
+#[derive(Debug, Clone)]
+struct Case {
+    name: &'static str,
+    index: String,
+    kind: &'static str,
+    block: u64,
+    /// The other page that must be named in `detail.other_block`.
+    other: Option<u64>,
+    /// Other findings the same damage may cause in this index (block, kind).
+    also: Vec<(u64, &'static str)>,
+}
+
+/// A leaf page with a right sibling that has a right sibling, all live.
+fn leaf_chain(ps: &[Page]) -> (Page, Page, Page) {
+    let by = |b: u32| ps.iter().find(|p| p.blkno == b as u64).cloned();
+    for a in ps.iter().filter(|p| p.opaque.is_leaf() && p.live()) {
+        if a.opaque.btpo_prev == P_NONE || a.opaque.btpo_next == P_NONE {
+            continue;
+        }
+        let Some(b) = by(a.opaque.btpo_next) else {
+            continue;
+        };
+        if b.opaque.btpo_next == P_NONE || !b.live() {
+            continue;
+        }
+        let Some(c) = by(b.opaque.btpo_next) else {
+            continue;
+        };
+        if c.live() && c.opaque.btpo_next != P_NONE {
+            return (a.clone(), b, c);
+        }
+    }
+    panic!("no chain of three live leaf pages");
+}
+
+/// A level-1 internal page that is neither leftmost nor rightmost, with 4+ downlinks.
+fn internal(ps: &[Page]) -> Page {
+    ps.iter()
+        .find(|p| {
+            p.opaque.btpo_level == 1
+                && p.opaque.btpo_prev != P_NONE
+                && p.opaque.btpo_next != P_NONE
+                && p.items().len() >= 5
+        })
+        .cloned()
+        .expect("a middle page of level 1 (the index must have three levels)")
+}
+
+fn inject(fx: &mut Fixture) -> Vec<Case> {
+    let mut cases = Vec::new();
+
+    // btpo_next of A skips its right sibling B.
+    let rel = fx.rel("t_k_next");
+    let path = fx.path(&rel);
+    let (a, _b, c) = leaf_chain(&pages(&path));
+    edit(&path, a.blkno, |p| put_u32(p, NEXT, c.blkno as u32));
+    cases.push(Case {
+        name: "wrong btpo_next",
+        index: "t_k_next".into(),
+        kind: "btree_link_invalid",
+        block: a.blkno,
+        other: Some(c.blkno),
+        also: vec![],
+    });
+
+    // btpo_prev of B names C (its right sibling) instead of A.
+    let rel = fx.rel("t_k_prev");
+    let path = fx.path(&rel);
+    let (a, b, c) = leaf_chain(&pages(&path));
+    edit(&path, b.blkno, |p| put_u32(p, PREV, c.blkno as u32));
+    cases.push(Case {
+        name: "wrong btpo_prev",
+        index: "t_k_prev".into(),
+        kind: "btree_link_invalid",
+        block: b.blkno,
+        other: Some(a.blkno),
+        also: vec![],
+    });
+
+    // A pivot's downlink rewritten to the next pivot's child: that child has two downlinks,
+    // the original child none.
+    let rel = fx.rel("t_k_down");
+    let path = fx.path(&rel);
+    let p = internal(&pages(&path));
+    let at = p.first_data() + 1;
+    let (original, wrong) = (p.downlink(at), p.downlink(at + 1));
+    let (_, off, _) = p.items()[at - 1];
+    edit(&path, p.blkno, |pg| {
+        put_u16(pg, off, (wrong >> 16) as u16);
+        put_u16(pg, off + 2, wrong as u16);
+    });
+    cases.push(Case {
+        name: "downlink to the wrong child (duplicate + missing downlink)",
+        index: "t_k_down".into(),
+        kind: "btree_downlink_invalid",
+        block: p.blkno,
+        other: Some(wrong as u64),
+        also: vec![(original as u64, "btree_downlink_invalid")],
+    });
+
+    // An internal page of level 1 says level 2.
+    let rel = fx.rel("t_k_level");
+    let path = fx.path(&rel);
+    let p = internal(&pages(&path));
+    edit(&path, p.blkno, |pg| put_u32(pg, LEVEL, 2));
+    cases.push(Case {
+        name: "wrong level",
+        index: "t_k_level".into(),
+        kind: "btree_level_invalid",
+        block: p.blkno,
+        other: None,
+        also: vec![],
+    });
+
+    // The metapage's root points at a level-1 page.
+    let rel = fx.rel("t_k_root");
+    let path = fx.path(&rel);
+    let m = meta(&path);
+    let p = internal(&pages(&path));
+    edit(&path, 0, |pg| put_u32(pg, 24 + 8, p.blkno as u32));
+    cases.push(Case {
+        name: "metapage root is not the root",
+        index: "t_k_root".into(),
+        kind: "btree_link_invalid",
+        block: 0,
+        other: Some(p.blkno),
+        also: vec![
+            (0, "btree_level_invalid"),
+            (m.btm_root as u64, "btree_link_invalid"),
+        ],
+    });
+
+    // A leaf that still has its downlink marked half-dead as its own top parent.
+    let rel = fx.rel("t_k_half");
+    let path = fx.path(&rel);
+    let (a, _, _) = leaf_chain(&pages(&path));
+    let (_, hikey, _) = a.items()[0];
+    edit(&path, a.blkno, |pg| {
+        put_u16(pg, FLAGS, bf::BTP_LEAF | bf::BTP_HALF_DEAD);
+        put_u16(pg, hikey, 0xFFFF);
+        put_u16(pg, hikey + 2, 0xFFFF);
+    });
+    cases.push(Case {
+        name: "half-dead page that still has a downlink",
+        index: "t_k_half".into(),
+        kind: "btree_downlink_invalid",
+        block: a.blkno,
+        other: None,
+        also: vec![],
+    });
+
+    // A linked leaf flagged deleted.
+    let rel = fx.rel("t_k_deleted");
+    let path = fx.path(&rel);
+    let (_, b, _) = leaf_chain(&pages(&path));
+    edit(&path, b.blkno, |pg| {
+        put_u16(pg, FLAGS, bf::BTP_LEAF | bf::BTP_DELETED)
+    });
+    cases.push(Case {
+        name: "deleted page still linked",
+        index: "t_k_deleted".into(),
+        kind: "btree_link_invalid",
+        block: b.blkno,
+        other: None,
+        also: vec![],
+    });
+
+    cases.push(inject_duplicate(fx));
+    cases
+}
+
+/// In the primary key, the key of one entry is overwritten with its left neighbour's (both
+/// rows untouched by the churn, so both live).
+fn inject_duplicate(fx: &mut Fixture) -> Case {
+    let rel = fx.rel("t_pkey");
+    let path = fx.path(&rel);
+    for pg in pages(&path)
+        .iter()
+        .filter(|p| p.opaque.is_leaf() && p.live())
+    {
+        let items = pg.items();
+        for i in pg.first_data()..items.len() {
+            let (_, o1, l1) = items[i - 1];
+            let (_, o2, l2) = items[i];
+            let t_info = |o: usize| u16::from_le_bytes([pg.bytes[o + 6], pg.bytes[o + 7]]);
+            if l1 != 16 || l2 != 16 || t_info(o1) & 0xE000 != 0 || t_info(o2) & 0xE000 != 0 {
+                continue;
+            }
+            let key = |o: usize| i32::from_le_bytes(pg.bytes[o + 8..o + 12].try_into().unwrap());
+            let (k1, k2) = (key(o1), key(o2));
+            if k2 != k1 + 1 || k1 % 7 == 0 || k2 % 7 == 0 || !(10..1900).contains(&k1) {
+                continue;
+            }
+            edit(&path, pg.blkno, |p| {
+                p[o2 + 8..o2 + 12].copy_from_slice(&k1.to_le_bytes());
+            });
+            return Case {
+                name: "duplicate key of two live rows in a unique index",
+                index: "t_pkey".into(),
+                kind: "btree_unique_violation",
+                block: pg.blkno,
+                other: Some(pg.blkno),
+                also: vec![],
+            };
+        }
+    }
+    panic!("no pair of adjacent plain entries in t_pkey");
+}
+
+fn verify_extended(datadir: &Path, extra: &[&str]) -> Run {
+    let mut args: Vec<String> = [
+        "verify",
+        "-D",
+        &datadir.display().to_string(),
+        "--level",
+        "extended",
+        "--format",
+        "json",
+        "--no-progress",
+        "-j",
+        "2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    run::pgcheckdb(&bin(), &args, None)
+}
+
+/// The extended findings (kinds `btree_*` of this level) as (file, block, kind).
+fn extended_findings(run: &Run) -> BTreeSet<(String, u64, String)> {
+    run.findings
+        .iter()
+        .filter(|f| {
+            matches!(
+                f["kind"].as_str(),
+                Some(
+                    "btree_link_invalid"
+                        | "btree_downlink_invalid"
+                        | "btree_level_invalid"
+                        | "btree_order_invalid"
+                        | "btree_unique_violation"
+                )
+            )
+        })
+        .map(|f| {
+            (
+                f["file"].as_str().unwrap_or("?").to_string(),
+                f["block"].as_u64().unwrap_or(u64::MAX),
+                f["kind"].as_str().unwrap_or("?").to_string(),
+            )
+        })
+        .collect()
+}
+
+fn scenario(major: u32, checksums: bool) {
+    let mut fx = Fixture::build(major, checksums);
+    let datadir = fx.cluster.datadir().to_path_buf();
+
+    // Healthy and churned: nothing to report, and the level really ran.
+    let clean = verify_extended(&datadir, &[]);
+    assert_eq!(
+        clean.status, 0,
+        "PostgreSQL {major}: healthy cluster\n{clean}"
+    );
+    assert!(
+        clean.problems().is_empty(),
+        "PostgreSQL {major}: healthy cluster\n{clean}"
+    );
+    let summary = clean.summary.clone().expect("summary");
+    assert_eq!(summary["level"], "extended", "{summary}");
+    let ext = &summary["extended"];
+    assert!(
+        ext["indexes_checked"].as_u64().unwrap_or(0) >= 9,
+        "{summary}"
+    );
+    assert!(
+        ext["unique_indexes_checked"].as_u64().unwrap_or(0) >= 1,
+        "{summary}"
+    );
+    assert!(ext["facts"].as_u64().unwrap_or(0) > 1000, "{summary}");
+    assert!(
+        !clean.stderr.contains("not implemented"),
+        "{}",
+        clean.stderr
+    );
+
+    let cases = inject(&mut fx);
+    let run = verify_extended(&datadir, &[]);
+    assert_eq!(run.status, 2, "PostgreSQL {major}: damaged cluster\n{run}");
+    let found = extended_findings(&run);
+    let mut allowed = BTreeSet::new();
+    for c in &cases {
+        let rel = fx.rel(&c.index);
+        let f = run
+            .findings
+            .iter()
+            .find(|f| f["kind"] == c.kind && f["file"] == rel.as_str() && f["block"] == c.block)
+            .unwrap_or_else(|| {
+                panic!(
+                    "PostgreSQL {major}: \"{}\" not found: expected {} at {rel} block {}\nextended findings: {found:#?}",
+                    c.name, c.kind, c.block
+                )
+            });
+        assert_eq!(f["relation"]["name"], format!("public.{}", c.index), "{f}");
+        assert_eq!(f["database"]["name"], "postgres", "{f}");
+        if let Some(other) = c.other {
+            assert_eq!(f["detail"]["other_block"], other, "{}: {f}", c.name);
+            if other != c.block {
+                assert!(
+                    f["message"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains(&other.to_string()),
+                    "{f}"
+                );
+            }
+        }
+        allowed.insert((rel.clone(), c.block, c.kind.to_string()));
+        for (b, k) in &c.also {
+            allowed.insert((rel.clone(), *b, k.to_string()));
+        }
+    }
+    let extra: Vec<_> = found.difference(&allowed).collect();
+    assert!(
+        extra.is_empty(),
+        "PostgreSQL {major}: unexpected extended findings {extra:#?}\n{run}"
+    );
+    // No error outside the extended level's kinds: the injections are invisible page by page.
+    for f in run.problems() {
+        assert!(
+            f["kind"].as_str().unwrap_or("").starts_with("btree_")
+                && f["kind"] != "btree_page_invalid"
+                && f["kind"] != "btree_item_invalid",
+            "PostgreSQL {major}: page-level finding from a cross-page injection: {f}"
+        );
+    }
+
+    // The same findings when the facts spill to disk; the spill files are removed.
+    let temp = tempfile::tempdir().expect("temp dir");
+    let temp_arg = temp.path().display().to_string();
+    let small = verify_extended(&datadir, &["--memory", "256k", "--temp-dir", &temp_arg]);
+    assert_eq!(small.status, 2, "{small}");
+    let spilled = &small.summary.as_ref().expect("summary")["extended"];
+    assert!(
+        spilled["spill_files"].as_u64().unwrap_or(0) > 0,
+        "no spill: {spilled}"
+    );
+    assert_eq!(
+        extended_findings(&small),
+        found,
+        "PostgreSQL {major}: findings differ with spills"
+    );
+    let left: Vec<_> = std::fs::read_dir(temp.path()).expect("read temp").collect();
+    assert!(left.is_empty(), "spill files left behind: {left:?}");
+
+    // A spill directory inside the data directory is refused.
+    let inside = datadir.join("pg_stat").display().to_string();
+    let refused = verify_extended(&datadir, &["--temp-dir", &inside]);
+    assert_eq!(refused.status, 1, "{refused}");
+    assert!(
+        refused.stderr.contains("inside the data directory"),
+        "{refused}"
+    );
+
+    let hits = amcheck_hits(&mut fx, &cases);
+    eprintln!("PostgreSQL {major} (checksums {checksums}): case | pgcheckdb | pg_amcheck");
+    for c in &cases {
+        eprintln!(
+            "  {:<58} | yes ({}) | {}",
+            c.name,
+            c.kind,
+            if hits.contains(c.name) { "yes" } else { "no" }
+        );
+    }
+}
+
+/// Runs `pg_amcheck --heapallindexed --parent-check` (and `--checkunique` on 17+) on a started
+/// copy; returns the cases whose index it reported.
+fn amcheck_hits(fx: &mut Fixture, cases: &[Case]) -> BTreeSet<&'static str> {
+    fx.cluster
+        .start()
+        .expect("start damaged cluster for pg_amcheck");
+    fx.cluster
+        .psql("postgres", "CREATE EXTENSION IF NOT EXISTS amcheck;")
+        .expect("create extension amcheck");
+    let sock = fx.cluster.socket_dir().display().to_string();
+    let mut args = vec![
+        "-h",
+        &sock,
+        "-U",
+        "postgres",
+        "-d",
+        "postgres",
+        "--heapallindexed",
+        "--parent-check",
+        "--no-dependent-toast",
+    ];
+    if fx.major >= 17 {
+        args.push("--checkunique");
+    }
+    let out = fx
+        .cluster
+        .command("pg_amcheck")
+        .args(&args)
+        .output()
+        .expect("run pg_amcheck");
+    fx.cluster.stop().expect("stop");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    eprintln!("--- pg_amcheck output ---\n{text}--- end ---");
+    cases
+        .iter()
+        .filter(|c| text.contains(&format!("\"postgres.public.{}\"", c.index)))
+        .map(|c| c.name)
+        .collect()
+}
