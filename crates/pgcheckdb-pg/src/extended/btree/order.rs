@@ -28,15 +28,20 @@ impl Check<'_> {
             .collect();
         for a in &pages {
             if let Some(b) = self.live(a.btpo_next).cloned() {
-                if b.btpo_prev == a.blkno
-                    && b.btpo_level == a.btpo_level
-                    && !b.first_item.is_empty()
-                {
+                // An internal page's first data item is its "minus infinity" downlink, whose
+                // key columns are truncated away: its first real key is the second data item.
+                let right_first = match b.downlinks.is_empty() {
+                    true => Some(&b.first_item),
+                    false => b.downlinks.get(1).map(|d| &d.item),
+                };
+                if let Some(right_first) = right_first.filter(|k| {
+                    b.btpo_prev == a.blkno && b.btpo_level == a.btpo_level && !k.is_empty()
+                }) {
                     for (what, left) in [("last key", &a.last_item), ("high key", &a.high_key)] {
                         if left.is_empty() || (what == "last key" && !a.downlinks.is_empty()) {
                             continue;
                         }
-                        match ordering.compare(left, &b.first_item) {
+                        match ordering.compare(left, right_first) {
                             Some(std::cmp::Ordering::Greater) => self.report(
                                 b.blkno,
                                 K::BtreeOrderInvalid,
