@@ -163,11 +163,10 @@ impl fmt::Display for ChecksumState {
 /// Why a control file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlFileError {
-    #[error("could not read control file \"{path}\": {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    /// The operating system's error is part of the message, not a separate source, so that it
+    /// is said once.
+    #[error("could not read control file \"{path}\": {error}")]
+    Io { path: String, error: std::io::Error },
     #[error("control file \"{path}\" is too short ({len} bytes, need at least {CONTROL_FILE_DATA_SIZE})")]
     TooShort { path: String, len: usize },
     #[error("control file \"{path}\" has the wrong byte order (pg_control_version {version:#x})")]
@@ -238,9 +237,9 @@ impl ControlFile {
     pub fn read(path: &Path) -> Result<ControlFile, ControlFileError> {
         let shown = path.display().to_string();
         let bytes =
-            read_regular(path, MAX_CONTROL_FILE_LEN).map_err(|source| ControlFileError::Io {
+            read_regular(path, MAX_CONTROL_FILE_LEN).map_err(|error| ControlFileError::Io {
                 path: shown.clone(),
-                source,
+                error,
             })?;
         Self::parse(bytes, &shown)
     }
