@@ -6,10 +6,14 @@ use super::{deleted, Check};
 use crate::extended::facts::PageFact;
 use crate::finding::FindingKind as K;
 
+/// `BTREE_NOVAC_VERSION`: the first B-tree version whose keys include the heap TID.
+const BTREE_HEAPKEYSPACE_VERSION: u32 = 4;
+
 impl Check<'_> {
     /// Keys across pages with the index's comparator: a page's last key is not above its right
     /// sibling's first key or its high key above that first key, and a parent's separator is
-    /// not above its leaf child's first key.
+    /// not above its leaf child's first key. Heap TIDs break ties only in a version 4
+    /// ("heapkeyspace") index; in versions 2 and 3 equal keys may span pages in any TID order.
     pub(super) fn key_order(&mut self) {
         let ordering = match &self.info.ordering {
             Ok(o) => o.clone(),
@@ -18,6 +22,10 @@ impl Check<'_> {
                 return;
             }
         };
+        let heapkeyspace = self
+            .f
+            .meta
+            .is_some_and(|m| m.version >= BTREE_HEAPKEYSPACE_VERSION);
         let mut unknown = 0u64;
         let pages: Vec<PageFact> = self
             .f
@@ -41,7 +49,7 @@ impl Check<'_> {
                         if left.is_empty() || (what == "last key" && !a.downlinks.is_empty()) {
                             continue;
                         }
-                        match ordering.compare(left, right_first) {
+                        match ordering.compare_in(left, right_first, heapkeyspace) {
                             Some(std::cmp::Ordering::Greater) => self.report(
                                 b.blkno,
                                 K::BtreeOrderInvalid,
@@ -61,7 +69,7 @@ impl Check<'_> {
                 if !child.downlinks.is_empty() || child.first_item.is_empty() || i == 0 {
                     continue;
                 }
-                match ordering.compare(&d.item, &child.first_item) {
+                match ordering.compare_in(&d.item, &child.first_item, heapkeyspace) {
                     Some(std::cmp::Ordering::Greater) => self.report(
                         a.blkno,
                         K::BtreeOrderInvalid,

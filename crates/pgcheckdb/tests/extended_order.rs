@@ -1,0 +1,501 @@
+//! Key order across B-tree pages at the extended level, on real clusters of PostgreSQL 14–18
+//! (checksums on and off).
+//!
+//! Five indexes of three levels (fillfactor 10 spreads 20,000 rows over many leaves): int4,
+//! text in collation "C", text in the libc collation `en_US.utf8`, `(int4, text)` and
+//! `int4 DESC`. Each page stays sorted inside itself, so the standard level sees nothing; only
+//! the comparison of keys on two pages can:
+//!
+//! * (a) the first data item of a leaf B (not the leftmost) gets the key of its left sibling
+//!   A's first item: B is still sorted and below its high key, but its first key now sorts
+//!   before A's last key and high key (reported at B, `other_block` A) and before B's
+//!   separator in the parent (reported at the parent, `other_block` B);
+//! * (b) the separator (pivot) of a leaf C in its parent P is raised to C's last key: P is
+//!   still sorted, but the separator sorts after C's first key (reported at P, `other_block`
+//!   C).
+//!
+//! Each case is injected alone (the pages are restored between them, and the restored cluster
+//! is clean again), checked at `--level extended` (found) and `--level standard` (silent), and
+//! `pg_amcheck --parent-check` (`bt_index_parent_check`) is run on a started copy for the
+//! comparison in docs/CHECKS.md. A churned table with the same kinds of indexes (random
+//! inserts and page splits, non-HOT updates and duplicates that deduplicate into posting
+//! lists, deletes, VACUUM with page deletion) must give no finding at the extended level.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use pgcheckdb_cluster::{Cluster, ClusterOptions};
+use pgcheckdb_pg::corrupt;
+use pgcheckdb_pg::layout::btree::{flags as bf, BtMetaPage, BtPageOpaque, P_NONE};
+use pgcheckdb_pg::layout::itemid::line_pointers;
+use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_testkit::run::{self, Run};
+use pgcheckdb_testkit::BLCKSZ;
+
+use common::bin;
+
+/// The injected indexes (on table `x`).
+const INDEXES: [&str; 5] = ["x_int", "x_text_c", "x_text_libc", "x_multi", "x_desc"];
+
+/// Bytes of an index tuple before its key data (`IndexTupleData`, no null bitmap).
+const KEY_FROM: usize = 8;
+
+fn schema_sql() -> String {
+    let columns = "id int NOT NULL, m int NOT NULL, tc text COLLATE \"C\" NOT NULL, \
+                   tl text COLLATE en_us NOT NULL";
+    // 32-character keys whose case alternates: the libc order differs from byte order, and
+    // every key has the same length, so one key can be copied over another in place.
+    let rows = |from: u32, to: u32| {
+        format!(
+            "SELECT g, g % 5000, s, s FROM (SELECT g, CASE WHEN g % 2 = 0 \
+             THEN upper(md5(g::text)) ELSE md5(g::text) END AS s \
+             FROM generate_series({from}, {to}) g) v ORDER BY random()"
+        )
+    };
+    let indexes = |t: &str, ff: &str| {
+        format!(
+            "CREATE INDEX {t}_int ON {t} (id){ff};
+             CREATE INDEX {t}_text_c ON {t} (tc){ff};
+             CREATE INDEX {t}_text_libc ON {t} (tl){ff};
+             CREATE INDEX {t}_multi ON {t} (m, tc){ff};
+             CREATE INDEX {t}_desc ON {t} (id DESC){ff};\n"
+        )
+    };
+    let ff = " WITH (fillfactor = 10)";
+    let mut sql = format!(
+        "CREATE COLLATION en_us (provider = libc, locale = '{LIBC_LOCALE}');
+         CREATE TABLE x ({columns});
+         INSERT INTO x {};\n",
+        rows(1, 20000)
+    );
+    sql += &indexes("x", ff);
+    // The churned, healthy table.
+    sql += &format!(
+        "CREATE TABLE h ({columns});\nINSERT INTO h {};\n",
+        rows(1, 20000)
+    );
+    sql += &indexes("h", ff);
+    sql += "CREATE INDEX h_dup ON h ((id % 20));\n";
+    sql += &format!("INSERT INTO h {};\n", rows(20001, 50000));
+    sql += "UPDATE h SET m = m + 1 WHERE id % 5 = 0;
+            DELETE FROM h WHERE id BETWEEN 30000 AND 36000;
+            VACUUM h;
+            INSERT INTO h SELECT id, m, tc, tl FROM h WHERE id % 3 = 0;
+            UPDATE h SET tl = lower(tl) WHERE id % 11 = 0;
+            DELETE FROM h WHERE id % 13 = 0 OR id BETWEEN 5000 AND 9000;
+            VACUUM h;\n";
+    sql
+}
+
+/// The libc locale whose order differs from byte order.
+const LIBC_LOCALE: &str = "en_US.utf8";
+
+/// Makes sure `en_US.utf8` is installed (compiling it offline with `localedef` if needed).
+fn ensure_libc_locale() {
+    let listed = std::process::Command::new("locale")
+        .arg("-a")
+        .output()
+        .expect("run locale -a");
+    let have = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .any(|l| l.eq_ignore_ascii_case(LIBC_LOCALE) || l == "en_US.UTF-8");
+    if have {
+        return;
+    }
+    let out = std::process::Command::new("localedef")
+        .args(["-i", "en_US", "-f", "UTF-8", "en_US.UTF-8"])
+        .output()
+        .expect("run localedef (the test needs the en_US.UTF-8 locale)");
+    assert!(
+        out.status.success(),
+        "localedef en_US.UTF-8 failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One B-tree page as the test sees it.
+#[derive(Debug, Clone)]
+struct Page {
+    blkno: u64,
+    opaque: BtPageOpaque,
+    bytes: Vec<u8>,
+}
+
+impl Page {
+    /// `(lp_off, lp_len)` of each line pointer, by offset number - 1.
+    fn items(&self) -> Vec<(usize, usize)> {
+        let h = PageHeader::parse(&self.bytes).expect("header");
+        line_pointers(&self.bytes, &h)
+            .iter()
+            .map(|lp| (lp.lp_off as usize, lp.lp_len as usize))
+            .collect()
+    }
+
+    /// The first data item's offset number: 1 on the rightmost page, else 2 (after the high key).
+    fn first_data(&self) -> usize {
+        if self.opaque.btpo_next == P_NONE {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// The item at offset number `offnum`.
+    fn item(&self, offnum: usize) -> &[u8] {
+        let (off, len) = self.items()[offnum - 1];
+        &self.bytes[off..off + len]
+    }
+
+    /// Child block of the pivot at `offnum` of an internal page.
+    fn downlink(&self, offnum: usize) -> u64 {
+        let t = self.item(offnum);
+        let hi = u16::from_le_bytes([t[0], t[1]]) as u64;
+        let lo = u16::from_le_bytes([t[2], t[3]]) as u64;
+        (hi << 16) | lo
+    }
+
+    fn live(&self) -> bool {
+        self.opaque.btpo_flags & (bf::BTP_DELETED | bf::BTP_HALF_DEAD) == 0
+    }
+}
+
+fn pages(path: &Path) -> Vec<Page> {
+    let len = std::fs::metadata(path).expect("index file").len();
+    (1..len / BLCKSZ as u64)
+        .filter_map(|b| {
+            let bytes = corrupt::read_block(path, b, BLCKSZ).ok()?;
+            let h = PageHeader::parse(&bytes)?;
+            if h.is_new() {
+                return None;
+            }
+            let opaque = BtPageOpaque::parse(&bytes, h.pd_special as usize)?;
+            Some(Page {
+                blkno: b,
+                opaque,
+                bytes,
+            })
+        })
+        .collect()
+}
+
+/// The live pages of level `level`, left to right.
+fn level_chain(ps: &[Page], level: u32) -> Vec<Page> {
+    let by = |b: u32| ps.iter().find(|p| p.blkno == b as u64);
+    let mut page = ps
+        .iter()
+        .find(|p| p.live() && p.opaque.btpo_level == level && p.opaque.btpo_prev == P_NONE)
+        .expect("leftmost page of the level");
+    let mut chain = vec![page.clone()];
+    while page.opaque.btpo_next != P_NONE {
+        page = by(page.opaque.btpo_next).expect("right sibling");
+        chain.push(page.clone());
+    }
+    chain
+}
+
+/// Writes `page` back as block `blkno`, with a fresh checksum when the cluster has them.
+fn write(path: &Path, blkno: u64, page: &[u8], checksums: bool) {
+    corrupt::write_block(path, blkno, page).expect("write block");
+    if checksums {
+        corrupt::recompute_checksum(path, blkno, BLCKSZ, blkno).expect("recompute checksum");
+    }
+}
+
+/// Copies `from[KEY_FROM..upto]` over the item at `offnum` of `page` (its header, and so its
+/// heap TID or downlink, stays).
+fn set_key(page: &mut Page, offnum: usize, from: &[u8], upto: usize) {
+    let (off, len) = page.items()[offnum - 1];
+    assert!(upto <= len && upto <= from.len(), "key fits the item");
+    page.bytes[off + KEY_FROM..off + upto].copy_from_slice(&from[KEY_FROM..upto]);
+}
+
+/// One expected finding: block, kind, and the block `detail.other_block` must name.
+type Expect = (u64, &'static str, Option<u64>);
+
+/// One injected case in one index: the pages it changed (original bytes) and the findings.
+struct Injected {
+    index: &'static str,
+    originals: Vec<(u64, Vec<u8>)>,
+    order: Vec<Expect>,
+    also: Vec<Expect>,
+}
+
+/// (a) Leaf B (a non-first child of the leftmost level-1 page, so B has a separator) gets its
+/// left sibling A's first key as its own first key.
+fn leaf_first_key_low(path: &Path, index: &'static str, checksums: bool) -> Injected {
+    let ps = pages(path);
+    let parents = level_chain(&ps, 1);
+    let parent = &parents[0];
+    let off = parent.first_data() + 2;
+    let b_blk = parent.downlink(off);
+    let a_blk = parent.downlink(off - 1);
+    let by = |b: u64| ps.iter().find(|p| p.blkno == b).expect("page").clone();
+    let (a, mut b) = (by(a_blk), by(b_blk));
+    assert!(b.opaque.is_leaf() && b.opaque.btpo_prev as u64 == a_blk && b.live());
+    let (a_first, b_first) = (a.item(a.first_data()).to_vec(), b.first_data());
+    assert_eq!(
+        a_first.len(),
+        b.item(b_first).len(),
+        "{index}: same-size items"
+    );
+    let original = b.bytes.clone();
+    set_key(&mut b, b_first, &a_first, a_first.len());
+    write(path, b_blk, &b.bytes, checksums);
+    Injected {
+        index,
+        originals: vec![(b_blk, original)],
+        order: vec![
+            (b_blk, "btree_order_invalid", Some(a_blk)),
+            (parent.blkno, "btree_order_invalid", Some(b_blk)),
+        ],
+        also: vec![],
+    }
+}
+
+/// (b) The separator of leaf C in the rightmost level-1 page P is raised to C's last key.
+fn separator_high(path: &Path, index: &'static str, checksums: bool) -> Injected {
+    let ps = pages(path);
+    let parents = level_chain(&ps, 1);
+    let mut parent = parents.last().expect("a level-1 page").clone();
+    assert!(parents.len() >= 2, "{index}: three levels");
+    let by = |b: u64| ps.iter().find(|p| p.blkno == b).expect("page").clone();
+    let last = parent.items().len();
+    for off in parent.first_data() + 2..last {
+        let child = by(parent.downlink(off));
+        if !child.opaque.is_leaf() || !child.live() || child.opaque.btpo_next == P_NONE {
+            continue;
+        }
+        let (first, last_item) = (
+            child.item(child.first_data()),
+            child.item(child.items().len()),
+        );
+        let pivot_len = parent.item(off).len();
+        // An untruncated pivot takes the whole key; one truncated to its leading int4 column
+        // (only in the multi-column index) takes that column.
+        let upto = match pivot_len == last_item.len() {
+            true => pivot_len,
+            false => KEY_FROM + 4,
+        };
+        if first.len() != last_item.len() || first[KEY_FROM..upto] == last_item[KEY_FROM..upto] {
+            continue;
+        }
+        let last_item = last_item.to_vec();
+        let original = parent.bytes.clone();
+        set_key(&mut parent, off, &last_item, upto);
+        write(path, parent.blkno, &parent.bytes, checksums);
+        return Injected {
+            index,
+            originals: vec![(parent.blkno, original)],
+            order: vec![(parent.blkno, "btree_order_invalid", Some(child.blkno))],
+            // The left sibling's high key no longer equals its next separator.
+            also: vec![(parent.blkno, "btree_downlink_invalid", None)],
+        };
+    }
+    panic!("{index}: no separator to raise");
+}
+
+fn verify(datadir: &Path, level: &str) -> Run {
+    let d = datadir.display().to_string();
+    let args = [
+        "verify",
+        "-D",
+        &d,
+        "--level",
+        level,
+        "--format",
+        "json",
+        "--no-progress",
+        "-j",
+        "2",
+    ];
+    run::pgcheckdb(&bin(), &args, None)
+}
+
+fn problem_set(run: &Run) -> BTreeSet<(String, u64, String)> {
+    run.problems()
+        .iter()
+        .map(|f| {
+            (
+                f["file"].as_str().unwrap_or("?").to_string(),
+                f["block"].as_u64().unwrap_or(u64::MAX),
+                f["kind"].as_str().unwrap_or("?").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `pg_amcheck --parent-check` on a started copy: the indexes it reports.
+fn amcheck_parent(c: &mut Cluster) -> BTreeSet<String> {
+    c.start().expect("start damaged cluster for pg_amcheck");
+    c.psql("postgres", "CREATE EXTENSION IF NOT EXISTS amcheck;")
+        .expect("create extension amcheck");
+    let out = c
+        .command("pg_amcheck")
+        .args(c.conn_args())
+        .args([
+            "-d",
+            "postgres",
+            "--parent-check",
+            "--no-dependent-toast",
+            "--exclude-toast-pointers",
+        ])
+        .output()
+        .expect("run pg_amcheck");
+    c.stop().expect("stop");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    eprintln!("--- pg_amcheck output ---\n{text}--- end ---");
+    INDEXES
+        .iter()
+        .filter(|i| text.contains(&format!("\"postgres.public.{i}\"")))
+        .map(|i| i.to_string())
+        .collect()
+}
+
+/// Asserts a healthy, fully order-checked extended run.
+fn assert_clean(c: &Cluster, what: &str) {
+    let run = verify(c.datadir(), "extended");
+    assert_eq!(run.status, 0, "{what}\n{run}");
+    assert!(run.problems().is_empty(), "{what}\n{run}");
+    let ext = &run.summary.as_ref().expect("summary")["extended"];
+    assert!(ext["indexes_checked"].as_u64().unwrap_or(0) >= 11, "{ext}");
+    assert_eq!(ext["keys_not_order_checked"], 0, "{what}: {ext}");
+}
+
+fn scenario(major: u32, checksums: bool) {
+    pgcheckdb_testkit::require_binaries(major);
+    ensure_libc_locale();
+    let opts = ClusterOptions::new(major, checksums)
+        .throwaway()
+        .setting("autovacuum", "off");
+    let mut c = Cluster::init_temp(&opts).expect("initdb");
+    c.start().expect("start");
+    c.psql("postgres", &schema_sql()).expect("load schema");
+    let rels: Vec<String> = INDEXES
+        .iter()
+        .map(|i| c.relation_filepath("postgres", i).expect("path"))
+        .collect();
+    c.stop().expect("stop");
+    for rel in &rels {
+        let bytes = corrupt::read_block(&c.datadir().join(rel), 0, BLCKSZ).expect("metapage");
+        let meta = BtMetaPage::parse(&bytes).expect("metapage");
+        assert!(meta.btm_level >= 2, "{rel}: three levels ({meta:?})");
+    }
+    // (c) healthy, churned and three levels deep: nothing at the extended level.
+    assert_clean(&c, &format!("PostgreSQL {major}: healthy"));
+
+    type Inject = fn(&Path, &'static str, bool) -> Injected;
+    let cases: [(&str, Inject); 2] = [
+        ("leaf first key below left sibling", leaf_first_key_low),
+        ("separator above child's first key", separator_high),
+    ];
+    eprintln!("PostgreSQL {major} (checksums {checksums}): case | index | extended | standard | pg_amcheck --parent-check");
+    for (name, inject) in cases {
+        let done: Vec<Injected> = INDEXES
+            .iter()
+            .zip(&rels)
+            .map(|(i, rel)| inject(&c.datadir().join(rel), i, checksums))
+            .collect();
+        let what = format!("PostgreSQL {major}: {name}");
+        let run = verify(c.datadir(), "extended");
+        assert_eq!(run.status, 2, "{what}\n{run}");
+        let mut expected = BTreeSet::new();
+        let mut allowed = BTreeSet::new();
+        for (d, rel) in done.iter().zip(&rels) {
+            for (block, kind, other) in &d.order {
+                let f = run
+                    .findings
+                    .iter()
+                    .find(|f| {
+                        f["kind"] == *kind && f["file"] == rel.as_str() && f["block"] == *block
+                    })
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "{what}: {kind} not found in {} block {block}\n{run}",
+                            d.index
+                        )
+                    });
+                assert_eq!(f["relation"]["name"], format!("public.{}", d.index), "{f}");
+                assert_eq!(
+                    f["detail"]["other_block"],
+                    other.expect("other"),
+                    "{what}: {f}"
+                );
+                expected.insert((rel.clone(), *block, kind.to_string()));
+            }
+            for (block, kind, _) in &d.also {
+                allowed.insert((rel.clone(), *block, kind.to_string()));
+            }
+        }
+        let got = problem_set(&run);
+        let missing: Vec<_> = expected.difference(&got).collect();
+        let extra: Vec<_> = got
+            .difference(&expected)
+            .filter(|k| !allowed.contains(*k))
+            .collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "{what}: missing {missing:#?}, unexpected {extra:#?}\n{run}"
+        );
+
+        // Each page is sorted in itself: the standard level has nothing to say.
+        let standard = verify(c.datadir(), "standard");
+        assert_eq!(standard.status, 0, "{what}: standard level\n{standard}");
+
+        let amcheck = amcheck_parent(&mut c);
+        for d in &done {
+            eprintln!(
+                "  {name:<36} | {:<12} | yes | no | {}",
+                d.index,
+                if amcheck.contains(d.index) {
+                    "yes"
+                } else {
+                    "no"
+                }
+            );
+            assert!(
+                amcheck.contains(d.index),
+                "{what}: pg_amcheck --parent-check was expected to report {}",
+                d.index
+            );
+        }
+        for (d, rel) in done.iter().zip(&rels) {
+            for (blkno, bytes) in &d.originals {
+                write(&c.datadir().join(rel), *blkno, bytes, checksums);
+            }
+        }
+        assert_clean(&c, &format!("{what}: restored"));
+    }
+}
+
+#[test]
+fn cross_page_order_pg14_checksums() {
+    scenario(14, true);
+}
+
+#[test]
+fn cross_page_order_pg15_no_checksums() {
+    scenario(15, false);
+}
+
+#[test]
+fn cross_page_order_pg16_checksums() {
+    scenario(16, true);
+}
+
+#[test]
+fn cross_page_order_pg17_no_checksums() {
+    scenario(17, false);
+}
+
+#[test]
+fn cross_page_order_pg18_checksums() {
+    scenario(18, true);
+}
+
+#[test]
+fn cross_page_order_pg18_no_checksums() {
+    scenario(18, false);
+}
