@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
 use common::bin;
@@ -11,9 +12,17 @@ use common::bin;
 #[test]
 fn demo_runs_and_cleans_up() {
     pgcheckdb_testkit::require_binaries(15);
-    let before = demo_dirs();
+    // A temp dir of its own, so that other tests' clusters coming and going cannot be taken
+    // for the demo's; the server (another user when we are root) must be able to enter it.
+    let tmp = tempfile::Builder::new()
+        .prefix("demo-test-")
+        .tempdir()
+        .expect("temp dir");
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod temp dir");
     let out = Command::new(bin())
         .arg("demo")
+        .env("PGCHECKDB_TMPDIR", tmp.path())
         .output()
         .expect("run pgcheckdb demo");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -38,15 +47,15 @@ fn demo_runs_and_cleans_up() {
         "the server's refusal missing\n{stdout}"
     );
     assert_eq!(
-        demo_dirs(),
-        before,
+        demo_dirs(tmp.path()),
+        Vec::<String>::new(),
         "demo left its cluster directory behind"
     );
 }
 
-/// Work directories the cluster crate makes under the temp dir.
-fn demo_dirs() -> Vec<String> {
-    let mut dirs: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+/// Work directories the cluster crate made under the demo's temp dir.
+fn demo_dirs(tmp: &std::path::Path) -> Vec<String> {
+    let mut dirs: Vec<String> = std::fs::read_dir(tmp)
         .map(|rd| {
             rd.flatten()
                 .filter_map(|e| e.file_name().into_string().ok())
