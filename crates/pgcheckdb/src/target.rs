@@ -98,6 +98,15 @@ pub fn resolve(
 impl BlockTarget {
     /// Fails with one line when the block is past the end of its fork.
     pub fn check_exists(&self) -> anyhow::Result<()> {
+        if let Ok(meta) = std::fs::metadata(&self.path) {
+            if !meta.is_file() {
+                bail!(
+                    "\"{}\" is not a regular file but a {}; it was not read",
+                    self.shown,
+                    pgcheckdb_scan::open::file_type_name(&meta.file_type())
+                );
+            }
+        }
         if self.block < self.fork_blocks {
             return Ok(());
         }
