@@ -241,7 +241,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         return estimate::run(&plan, &catalog, &opts, format, &scope, setup);
     }
     let structure = (level != Level::Physical).then(|| Structure::from_catalog(&plan, &catalog));
-    let total: u64 = plan.scan_files().iter().map(|f| f.len).sum();
+    let total: u64 = plan.scan_bytes();
     let progress_state = Progress::default();
     let where_is = |file: usize| progress::file_label(&plan, &catalog, file);
     let display = progress::Display {
