@@ -11,6 +11,7 @@ interleaved rounds with the order rotated from round to round, it times:
   * cat: `find DATA/global DATA/base -type f -print0 | xargs -0 cat > /dev/null`
   * pgcheckdb verify --level physical -j <jobs> --format json --no-progress
   * pgcheckdb verify --level standard -j <jobs> --format json --no-progress
+  * pgcheckdb verify --level physical -j 1 (the same work on one core)
 
 and the peak RSS of pg_checksums and pgcheckdb (ru_maxrss of the process, from wait4).
 Prints a markdown report (medians, minima, ratios, peak RSS) and writes it to --out; with
@@ -23,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -167,6 +169,8 @@ def commands(args, data):
                       "--format", "json", "--no-progress"], False),
         "standard": ([pgc, "verify", "-D", str(data), "--level", "standard", "-j", str(args.jobs),
                       "--format", "json", "--no-progress"], False),
+        "physical -j 1": ([pgc, "verify", "-D", str(data), "--level", "physical", "-j", "1",
+                           "--format", "json", "--no-progress"], False),
     }
     if args.only:
         keep = args.only.split(",")
@@ -175,10 +179,16 @@ def commands(args, data):
 
 
 def plan_seconds(args, data):
-    """The time pgcheckdb spends before scanning: listing and planning (from its -v log)."""
-    t, _ = run_timed([args.pgcheckdb, "verify", "-D", str(data), "--level", "physical", "-j", str(args.jobs),
-                      "--format", "json", "--no-progress", "--estimate"])
-    return t
+    """Seconds pgcheckdb spends before the scan, from its -v phase lines: reading the catalogs
+    (the listing runs meanwhile) and building the plan."""
+    out = subprocess.run([args.pgcheckdb, "verify", "-D", str(data), "--level", "physical", "-j", str(args.jobs),
+                          "--format", "json", "--no-progress", "-v"], capture_output=True, text=True, check=True)
+    total = 0.0
+    for line in out.stderr.splitlines():
+        m = re.search(r"(read the catalogs offline|listed the data directory).*\(([0-9.]+) s\)$", line)
+        if m:
+            total += float(m.group(2))
+    return total
 
 
 def bench_cluster(args, data):
@@ -210,7 +220,7 @@ def report(args, results):
         med = {n: statistics.median(times[n]) for n in names}
         lines.append(f"## {info['tables']} tables: {info['files']} relation files, {info['bytes'] / 1e6:.0f} MB")
         lines.append("")
-        lines.append(f"load average before {load0}, after {load1}; `--estimate` (listing + catalog, no scan): {est:.3f} s")
+        lines.append(f"load average before {load0}, after {load1}; catalogs + listing + plan before the scan (`-v` phases): {est:.3f} s")
         lines.append("")
         lines.append("| command | median s | min s | max s | peak RSS MB (max) | vs pg_checksums |")
         lines.append("|---|---|---|---|---|---|")

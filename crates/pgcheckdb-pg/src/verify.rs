@@ -167,8 +167,24 @@ impl Plan {
         control: ControlFile,
         keep: impl Fn(&RelationFile) -> bool,
     ) -> Plan {
+        let listing = Plan::list(datadir, &control);
+        Plan::from_listing(datadir, control, listing, keep)
+    }
+
+    /// Lists the relation files of the data directory: the first step of a plan, which can
+    /// run while the catalogs are read.
+    pub fn list(datadir: &Path, control: &ControlFile) -> DataDirectory {
         let version_dir = control.tablespace_version_directory();
-        let mut dir = list_relation_files(datadir, version_dir.as_deref());
+        list_relation_files(datadir, version_dir.as_deref())
+    }
+
+    /// The plan of a listing ([`Plan::list`]) for the relation files `keep` accepts.
+    pub fn from_listing(
+        datadir: &Path,
+        control: ControlFile,
+        mut dir: DataDirectory,
+        keep: impl Fn(&RelationFile) -> bool,
+    ) -> Plan {
         dir.remove_impossible_segments(control.relseg_size as u64);
         dir.files.retain(|f| keep(f));
         let forks = group_forks(&dir.files);

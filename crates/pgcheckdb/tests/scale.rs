@@ -99,6 +99,7 @@ fn a_table_of_1200_sparse_segments_is_planned_with_one_gap_and_little_memory_pg1
     let sized = |segno: u32, len: u64| {
         let f = OpenOptions::new()
             .create(true)
+            .truncate(false)
             .write(true)
             .open(segment(segno))
             .expect("segment");

@@ -259,6 +259,8 @@ struct Reader<'a> {
     /// Column lists already seen: relations with the same columns (the tables of a
     /// multi-tenant cluster's schemas, every TOAST table) share one list.
     column_lists: ColumnLists,
+    /// Whether to read `pg_attribute` (the structure checks need it; names do not).
+    columns: bool,
 }
 
 /// Interned column lists.
@@ -308,6 +310,13 @@ impl Catalog {
     /// Reads the catalogs of a stopped cluster. Never fails: what cannot be read becomes a
     /// finding and is left unnamed.
     pub fn read(datadir: &Path, control: &ControlFile) -> Catalog {
+        Catalog::read_with(datadir, control, true)
+    }
+
+    /// [`Catalog::read`], reading the columns of every relation (`pg_attribute`, for the
+    /// structure checks) only when `columns`: without them every relation's
+    /// [`RelationInfo::attributes`] is `None`, which is all the physical level needs.
+    pub fn read_with(datadir: &Path, control: &ControlFile, columns: bool) -> Catalog {
         let Some(layouts) = control.major.and_then(layouts_for) else {
             let mut c = Catalog::default();
             c.findings.push(catalog_finding(
@@ -332,6 +341,7 @@ impl Catalog {
                 ..Catalog::default()
             },
             column_lists: ColumnLists::default(),
+            columns,
         };
         reader.read_databases();
         let dbs: Vec<DatabaseInfo> = reader.catalog.databases.values().cloned().collect();
@@ -763,6 +773,10 @@ impl Reader<'_> {
         let Some(l) = self.control.major.and_then(attribute_layout) else {
             return out;
         };
+        if !self.columns {
+            self.check_pages(dir, Some(filenode), "pg_attribute");
+            return out;
+        }
         let mut ids: HashMap<Attribute, u32> = HashMap::new();
         self.scan(dir, filenode, "pg_attribute", |row| {
             let parsed = attribute_row(row.data, &l, types);
@@ -810,6 +824,14 @@ impl Reader<'_> {
         (rows, complete)
     }
 
+    /// Reads every page of a catalog for the damage [`Self::scan`] reports, using no row: the
+    /// catalogs whose rows a run does not need are still checked the same way.
+    fn check_pages(&mut self, dir: &Path, filenode: Option<u32>, what: &str) {
+        if let Some(filenode) = filenode {
+            self.scan(dir, filenode, what, |_| {});
+        }
+    }
+
     /// `oid -> name` from a catalog whose rows start with `oid, name` (pg_namespace, pg_am).
     fn read_names(
         &mut self,
@@ -854,7 +876,12 @@ impl Reader<'_> {
             .into_iter()
             .map(|(oid, name)| (oid, Arc::from(name)))
             .collect();
-        let types = self.read_names(&dir, node_of(oids::PG_TYPE), "pg_type");
+        let types = if self.columns {
+            self.read_names(&dir, node_of(oids::PG_TYPE), "pg_type")
+        } else {
+            self.check_pages(&dir, node_of(oids::PG_TYPE), "pg_type");
+            HashMap::new()
+        };
         let owners = self.owners(&dir, node_of(oids::PG_INDEX), &rows, &namespaces);
         let global_map = if rows.iter().any(|r| r.relisshared) {
             self.map_of(&self.datadir.join("global"))
