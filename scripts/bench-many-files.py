@@ -13,7 +13,7 @@ interleaved rounds with the order rotated from round to round, it times:
   * pgcheckdb verify --level standard -j <jobs> --format json --no-progress
   * pgcheckdb verify --level physical -j 1 (the same work on one core)
 
-and the peak RSS of pg_checksums and pgcheckdb (ru_maxrss of the process, from wait4).
+and the peak RSS of pg_checksums and pgcheckdb (GNU time's %M: the maximum resident set size).
 Prints a markdown report (medians, minima, ratios, peak RSS) and writes it to --out; with
 --rss-json it also writes peak RSS per cluster for the chart (`pgcheckdb-bench rss-chart`).
 
@@ -147,17 +147,25 @@ def ensure_cluster(args, spec):
 
 
 def run_timed(cmd, shell=False):
-    """(seconds, peak RSS in MB of the process itself, exit status)."""
+    """(seconds, peak RSS in MB of the command itself, or 0 for a shell pipeline).
+
+    The peak RSS comes from GNU time (`%M`): a child forked from this Python process would
+    inherit Python's RSS high-water mark across exec, so the command runs under
+    /usr/bin/time, whose own footprint is tiny."""
+    rss_file = None
+    if not shell:
+        rss_file = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-many-rss-{os.getpid()}"
+        cmd = ["/usr/bin/time", "-f", "%M", "-o", str(rss_file)] + cmd
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, shell=shell, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, ru = os.wait4(proc.pid, 0)
+    proc = subprocess.run(cmd, shell=shell, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     elapsed = time.perf_counter() - t
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
     if proc.returncode != 0:
-        raise SystemExit(f"{cmd}: exit {proc.returncode}: {err[-2000:]}")
-    return elapsed, ru.ru_maxrss / 1024.0
+        raise SystemExit(f"{cmd}: exit {proc.returncode}: {proc.stderr.decode(errors='replace')[-2000:]}")
+    rss_mb = 0.0
+    if rss_file is not None:
+        rss_mb = int(rss_file.read_text().split()[-1]) / 1024.0
+        rss_file.unlink()
+    return elapsed, rss_mb
 
 
 def commands(args, data):

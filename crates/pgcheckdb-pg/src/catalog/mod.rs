@@ -22,7 +22,7 @@ use serde_json::json;
 use crate::control::ControlFile;
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
 use attributes::{align_of, attribute_layout, Attribute, PgAttributeLayout};
-use heapscan::{for_each_page, rows_of_page, Row, RowState, ScanTrouble};
+use heapscan::{for_each_page, rows_of_page, usable_page_header, Row, RowState, ScanTrouble};
 use layouts::{
     layouts_for, oids, CatalogLayouts, PgClassLayout, PgDatabaseLayout, NAMEDATALEN, OID_THEN_NAME,
 };
@@ -681,12 +681,31 @@ impl Reader<'_> {
         what: &str,
         mut f: impl FnMut(Row<'_>, RowState),
     ) -> bool {
+        let ma = self.control.max_align as usize;
+        // The commit log is lent to the page visitor for the scan and put back after it.
+        let clog = std::mem::take(&mut self.catalog.clog);
+        let complete = self.scan_pages(dir, filenode, what, |blkno, page, trouble| {
+            rows_of_page(page, blkno, ma, &clog, trouble, &mut f)
+        });
+        self.catalog.clog = clog;
+        complete
+    }
+
+    /// Reads every page of the catalog `filenode` in `dir`, handing each to `visit`, and reports
+    /// the pages `visit` notes as damaged and a file that cannot be read; false if the file
+    /// could not be used whole.
+    fn scan_pages(
+        &mut self,
+        dir: &Path,
+        filenode: u32,
+        what: &str,
+        mut visit: impl FnMut(u32, &[u8], &mut ScanTrouble),
+    ) -> bool {
         let shown = self.shown(dir, filenode);
-        let (bs, ma) = (self.control.block_size(), self.control.max_align as usize);
-        let clog = &self.catalog.clog;
+        let bs = self.control.block_size();
         let mut trouble = ScanTrouble::default();
         let read = for_each_page(dir, filenode, bs, |blkno, page| {
-            rows_of_page(page, blkno, ma, clog, &mut trouble, &mut f)
+            visit(blkno, page, &mut trouble)
         });
         if let Err(e) = read {
             self.read_failed(&shown, what, &e);
@@ -827,8 +846,11 @@ impl Reader<'_> {
     /// Reads every page of a catalog for the damage [`Self::scan`] reports, using no row: the
     /// catalogs whose rows a run does not need are still checked the same way.
     fn check_pages(&mut self, dir: &Path, filenode: Option<u32>, what: &str) {
+        let ma = self.control.max_align as usize;
         if let Some(filenode) = filenode {
-            self.scan(dir, filenode, what, |_| {});
+            self.scan_pages(dir, filenode, what, |blkno, page, trouble| {
+                usable_page_header(page, blkno, ma, trouble);
+            });
         }
     }
 
