@@ -2,10 +2,10 @@
 //! `pg_tblspc/<spc>/PG_<major>_<catver>/<db>/`, with every segment of every fork, and the
 //! non-relation files that live beside them.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use pgcheckdb_scan::open::file_type_name;
 use serde_json::json;
@@ -25,6 +25,15 @@ pub enum Location {
 }
 
 impl Location {
+    /// Tablespace oid: `pg_global` for `global/`, `pg_default` for `base/`.
+    pub fn tablespace_oid(self) -> u32 {
+        match self {
+            Location::Global => crate::catalog::layouts::oids::GLOBALTABLESPACE,
+            Location::Database { .. } => crate::catalog::layouts::oids::DEFAULTTABLESPACE,
+            Location::Tablespace { spc_oid, .. } => spc_oid,
+        }
+    }
+
     /// Database oid; 0 for shared relations, as PostgreSQL writes it.
     pub fn db_oid(self) -> u32 {
         match self {
@@ -34,17 +43,81 @@ impl Location {
     }
 }
 
-/// One segment file of one fork of one relation.
-#[derive(Debug, Clone)]
-pub struct RelationFile {
+/// A directory that holds relation files, shared by all of its files: a file keeps only a
+/// reference to it and its parsed name, and its paths are built when needed.
+#[derive(Debug)]
+pub struct RelationDir {
     /// Path to open (tablespace symlinks not resolved).
     pub path: PathBuf,
     /// Path relative to the data directory, `/`-separated.
-    pub rel_path: String,
+    pub rel: String,
+}
+
+/// One segment file of one fork of one relation: a few dozen bytes, no allocation of its own.
+#[derive(Debug, Clone)]
+pub struct RelationFile {
+    pub dir: Arc<RelationDir>,
     pub location: Location,
     pub name: RelFileName,
     /// File size in bytes when listed.
     pub size: u64,
+}
+
+impl RelationFile {
+    /// Path to open (tablespace symlinks not resolved).
+    pub fn path(&self) -> PathBuf {
+        let mut path = PathBuf::new();
+        self.path_into(&mut path);
+        path
+    }
+
+    /// [`Self::path`] written into `path`, reusing its buffer.
+    pub fn path_into(&self, path: &mut PathBuf) {
+        use std::fmt::Write;
+        let mut name = NameBuf::default();
+        // Writing into a fixed buffer that fits every relation file name cannot fail.
+        let _ = write!(name, "{}", self.name);
+        path.clear();
+        path.push(&self.dir.path);
+        path.push(name.as_str());
+    }
+
+    /// Path relative to the data directory, `/`-separated.
+    pub fn rel_path(&self) -> String {
+        format!("{}/{}", self.dir.rel, self.name)
+    }
+}
+
+/// A relation file name formatted without allocating: `t<backend>_<relfilenode>_init.<segno>`
+/// is at most 1 + 10 + 1 + 10 + 5 + 1 + 10 = 38 bytes.
+struct NameBuf {
+    bytes: [u8; 40],
+    len: usize,
+}
+
+impl Default for NameBuf {
+    fn default() -> Self {
+        NameBuf {
+            bytes: [0; 40],
+            len: 0,
+        }
+    }
+}
+
+impl NameBuf {
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Write for NameBuf {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        let dst = self.bytes.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        dst.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
 }
 
 /// Names in relation directories that are not relation files and are skipped silently, as
@@ -113,6 +186,7 @@ pub fn list_relation_files(datadir: &Path, version_dir: Option<&str>) -> DataDir
             b.name.segno,
         ))
     });
+    out.files.shrink_to_fit();
     out
 }
 
@@ -318,50 +392,96 @@ fn read_dir_sorted(datadir: &Path, rel: &str, out: &mut DataDirectory) -> Option
 }
 
 fn scan_relation_dir(datadir: &Path, rel: &str, location: Location, out: &mut DataDirectory) {
-    for name in read_dir_sorted(datadir, rel, out).unwrap_or_default() {
+    let names = read_dir_sorted(datadir, rel, out).unwrap_or_default();
+    let dir = Arc::new(RelationDir {
+        path: datadir.join(rel),
+        rel: rel.to_string(),
+    });
+    let handle = fs::File::open(&dir.path).ok();
+    for name in names {
         if is_skipped_name(&name) {
             continue;
         }
-        let path = datadir.join(rel).join(&name);
-        let rel_path = format!("{rel}/{name}");
         let parsed = parse_relation_file_name(&name);
-        let meta = match fs::metadata(&path) {
-            Ok(m) => m,
-            Err(e) => {
-                match fs::symlink_metadata(&path) {
-                    Ok(_) if parsed.is_some_and(|p| p.temp_backend.is_none()) => {
-                        let f = irregular(&rel_path, "dangling symbolic link", "a relation file");
-                        out.findings.push(match &parsed {
-                            Some(p) => f.of_relation_file(location, p),
-                            None => f,
-                        });
-                    }
-                    _ => out.errors.push((rel_path, e)),
-                }
-                continue;
-            }
-        };
-        if !meta.is_file() {
-            let what = file_type_name(&meta.file_type());
-            match parsed {
-                Some(p) if p.temp_backend.is_none() => out.findings.push(
-                    irregular(&rel_path, what, "a relation file").of_relation_file(location, &p),
-                ),
-                _ => out.findings.push(unexpected(&rel_path, what)),
-            }
-            continue;
-        }
-        match parsed {
-            Some(parsed) if parsed.temp_backend.is_some() => out.skipped_temp_files += 1,
-            Some(parsed) => out.files.push(RelationFile {
-                path,
-                rel_path,
+        // The common case, one `fstatat` relative to the open directory: a regular file.
+        let size = handle.as_ref().and_then(|d| regular_file_size(d, &name));
+        match (size, parsed) {
+            (Some(_), Some(p)) if p.temp_backend.is_some() => out.skipped_temp_files += 1,
+            (Some(size), Some(p)) => out.files.push(RelationFile {
+                dir: Arc::clone(&dir),
                 location,
-                name: parsed,
-                size: meta.len(),
+                name: p,
+                size,
             }),
-            None => out.findings.push(unexpected(&rel_path, "file")),
+            _ => classify_entry(&dir, &name, parsed, location, out),
         }
+    }
+}
+
+/// The size of `name` in the directory `dir` if it is a regular file (symbolic links followed),
+/// from one `fstatat`; `None` for anything else or any error (the caller looks again).
+fn regular_file_size(dir: &fs::File, name: &str) -> Option<u64> {
+    use std::os::unix::io::AsRawFd;
+    let c_name = std::ffi::CString::new(name).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: a valid directory descriptor, a NUL-terminated name and a buffer of the right
+    // type; `st` is read only after the call succeeded.
+    let rc = unsafe { libc::fstatat(dir.as_raw_fd(), c_name.as_ptr(), st.as_mut_ptr(), 0) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: fstatat returned 0, so it filled `st`.
+    let st = unsafe { st.assume_init() };
+    (st.st_mode & libc::S_IFMT == libc::S_IFREG).then_some(st.st_size as u64)
+}
+
+/// Everything that is not a plainly listed relation or temporary file: errors, dangling links,
+/// irregular files and names that are not relation files.
+fn classify_entry(
+    dir: &Arc<RelationDir>,
+    name: &str,
+    parsed: Option<RelFileName>,
+    location: Location,
+    out: &mut DataDirectory,
+) {
+    let path = dir.path.join(name);
+    let rel_path = format!("{}/{name}", dir.rel);
+    let meta = match fs::metadata(&path) {
+        Ok(m) => m,
+        Err(e) => {
+            match fs::symlink_metadata(&path) {
+                Ok(_) if parsed.is_some_and(|p| p.temp_backend.is_none()) => {
+                    let f = irregular(&rel_path, "dangling symbolic link", "a relation file");
+                    out.findings.push(match &parsed {
+                        Some(p) => f.of_relation_file(location, p),
+                        None => f,
+                    });
+                }
+                _ => out.errors.push((rel_path, e)),
+            }
+            return;
+        }
+    };
+    if !meta.is_file() {
+        let what = file_type_name(&meta.file_type());
+        match parsed {
+            Some(p) if p.temp_backend.is_none() => out
+                .findings
+                .push(irregular(&rel_path, what, "a relation file").of_relation_file(location, &p)),
+            _ => out.findings.push(unexpected(&rel_path, what)),
+        }
+        return;
+    }
+    match parsed {
+        Some(p) if p.temp_backend.is_some() => out.skipped_temp_files += 1,
+        // A regular file after all (it became one between the two looks): list it.
+        Some(p) => out.files.push(RelationFile {
+            dir: Arc::clone(dir),
+            location,
+            name: p,
+            size: meta.len(),
+        }),
+        None => out.findings.push(unexpected(&rel_path, "file")),
     }
 }
 
@@ -407,29 +527,38 @@ pub struct ForkFiles {
     pub location: Location,
     pub relfilenode: u32,
     pub fork: ForkNumber,
-    /// Indexes into `DataDirectory::files`, sorted by segment number.
-    pub segments: Vec<usize>,
+    /// Indexes into `DataDirectory::files` (sorted by location, file number, fork and segment,
+    /// so a fork's files are contiguous), in segment order.
+    pub segments: std::ops::Range<usize>,
 }
 
-/// Groups relation files into forks.
+/// Groups relation files, sorted as [`list_relation_files`] sorts them, into forks.
 pub fn group_forks(files: &[RelationFile]) -> Vec<ForkFiles> {
-    let mut map: BTreeMap<(Location, u32, ForkNumber), Vec<usize>> = BTreeMap::new();
-    for (i, f) in files.iter().enumerate() {
-        map.entry((f.location, f.name.relfilenode, f.name.fork))
-            .or_default()
-            .push(i);
+    let key = |f: &RelationFile| (f.location, f.name.relfilenode, f.name.fork);
+    debug_assert!(files
+        .windows(2)
+        .all(|w| (key(&w[0]), w[0].name.segno) < (key(&w[1]), w[1].name.segno)));
+    let count = 1 + files
+        .windows(2)
+        .filter(|w| key(&w[0]) != key(&w[1]))
+        .count();
+    let mut forks = Vec::with_capacity(if files.is_empty() { 0 } else { count });
+    let mut start = 0;
+    while start < files.len() {
+        let k = key(&files[start]);
+        let end = files[start..]
+            .iter()
+            .position(|f| key(f) != k)
+            .map_or(files.len(), |n| start + n);
+        forks.push(ForkFiles {
+            location: k.0,
+            relfilenode: k.1,
+            fork: k.2,
+            segments: start..end,
+        });
+        start = end;
     }
-    map.into_iter()
-        .map(|((location, relfilenode, fork), mut segments)| {
-            segments.sort_by_key(|&i| files[i].name.segno);
-            ForkFiles {
-                location,
-                relfilenode,
-                fork,
-                segments,
-            }
-        })
-        .collect()
+    forks
 }
 
 /// `MaxBlockNumber`: the largest block number a fork can have (`InvalidBlockNumber` is
@@ -446,20 +575,25 @@ impl DataDirectory {
     /// scanned and plan no segment gaps) and reports each once as an
     /// [`FindingKind::ImpossibleSegment`].
     pub fn remove_impossible_segments(&mut self, relseg_size: u64) {
-        let (possible, impossible): (Vec<_>, Vec<_>) = std::mem::take(&mut self.files)
-            .into_iter()
-            .partition(|f| segment_possible(f.name.segno, relseg_size));
-        self.files = possible;
+        let impossible: Vec<RelationFile> = self
+            .files
+            .iter()
+            .filter(|f| !segment_possible(f.name.segno, relseg_size))
+            .cloned()
+            .collect();
+        self.files
+            .retain(|f| segment_possible(f.name.segno, relseg_size));
         for f in impossible {
+            let rel_path = f.rel_path();
             let first_block = f.name.segno as u64 * relseg_size;
             self.findings.push(
                 Finding::for_file(
                     FindingKind::ImpossibleSegment,
                     Severity::Warning,
-                    &f.rel_path,
+                    &rel_path,
                     format!(
                         "\"{}\" is named as segment {} ({} bytes), whose first block {first_block} lies past the largest block number {MAX_BLOCK_NUMBER}: no relation can have it and the server never reads it; not checked",
-                        f.rel_path, f.name.segno, f.size
+                        rel_path, f.name.segno, f.size
                     ),
                 )
                 .with_detail(json!({"size": f.size, "first_block": first_block, "max_block_number": MAX_BLOCK_NUMBER}))
@@ -481,15 +615,15 @@ pub fn check_segments(
     let mut findings = Vec::new();
     let last_nonempty = fork
         .segments
-        .iter()
+        .clone()
         .rev()
-        .find(|&&i| files[i].size > 0)
-        .map(|&i| files[i].name.segno);
+        .find(|&i| files[i].size > 0)
+        .map(|i| files[i].name.segno);
     let Some(last_nonempty) = last_nonempty else {
         return findings;
     };
     let mut expected_segno = 0u32;
-    for &i in &fork.segments {
+    for i in fork.segments.clone() {
         let f = &files[i];
         let segno = f.name.segno;
         if segno > expected_segno && segno <= last_nonempty {
@@ -498,25 +632,26 @@ pub fn check_segments(
         expected_segno = segno.saturating_add(1);
         let blocks = f.size / blcksz;
         if blocks > relseg_size {
+            let rel_path = f.rel_path();
             findings.push(
                 Finding::for_file(
                     FindingKind::SegmentTooBig,
                     Severity::Error,
-                    &f.rel_path,
-                    format!("segment \"{}\" has {blocks} blocks, more than the {relseg_size} of a segment", f.rel_path),
+                    &rel_path,
+                    format!("segment \"{rel_path}\" has {blocks} blocks, more than the {relseg_size} of a segment"),
                 )
                 .with_detail(serde_json::json!({"blocks": blocks, "relseg_size": relseg_size}))
                 .at_segment(segno),
             );
         } else if segno < last_nonempty && blocks < relseg_size {
+            let rel_path = f.rel_path();
             findings.push(
                 Finding::for_file(
                     FindingKind::SegmentGap,
                     Severity::Error,
-                    &f.rel_path,
+                    &rel_path,
                     format!(
-                        "segment \"{}\" is only {blocks} of {relseg_size} blocks but segment {last_nonempty} follows; the server cannot see the later data",
-                        f.rel_path
+                        "segment \"{rel_path}\" is only {blocks} of {relseg_size} blocks but segment {last_nonempty} follows; the server cannot see the later data"
                     ),
                 )
                 .with_detail(serde_json::json!({"blocks": blocks, "relseg_size": relseg_size, "last_segment": last_nonempty}))
@@ -530,17 +665,10 @@ pub fn check_segments(
     findings
 }
 
-/// The segment file name `missing` of the fork `next` belongs to.
+/// The path of segment `segno` of the fork `next` belongs to, relative to the data directory.
 fn segment_name(next: &RelationFile, segno: u32) -> String {
-    let base = next
-        .rel_path
-        .rsplit_once('.')
-        .map_or(next.rel_path.as_str(), |(b, _)| b);
-    if segno == 0 {
-        base.to_string()
-    } else {
-        format!("{base}.{segno}")
-    }
+    let name = RelFileName { segno, ..next.name };
+    format!("{}/{name}", next.dir.rel)
 }
 
 /// One finding for the run of missing segments `first..=last` before `next`.
@@ -566,7 +694,7 @@ fn missing_segments(next: &RelationFile, first: u32, last: u32, relseg_size: u64
         &file,
         format!(
             "{what} but \"{}\" exists{stray}; the server cannot see the later data",
-            next.rel_path
+            next.rel_path()
         ),
     )
     .with_detail(serde_json::json!({"missing_segment": first, "last_missing_segment": last, "missing_segments": count, "relseg_size": relseg_size}))

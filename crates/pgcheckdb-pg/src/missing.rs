@@ -28,7 +28,8 @@ type FileId = (u32, u32, u32, ForkNumber, u32);
 
 /// What one relation needs and the listing holds.
 struct Files<'a> {
-    present: HashSet<FileId>,
+    /// Sorted: looked up by binary search (no hash of every file of a large cluster).
+    present: Vec<FileId>,
     /// Main-fork segments after 0 by file key, sorted.
     later: HashMap<FileKey, Vec<u32>>,
     unreadable: Vec<&'a str>,
@@ -38,7 +39,7 @@ struct Files<'a> {
 
 /// One finding per missing main fork (segment 0) or `_init` fork of a relation with storage.
 pub fn missing_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
-    let present: HashSet<FileId> = plan
+    let mut present: Vec<FileId> = plan
         .dir
         .files
         .iter()
@@ -47,6 +48,7 @@ pub fn missing_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
             (db, spc, f.name.relfilenode, f.name.fork, f.name.segno)
         })
         .collect();
+    present.sort_unstable();
     let mut later: HashMap<FileKey, Vec<u32>> = HashMap::new();
     for &(db, spc, node, fork, seg) in &present {
         if fork == ForkNumber::Main && seg > 0 {
@@ -173,7 +175,9 @@ impl Files<'_> {
     }
 
     fn has(&self, key: &FileKey, fork: ForkNumber, segno: u32) -> bool {
-        self.present.contains(&(key.0, key.1, key.2, fork, segno))
+        self.present
+            .binary_search(&(key.0, key.1, key.2, fork, segno))
+            .is_ok()
     }
 
     fn has_any_segment(&self, key: &FileKey, fork: ForkNumber) -> bool {

@@ -38,23 +38,21 @@ fn orphan_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
             continue;
         }
         let db = fork.location.db_oid();
-        let first = &plan.dir.files[fork.segments[0]];
+        let first = &plan.dir.files[fork.segments.start];
         if !named_dbs.contains(&db)
             || catalog.incomplete_databases.contains(&db)
-            || catalog
-                .relation_for_file(&first.rel_path, db, fork.relfilenode)
-                .is_some()
+            || catalog.relation_of(first).is_some()
         {
             continue;
         }
         let blocks = plan.fork_blocks[fi];
-        let pending = catalog.pending_for_file(&first.rel_path, db, fork.relfilenode);
+        let pending = catalog.pending_of(first);
         let (why, mut detail) = orphan_reason(pending, plan, catalog);
         detail["blocks"] = json!(blocks);
         let mut f = Finding::for_file(
             FindingKind::OrphanFile,
             Severity::Info,
-            &first.rel_path,
+            &first.rel_path(),
             format!("no committed catalog row owns this file ({blocks} blocks): {why}"),
         )
         .with_detail(detail)

@@ -46,6 +46,24 @@ pub struct RelFileName {
     pub temp_backend: Option<u32>,
 }
 
+impl std::fmt::Display for RelFileName {
+    /// The file name the server gives this file: `[t<backend>_]<relfilenode>[_<fork>][.<segno>]`,
+    /// the exact inverse of [`parse_relation_file_name`].
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(backend) = self.temp_backend {
+            write!(f, "t{backend}_")?;
+        }
+        write!(f, "{}", self.relfilenode)?;
+        if self.fork != ForkNumber::Main {
+            write!(f, "_{}", self.fork.name())?;
+        }
+        if self.segno != 0 {
+            write!(f, ".{}", self.segno)?;
+        }
+        Ok(())
+    }
+}
+
 /// Parses a decimal number with no sign and no leading zero, fitting in `u32`.
 fn parse_oid(digits: &str) -> Option<u32> {
     let first = *digits.as_bytes().first()?;
@@ -119,6 +137,20 @@ mod tests {
             (r.temp_backend, r.relfilenode, r.fork, r.segno),
             (Some(3), 16384, ForkNumber::Fsm, 1)
         );
+    }
+
+    #[test]
+    fn names_are_rebuilt_exactly() {
+        for name in [
+            "16384",
+            "16384_vm.2",
+            "16384_init",
+            "t3_16384_fsm.1",
+            "4294967295.1023",
+        ] {
+            let parsed = parse_relation_file_name(name).expect(name);
+            assert_eq!(parsed.to_string(), name);
+        }
     }
 
     #[test]

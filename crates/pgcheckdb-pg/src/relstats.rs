@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::catalog::{tablespace_of_path, Catalog};
+use crate::catalog::Catalog;
 use crate::layout::btree::{flags as bt, BtPageOpaque, P_NONE};
 use crate::layout::itemid::{line_pointers_into, ItemId, LpFlags};
 use crate::layout::le_u16;
@@ -43,9 +43,15 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// Counts for `files` files when `tuples` (verbose runs, the only users of the counts);
+    /// otherwise nothing is kept, so that a plan of many files costs no memory per worker.
     pub fn new(files: usize, tuples: bool) -> Tally {
         Tally {
-            files: vec![FileTally::default(); files],
+            files: if tuples {
+                vec![FileTally::default(); files]
+            } else {
+                Vec::new()
+            },
             tuples,
             items: Vec::new(),
         }
@@ -160,15 +166,15 @@ pub fn relation_summaries(
         let t = tallies.get(i).copied().unwrap_or_default();
         let db = f.location.db_oid();
         let node = f.name.relfilenode;
-        let key = (db, tablespace_of_path(&f.rel_path), node);
-        let rel = catalog.relation_for_file(&f.rel_path, db, node);
+        let key = crate::catalog::file_key(f);
+        let rel = catalog.relation_of(f);
         let entry = out.entry(key).or_insert_with(|| RelationSummary {
             database: catalog.databases.get(&db).map(|d| d.name.clone()),
             database_oid: db,
             relation: rel.map(|r| r.name.clone()),
             filenode: node,
             kind: rel.map(|r| r.kind.name()),
-            access_method: rel.and_then(|r| r.am.clone()),
+            access_method: rel.and_then(|r| r.am.as_deref().map(String::from)),
             pages: 0,
             pages_all_forks: 0,
             tuples: None,

@@ -290,12 +290,7 @@ impl Scope {
 
     /// Whether a relation file is to be read.
     pub fn keeps_file(&self, f: &RelationFile) -> bool {
-        let key = (
-            f.location.db_oid(),
-            tablespace_of_path(&f.rel_path),
-            f.name.relfilenode,
-        );
-        self.key_in_scope(key)
+        self.key_in_scope(crate::catalog::file_key(f))
     }
 
     /// Whether a finding concerns the scope: its relation file is in scope, or, for findings

@@ -1,7 +1,6 @@
 //! `verify`: plans the scan of a data directory (control file, relation files, segment
 //! structure), runs the block checks in parallel and merges the findings into one report.
 
-use std::collections::HashMap;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -11,7 +10,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use pgcheckdb_scan::open::open_regular;
-use pgcheckdb_scan::{plan_units, DirtyRange, Progress, ScanFile, ScanOptions, Visitor};
+use pgcheckdb_scan::{plan_units, DirtyRange, FileList, Progress, ScanFile, ScanOptions, Visitor};
 
 use crate::btree_order::plan::BtreeOrders;
 use crate::btree_order::NotOrderChecked;
@@ -179,8 +178,24 @@ impl Plan {
         control: ControlFile,
         keep: impl Fn(&RelationFile) -> bool,
     ) -> Plan {
+        let listing = Plan::list(datadir, &control);
+        Plan::from_listing(datadir, control, listing, keep)
+    }
+
+    /// Lists the relation files of the data directory: the first step of a plan, which can
+    /// run while the catalogs are read.
+    pub fn list(datadir: &Path, control: &ControlFile) -> DataDirectory {
         let version_dir = control.tablespace_version_directory();
-        let mut dir = list_relation_files(datadir, version_dir.as_deref());
+        list_relation_files(datadir, version_dir.as_deref())
+    }
+
+    /// The plan of a listing ([`Plan::list`]) for the relation files `keep` accepts.
+    pub fn from_listing(
+        datadir: &Path,
+        control: ControlFile,
+        mut dir: DataDirectory,
+        keep: impl Fn(&RelationFile) -> bool,
+    ) -> Plan {
         dir.remove_impossible_segments(control.relseg_size as u64);
         dir.files.retain(|f| keep(f));
         let forks = group_forks(&dir.files);
@@ -189,7 +204,7 @@ impl Plan {
         let mut fork_blocks = vec![0u64; forks.len()];
         let mut findings = dir.findings.clone();
         for (fi, fork) in forks.iter().enumerate() {
-            for &i in &fork.segments {
+            for i in fork.segments.clone() {
                 fork_of_file[i] = fi;
                 fork_blocks[fi] += dir.files[i].size / bs;
             }
@@ -214,17 +229,20 @@ impl Plan {
         }
     }
 
-    /// The files and lengths (whole blocks only) to scan.
+    /// The files and lengths (whole blocks only) to scan, each with its path. The scan of
+    /// `verify` takes the plan itself ([`FileList`]) and builds no such list.
     pub fn scan_files(&self) -> Vec<ScanFile> {
-        let bs = self.control.blcksz as u64;
-        self.dir
-            .files
-            .iter()
-            .map(|f| ScanFile {
-                path: f.path.clone(),
-                len: f.size / bs * bs,
+        (0..self.dir.files.len())
+            .map(|i| ScanFile {
+                path: self.dir.files[i].path(),
+                len: self.scan_len(i),
             })
             .collect()
+    }
+
+    /// Bytes the scan reads: the whole blocks of every file.
+    pub fn scan_bytes(&self) -> u64 {
+        (0..self.dir.files.len()).map(|i| self.scan_len(i)).sum()
     }
 
     /// Absolute block number of block `index` of `file`.
@@ -237,14 +255,30 @@ impl Plan {
         let relseg = self.control.relseg_size as u64;
         let bs = self.control.blcksz as u64;
         let segno = u32::try_from(blkno / relseg).ok()?;
-        let &i = self.forks[fork]
+        let i = self.forks[fork]
             .segments
-            .iter()
-            .find(|&&i| self.dir.files[i].name.segno == segno)?;
+            .clone()
+            .find(|&i| self.dir.files[i].name.segno == segno)?;
         let mut buf = vec![0u8; bs as usize];
-        let file = open_regular(&self.dir.files[i].path, false).ok()?;
+        let file = open_regular(&self.dir.files[i].path(), false).ok()?;
         file.read_exact_at(&mut buf, (blkno % relseg) * bs).ok()?;
         Some(buf)
+    }
+}
+
+impl FileList for Plan {
+    fn file_count(&self) -> usize {
+        self.dir.files.len()
+    }
+
+    /// The whole blocks of the file.
+    fn scan_len(&self, file: usize) -> u64 {
+        let bs = self.control.blcksz as u64;
+        self.dir.files[file].size / bs * bs
+    }
+
+    fn path_into(&self, file: usize, path: &mut PathBuf) {
+        self.dir.files[file].path_into(path);
     }
 }
 
@@ -268,7 +302,7 @@ fn partial_block_finding(datadir: &Path, file: &RelationFile, control: &ControlF
     let mut f = Finding::for_file(
         FindingKind::PartialBlock,
         Severity::Error,
-        &file.rel_path,
+        &file.rel_path(),
         format!(
             "file size {} is not a multiple of the block size {bs}: {remainder} trailing bytes after block {block} are ignored by the server",
             file.size
@@ -288,7 +322,7 @@ fn read_tail_header(_datadir: &Path, file: &RelationFile, offset: u64, len: u64)
         return false;
     }
     let mut buf = [0u8; crate::page::SIZE_OF_PAGE_HEADER_DATA];
-    let Ok(f) = open_regular(&file.path, false) else {
+    let Ok(f) = open_regular(&file.path(), false) else {
         return false;
     };
     if f.read_exact_at(&mut buf, offset).is_err() {
@@ -339,11 +373,7 @@ impl<'c> Structure<'c> {
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                let rel = catalog.relation_for_file(
-                    &f.rel_path,
-                    f.location.db_oid(),
-                    f.name.relfilenode,
-                )?;
+                let rel = catalog.relation_of(f)?;
                 let format = PageFormat::for_relation(rel, f.name.fork)?;
                 let btree_order = match format {
                     PageFormat::Btree if f.name.fork == ForkNumber::Main => {
@@ -384,10 +414,9 @@ pub fn run(
         max_align: control.max_align as usize,
         checksums: control.data_checksum_version == crate::control::ChecksumState::ON_VERSION,
     };
-    let files = plan.scan_files();
-    let total_bytes = files.iter().map(|f| f.len).sum();
+    let total_bytes = plan.scan_bytes();
     let unit_bytes = unit_bytes_for(opts.unit_bytes, total_bytes, opts.jobs, cfg.blcksz as u64);
-    let units = plan_units(&files, unit_bytes, cfg.blcksz as u64);
+    let units = plan_units(plan, unit_bytes, cfg.blcksz as u64);
     let scan_opts = ScanOptions {
         jobs: opts.jobs,
         chunk_bytes: (opts.chunk_bytes / cfg.blcksz).max(1) * cfg.blcksz,
@@ -396,7 +425,7 @@ pub fn run(
         max_bytes_per_sec: opts.max_bytes_per_sec,
     };
     let workers = pgcheckdb_scan::run(
-        &files,
+        plan,
         &units,
         &scan_opts,
         || BlockChecker::new(plan, cfg, structure, opts.count_tuples),
@@ -439,7 +468,7 @@ struct BlockChecker<'a> {
     /// Unreadable blocks, as runs.
     read_errors: ReadErrorRuns,
     /// Highest non-new block per fork.
-    last_used: HashMap<usize, u64>,
+    last_used: LastUsed,
     /// Raw block sums of the current chunk, reused across chunks.
     sums: Vec<u32>,
     /// Pages and tuples per file.
@@ -468,7 +497,7 @@ impl<'a> BlockChecker<'a> {
             skipped_blocks: 0,
             new_runs: Vec::new(),
             read_errors: ReadErrorRuns::default(),
-            last_used: HashMap::new(),
+            last_used: LastUsed::default(),
             sums: Vec::new(),
             tally: crate::relstats::Tally::new(plan.dir.files.len(), count_tuples),
             facts: structure.and_then(|s| {
@@ -487,10 +516,7 @@ impl<'a> BlockChecker<'a> {
         self.new_runs.extend(other.new_runs);
         self.read_errors.absorb(other.read_errors);
         self.tally.absorb(other.tally);
-        for (fork, b) in other.last_used {
-            let e = self.last_used.entry(fork).or_insert(b);
-            *e = (*e).max(b);
-        }
+        self.last_used.absorb(other.last_used);
         if let (Some(mine), Some(theirs)) = (self.facts.as_mut(), other.facts) {
             mine.absorb(theirs);
         }
@@ -506,7 +532,7 @@ impl<'a> BlockChecker<'a> {
         detail: serde_json::Value,
     ) -> Finding {
         let f = &self.plan.dir.files[file];
-        let mut finding = Finding::for_file(kind, severity, &f.rel_path, message)
+        let mut finding = Finding::for_file(kind, severity, &f.rel_path(), message)
             .with_detail(detail)
             .at_segment(f.name.segno);
         finding.fork = Some(f.name.fork);
@@ -602,8 +628,7 @@ impl<'a> BlockChecker<'a> {
     }
 
     fn note_used(&mut self, fork: usize, blkno: u64) {
-        let e = self.last_used.entry(fork).or_insert(blkno);
-        *e = (*e).max(blkno);
+        self.last_used.note(fork, blkno);
     }
 
     fn problem_finding(
@@ -817,6 +842,7 @@ impl<'a> BlockChecker<'a> {
         self.new_runs
             .retain(|r| forks[r.fork].fork == crate::relfile::ForkNumber::Main);
         self.new_runs.sort_unstable_by_key(|r| (r.fork, r.first));
+        self.last_used.settle();
         let mut out = Vec::new();
         let mut i = 0;
         while i < self.new_runs.len() {
@@ -825,7 +851,7 @@ impl<'a> BlockChecker<'a> {
                 .iter()
                 .position(|r| r.fork != fork)
                 .map_or(self.new_runs.len(), |n| i + n);
-            if let Some(&last) = self.last_used.get(&fork) {
+            if let Some(last) = self.last_used.get(fork) {
                 let first_new = self.new_runs[i].first;
                 let spare = (first_new < last)
                     .then(|| self.plan.read_fork_block(fork, 0))
@@ -846,19 +872,11 @@ impl<'a> BlockChecker<'a> {
         let f = &self.plan.forks[fork];
         let first = interior.shown[0];
         let seg = (first / relseg) as u32;
-        let file = f
+        let index = f
             .segments
-            .iter()
-            .map(|&i| &self.plan.dir.files[i])
-            .find(|x| x.name.segno == seg)
-            .unwrap_or(&self.plan.dir.files[f.segments[0]]);
-        let index = self
-            .plan
-            .dir
-            .files
-            .iter()
-            .position(|x| std::ptr::eq(x, file))
-            .unwrap_or(0);
+            .clone()
+            .find(|&i| self.plan.dir.files[i].name.segno == seg)
+            .unwrap_or(f.segments.start);
         self.block_finding(
             index,
             first,
@@ -888,6 +906,47 @@ impl<'a> BlockChecker<'a> {
             format!("{what}: {}", run.error),
             json!({"first_block": run.first, "last_block": run.last, "count": count, "os_error": run.os_error}),
         )
+    }
+}
+
+/// The highest used (not new) block of each fork a worker scanned, as `(fork, block)` pairs in
+/// scan order: one pair per stretch of one fork, no hash table per worker. After
+/// [`LastUsed::settle`] they are sorted with one pair per fork.
+#[derive(Debug, Default)]
+struct LastUsed {
+    entries: Vec<(usize, u64)>,
+}
+
+impl LastUsed {
+    fn note(&mut self, fork: usize, blkno: u64) {
+        match self.entries.last_mut() {
+            Some(e) if e.0 == fork => e.1 = e.1.max(blkno),
+            _ => self.entries.push((fork, blkno)),
+        }
+    }
+
+    fn absorb(&mut self, other: LastUsed) {
+        self.entries.extend(other.entries);
+    }
+
+    /// Sorts by fork and keeps the highest block of each.
+    fn settle(&mut self) {
+        self.entries.sort_unstable();
+        self.entries.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 = kept.1.max(later.1);
+            }
+            same
+        });
+    }
+
+    /// The highest used block of `fork` (after [`Self::settle`]).
+    fn get(&self, fork: usize) -> Option<u64> {
+        self.entries
+            .binary_search_by_key(&fork, |e| e.0)
+            .ok()
+            .map(|i| self.entries[i].1)
     }
 }
 
@@ -1072,13 +1131,13 @@ impl Visitor for BlockChecker<'_> {
         self.skipped_blocks += f.size / self.cfg.blcksz as u64;
         if matches!(err.kind(), io::ErrorKind::PermissionDenied) {
             self.tool_errors
-                .push(format!("could not open file \"{}\": {err}", f.rel_path));
+                .push(format!("could not open file \"{}\": {err}", f.rel_path()));
             return;
         }
         let mut finding = Finding::for_file(
             FindingKind::ReadError,
             Severity::Error,
-            &f.rel_path,
+            &f.rel_path(),
             format!("could not open file: {err}"),
         )
         .with_detail(json!({"os_error": err.raw_os_error()}))
@@ -1092,7 +1151,7 @@ impl Visitor for BlockChecker<'_> {
         let f = &self.plan.dir.files[file];
         self.tool_errors.push(format!(
             "file \"{}\" shrank to {offset} bytes during the scan",
-            f.rel_path
+            f.rel_path()
         ));
     }
 
@@ -1149,6 +1208,22 @@ mod tests {
                 (1, 301, 301, Some(libc::EIO)),
             ]
         );
+    }
+
+    #[test]
+    fn last_used_blocks_of_all_workers_settle_to_the_highest_per_fork() {
+        let mut a = LastUsed::default();
+        for (fork, blk) in [(3, 5), (3, 9), (7, 1), (3, 2)] {
+            a.note(fork, blk);
+        }
+        let mut b = LastUsed::default();
+        b.note(7, 4);
+        b.note(1, 0);
+        a.absorb(b);
+        a.settle();
+        assert_eq!(a.entries, vec![(1, 0), (3, 9), (7, 4)]);
+        assert_eq!(a.get(3), Some(9));
+        assert_eq!(a.get(2), None);
     }
 
     #[test]

@@ -24,14 +24,57 @@ pub struct ScanFile {
     pub len: u64,
 }
 
-/// A contiguous block range of one file: the unit of parallel work.
+/// The files of a scan, by index: how many bytes of each to scan and where it is. A caller with
+/// many files keeps them compactly and builds each path only when a worker opens the file.
+pub trait FileList: Sync {
+    /// Number of files.
+    fn file_count(&self) -> usize;
+    /// Bytes of file `file` to scan, a multiple of the block size.
+    fn scan_len(&self, file: usize) -> u64;
+    /// Writes the path of file `file` into `path` (its buffer is reused from file to file).
+    fn path_into(&self, file: usize, path: &mut PathBuf);
+}
+
+impl FileList for [ScanFile] {
+    fn file_count(&self) -> usize {
+        self.len()
+    }
+    fn scan_len(&self, file: usize) -> u64 {
+        self[file].len
+    }
+    fn path_into(&self, file: usize, path: &mut PathBuf) {
+        path.clone_from(&self[file].path);
+    }
+}
+
+impl FileList for Vec<ScanFile> {
+    fn file_count(&self) -> usize {
+        self.len()
+    }
+    fn scan_len(&self, file: usize) -> u64 {
+        self[file].len
+    }
+    fn path_into(&self, file: usize, path: &mut PathBuf) {
+        path.clone_from(&self[file].path);
+    }
+}
+
+/// A contiguous block range of one file, or a run of whole small files: the unit of parallel
+/// work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkUnit {
     /// Index into the file list.
     pub file: usize,
     pub offset: u64,
     pub len: u64,
+    /// The unit also covers the whole files `file + 1 ..= last_file` (small files batched into
+    /// one unit); `last_file == file` for a block range of one file.
+    pub last_file: usize,
 }
+
+/// Most files one batched unit covers: enough to make the per-unit cost vanish, few enough to
+/// spread many small files over the workers.
+pub const MAX_FILES_PER_UNIT: usize = 64;
 
 /// How to scan.
 #[derive(Debug, Clone)]
@@ -69,16 +112,57 @@ pub trait Visitor: Send {
     fn written(&mut self, _file: usize, _handle: &File, _offset: u64, _len: u64) {}
 }
 
-/// Splits files into units of at most `unit_bytes` (rounded to blocks).
-pub fn plan_units(files: &[ScanFile], unit_bytes: u64, block_size: u64) -> Vec<WorkUnit> {
+/// Splits files into units of at most `unit_bytes` (rounded to blocks). Consecutive files
+/// smaller than a unit are batched, whole, into one unit of at most `unit_bytes` and at most
+/// [`MAX_FILES_PER_UNIT`] files; a larger file is split into block ranges.
+pub fn plan_units<L: FileList + ?Sized>(
+    files: &L,
+    unit_bytes: u64,
+    block_size: u64,
+) -> Vec<WorkUnit> {
     let unit = (unit_bytes / block_size).max(1) * block_size;
-    let mut units = Vec::new();
-    for (file, f) in files.iter().enumerate() {
+    let mut units: Vec<WorkUnit> = Vec::new();
+    // The open batch of small files: its index in `units`.
+    let mut batch: Option<usize> = None;
+    for file in 0..files.file_count() {
+        let len = files.scan_len(file);
+        if len == 0 {
+            continue;
+        }
+        if len < unit {
+            let joins = batch.map(|b| &mut units[b]).filter(|u| {
+                u.last_file + 1 == file
+                    && u.len + len <= unit
+                    && u.last_file - u.file + 1 < MAX_FILES_PER_UNIT
+            });
+            match joins {
+                Some(u) => {
+                    u.last_file = file;
+                    u.len += len;
+                }
+                None => {
+                    batch = Some(units.len());
+                    units.push(WorkUnit {
+                        file,
+                        offset: 0,
+                        len,
+                        last_file: file,
+                    });
+                }
+            }
+            continue;
+        }
+        batch = None;
         let mut offset = 0;
-        while offset < f.len {
-            let len = unit.min(f.len - offset);
-            units.push(WorkUnit { file, offset, len });
-            offset += len;
+        while offset < len {
+            let part = unit.min(len - offset);
+            units.push(WorkUnit {
+                file,
+                offset,
+                len: part,
+                last_file: file,
+            });
+            offset += part;
         }
     }
     units
@@ -95,14 +179,15 @@ pub struct Progress {
 }
 
 /// Runs the scan; returns the visitors, one per worker, for merging.
-pub fn run<V, F>(
-    files: &[ScanFile],
+pub fn run<L, V, F>(
+    files: &L,
     units: &[WorkUnit],
     opts: &ScanOptions,
     make_visitor: F,
     progress: &Progress,
 ) -> Vec<V>
 where
+    L: FileList + ?Sized,
     V: Visitor,
     F: Fn() -> V + Sync,
 {
@@ -121,6 +206,7 @@ where
                     progress,
                     throttle: throttle.as_ref(),
                     buffer: vec![0u8; opts.chunk_bytes],
+                    path: PathBuf::new(),
                     open: None,
                 };
                 let next = &next;
@@ -160,52 +246,74 @@ impl Throttle {
     }
 }
 
-struct Worker<'a> {
-    files: &'a [ScanFile],
+struct Worker<'a, L: ?Sized> {
+    files: &'a L,
     opts: &'a ScanOptions,
     progress: &'a Progress,
     throttle: Option<&'a Throttle>,
     buffer: Vec<u8>,
+    /// The path of the file being opened, reused from file to file.
+    path: PathBuf,
     /// The file this worker has open, kept across consecutive units of the same file.
     open: Option<(usize, File)>,
 }
 
-impl Worker<'_> {
+impl<L: FileList + ?Sized> Worker<'_, L> {
     fn open_file(&mut self, index: usize) -> io::Result<&File> {
         if self.open.as_ref().map(|(i, _)| *i) != Some(index) {
-            let file = open::open_regular(&self.files[index].path, self.opts.write)?;
-            advise_sequential(&file);
+            // Close the previous file first: one descriptor per worker.
+            self.open = None;
+            self.files.path_into(index, &mut self.path);
+            let file = open::open_listed_regular(&self.path, self.opts.write)?;
+            // Read-ahead advice only pays for a file longer than one read.
+            if self.files.scan_len(index) > self.opts.chunk_bytes as u64 {
+                advise_sequential(&file);
+            }
             self.open = Some((index, file));
         }
         Ok(&self.open.as_ref().expect("just opened").1)
     }
 
     fn scan_unit<V: Visitor>(&mut self, unit: WorkUnit, visitor: &mut V) {
-        self.progress
-            .current_file
-            .store(unit.file, Ordering::Relaxed);
-        if let Err(e) = self.open_file(unit.file) {
+        let first_len = if unit.last_file == unit.file {
+            unit.len
+        } else {
+            self.files.scan_len(unit.file)
+        };
+        self.scan_range(unit.file, unit.offset, first_len, visitor);
+        for file in unit.file + 1..=unit.last_file {
+            if self.progress.cancel.load(Ordering::Relaxed) {
+                return;
+            }
+            self.scan_range(file, 0, self.files.scan_len(file), visitor);
+        }
+    }
+
+    /// Scans `len` bytes of file `index` from `offset`.
+    fn scan_range<V: Visitor>(&mut self, index: usize, offset: u64, len: u64, visitor: &mut V) {
+        self.progress.current_file.store(index, Ordering::Relaxed);
+        if let Err(e) = self.open_file(index) {
             // Report an unopenable file once, from its first unit.
-            if unit.offset == 0 {
-                visitor.open_failed(unit.file, &e);
+            if offset == 0 {
+                visitor.open_failed(index, &e);
             }
             return;
         }
         let (_, file) = self.open.take().expect("file open");
-        let end = unit.offset + unit.len;
-        let mut offset = unit.offset;
+        let end = offset + len;
+        let mut offset = offset;
         while offset < end {
             let want = (self.opts.chunk_bytes as u64).min(end - offset) as usize;
             match read_full(&file, &mut self.buffer[..want], offset) {
                 Ok(got) => {
                     let whole = got - got % self.opts.block_size;
-                    self.visit(&file, unit.file, offset, whole, visitor);
+                    self.visit(&file, index, offset, whole, visitor);
                     if got < want {
-                        visitor.short_file(unit.file, offset + whole as u64);
+                        visitor.short_file(index, offset + whole as u64);
                         break;
                     }
                 }
-                Err(_) => self.scan_blockwise(&file, unit.file, offset, want, visitor),
+                Err(_) => self.scan_blockwise(&file, index, offset, want, visitor),
             }
             self.progress
                 .bytes_done
@@ -215,7 +323,7 @@ impl Worker<'_> {
             }
             offset += want as u64;
         }
-        self.open = Some((unit.file, file));
+        self.open = Some((index, file));
     }
 
     /// After a failed chunk read: read block by block so that only bad blocks are lost.
@@ -411,8 +519,53 @@ mod tests {
             WorkUnit {
                 file: 0,
                 offset: 90,
-                len: 10
+                len: 10,
+                last_file: 0,
             }
+        );
+    }
+
+    fn sized(lens: &[u64]) -> Vec<ScanFile> {
+        lens.iter()
+            .enumerate()
+            .map(|(i, &len)| ScanFile {
+                path: format!("f{i}").into(),
+                len,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn small_files_are_batched_into_whole_file_units() {
+        // Files of 1-2 blocks (10 bytes each) with units of 3 blocks: batches of whole files up
+        // to the unit size; the empty file is skipped; the big file is split on its own.
+        let files = sized(&[10, 20, 0, 10, 10, 70, 10]);
+        let units = plan_units(&files, 30, 10);
+        let shape: Vec<(usize, u64, u64, usize)> = units
+            .iter()
+            .map(|u| (u.file, u.offset, u.len, u.last_file))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (0, 0, 30, 1),
+                (3, 0, 20, 4),
+                (5, 0, 30, 5),
+                (5, 30, 30, 5),
+                (5, 60, 10, 5),
+                (6, 0, 10, 6),
+            ]
+        );
+        // No unit holds more than MAX_FILES_PER_UNIT files.
+        let many = sized(&vec![10; 3 * MAX_FILES_PER_UNIT + 1]);
+        let units = plan_units(&many, 1 << 20, 10);
+        assert_eq!(units.len(), 4);
+        assert!(units
+            .iter()
+            .all(|u| u.last_file - u.file < MAX_FILES_PER_UNIT));
+        assert_eq!(
+            units.iter().map(|u| u.len).sum::<u64>(),
+            10 * many.len() as u64
         );
     }
 }

@@ -84,6 +84,24 @@ pub fn open_regular(path: &Path, write: bool) -> io::Result<File> {
     Ok(file)
 }
 
+/// Opens a file that a directory listing has just found to be a regular file, with the fewest
+/// system calls: `open` without blocking (a FIFO swapped in since the listing does not block)
+/// and one `fstat` of the descriptor, which refuses anything but a regular file as
+/// [`open_regular`] does. `O_NONBLOCK` stays set: it has no effect on regular files, and the
+/// descriptor is only used for positioned reads and writes.
+pub fn open_listed_regular(path: &Path, write: bool) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let ft = file.metadata()?.file_type();
+    if !ft.is_file() {
+        return Err(refuse(&ft));
+    }
+    Ok(file)
+}
+
 /// Turns `O_NONBLOCK` off again (it has no effect on regular files, but the descriptor is
 /// handed to code that expects ordinary blocking I/O).
 fn clear_nonblock(file: &File) -> io::Result<()> {
@@ -143,6 +161,21 @@ mod tests {
         }
         let err = read_regular(&fifo, 8192).expect_err("a FIFO is not read");
         assert_eq!(not_regular(&err), Some("FIFO"));
+    }
+
+    #[test]
+    fn a_listed_file_swapped_for_a_fifo_or_directory_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("16384");
+        mkfifo(&fifo);
+        let err = open_listed_regular(&fifo, false).expect_err("a FIFO is not kept open");
+        assert_eq!(not_regular(&err), Some("FIFO"), "{err}");
+        assert!(open_listed_regular(&fifo, true).is_err());
+        let err = open_listed_regular(dir.path(), false).expect_err("directory");
+        assert_eq!(not_regular(&err), Some("directory"));
+        let file = dir.path().join("16385");
+        std::fs::write(&file, b"x").expect("write");
+        assert!(open_listed_regular(&file, false).is_ok());
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub fn run(
 ) -> anyhow::Result<u8> {
     let started = Instant::now();
     let bs = plan.control.blcksz as u64;
-    let bytes: u64 = plan.scan_files().iter().map(|f| f.len).sum();
+    let bytes: u64 = plan.scan_bytes();
     let (first, second) = sample_sets(plan);
     let physical = time_sample(plan, catalog, scope, opts, Level::Physical, &first);
     let standard = time_sample(plan, catalog, scope, opts, Level::Standard, &second);
@@ -132,7 +132,7 @@ fn sample_sets(plan: &Plan) -> (Vec<String>, Vec<String>) {
     for (n, f) in files.iter().step_by(step).enumerate() {
         let set = if n % 2 == 0 { &mut a } else { &mut b };
         if set.1 < SAMPLE_BYTES {
-            set.0.push(f.rel_path.clone());
+            set.0.push(f.rel_path());
             set.1 += f.size;
         }
     }
@@ -154,7 +154,7 @@ fn time_sample(
     }
     let wanted: std::collections::HashSet<&str> = paths.iter().map(String::as_str).collect();
     let sample = Plan::build_scoped(datadir(plan), plan.control.clone(), |f| {
-        scope.keeps_file(f) && wanted.contains(f.rel_path.as_str())
+        scope.keeps_file(f) && wanted.contains(f.rel_path().as_str())
     });
     let structure = (level != Level::Physical).then(|| Structure::from_catalog(&sample, catalog));
     let sample_opts = VerifyOptions {

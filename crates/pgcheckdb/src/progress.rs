@@ -64,9 +64,9 @@ pub fn file_label(plan: &Plan, catalog: &Catalog, file: usize) -> String {
         None if db_oid == 0 => "shared".to_string(),
         None => db_oid.to_string(),
     };
-    match catalog.relation_for_file(&f.rel_path, db_oid, f.name.relfilenode) {
+    match catalog.relation_of(f) {
         Some(rel) => format!("{db}/{}", rel.name),
-        None => f.rel_path.clone(),
+        None => f.rel_path(),
     }
 }
 

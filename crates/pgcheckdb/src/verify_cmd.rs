@@ -215,8 +215,18 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         announce(&control, level, opts.jobs);
     }
     let started = std::time::Instant::now();
-    // The catalog first: the scope is chosen by name before the plan lists what to read.
-    let catalog = Catalog::read(&datadir, &control);
+    // The catalog first: the scope is chosen by name before the plan picks what to read. The
+    // data directory is listed meanwhile on a second thread. Only the structure checks (and
+    // the estimate of their time) need every relation's columns.
+    let columns = level != Level::Physical || args.estimate;
+    let (catalog, listing) = std::thread::scope(|s| {
+        let listing = s.spawn(|| Plan::list(&datadir, &control));
+        let catalog = Catalog::read_with(&datadir, &control, columns);
+        let listing = listing
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (catalog, listing)
+    });
     check_interrupt("while reading the catalogs")?;
     phases.done(
         "read the catalogs offline",
@@ -224,7 +234,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     );
     let scope_opts = scope_options(&args.scope);
     let scope = Scope::select(&scope_opts, &catalog).map_err(|e| anyhow!(e))?;
-    let plan = Plan::build_scoped(&datadir, control, |f| scope.keeps_file(f));
+    let plan = Plan::from_listing(&datadir, control, listing, |f| scope.keeps_file(f));
     check_interrupt("while listing the data directory")?;
     check_filenodes(&scope_opts, &plan)?;
     phases.done(
@@ -263,7 +273,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
             list_not_order_checked(s);
         }
     }
-    let total: u64 = plan.scan_files().iter().map(|f| f.len).sum();
+    let total: u64 = plan.scan_bytes();
     let progress_state = Progress::default();
     let where_is = |file: usize| progress::file_label(&plan, &catalog, file);
     let display = progress::Display {

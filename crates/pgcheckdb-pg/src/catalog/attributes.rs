@@ -55,7 +55,7 @@ pub fn attribute_layout(major: u32) -> Option<PgAttributeLayout> {
 }
 
 /// One user column as the tuple walk needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Attribute {
     pub name: String,
     /// Type name from `pg_type` (`int4`, `text`, ...), when known.

@@ -203,6 +203,28 @@ pub fn visible_rows_of_page(
 
 /// Calls `f` for every visible or uncommitted row of one page, with its state; a page with a
 /// bad header is noted in `trouble` and skipped.
+/// The header of a catalog page whose rows can be read: `None` for a new page or one that
+/// cannot be parsed, and for a page breaking the server's rules, which is noted in `trouble`.
+pub fn usable_page_header(
+    page: &[u8],
+    blkno: u32,
+    max_align: usize,
+    trouble: &mut ScanTrouble,
+) -> Option<PageHeader> {
+    let header = PageHeader::parse(page)?;
+    if header.is_new() {
+        return None;
+    }
+    if header
+        .server_rule_violation(page.len(), max_align)
+        .is_some()
+    {
+        trouble.note_bad(blkno);
+        return None;
+    }
+    Some(header)
+}
+
 pub fn rows_of_page(
     page: &[u8],
     blkno: u32,
@@ -211,19 +233,9 @@ pub fn rows_of_page(
     trouble: &mut ScanTrouble,
     f: &mut impl FnMut(Row<'_>, RowState),
 ) {
-    let Some(header) = PageHeader::parse(page) else {
+    let Some(header) = usable_page_header(page, blkno, max_align, trouble) else {
         return;
     };
-    if header.is_new() {
-        return;
-    }
-    if header
-        .server_rule_violation(page.len(), max_align)
-        .is_some()
-    {
-        trouble.note_bad(blkno);
-        return;
-    }
     for item in line_pointers(page, &header) {
         if item.lp_flags != LpFlags::Normal {
             continue;

@@ -23,7 +23,7 @@ use serde_json::json;
 use crate::control::ControlFile;
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
 use attributes::{align_of, attribute_layout, Attribute, PgAttributeLayout};
-use heapscan::{for_each_page, rows_of_page, Row, RowState, ScanTrouble};
+use heapscan::{for_each_page, rows_of_page, usable_page_header, Row, RowState, ScanTrouble};
 use layouts::{
     layouts_for, oids, CatalogLayouts, PgClassLayout, PgDatabaseLayout, NAMEDATALEN, OID_THEN_NAME,
 };
@@ -138,8 +138,9 @@ pub struct RelationInfo {
     pub name: String,
     pub kind: RelKind,
     pub relam: u32,
-    /// Access method name (`heap`, `btree`, ...), if it has one.
-    pub am: Option<String>,
+    /// Access method name (`heap`, `btree`, ...), if it has one; shared by every relation of
+    /// the access method.
+    pub am: Option<Arc<str>>,
     pub relnatts: i16,
     pub reltoastrelid: u32,
     pub relfrozenxid: u32,
@@ -147,9 +148,9 @@ pub struct RelationInfo {
     pub persistence: u8,
     pub is_shared: bool,
     /// Tablespace name, when not the database's default.
-    pub tablespace: Option<String>,
+    pub tablespace: Option<Box<str>>,
     /// For an index, its table; for a TOAST table, the table whose values it holds.
-    pub owner: Option<String>,
+    pub owner: Option<Box<str>>,
     /// Columns 1..=relnatts, if `pg_attribute` described them completely.
     pub attributes: Option<Arc<[Attribute]>>,
 }
@@ -157,11 +158,81 @@ pub struct RelationInfo {
 /// Key of a relation's files: database oid (0 for shared), tablespace oid, file number.
 pub type FileKey = (u32, u32, u32);
 
+/// The relations of the catalogs by file key, held compactly: the descriptions in one vector
+/// (grown per database to its exact size) and a small hash index of 16-byte entries, instead of
+/// a hash table whose empty slots are each as large as a description. Iteration order is
+/// unspecified, as with a hash map.
+#[derive(Debug, Default)]
+pub struct RelationMap {
+    entries: Vec<(FileKey, RelationInfo)>,
+    index: HashMap<FileKey, u32>,
+}
+
+impl RelationMap {
+    /// Inserts or replaces the relation of `key`; returns the one it replaced.
+    pub fn insert(&mut self, key: FileKey, info: RelationInfo) -> Option<RelationInfo> {
+        if let Some(&i) = self.index.get(&key) {
+            return Some(std::mem::replace(&mut self.entries[i as usize].1, info));
+        }
+        let i = u32::try_from(self.entries.len()).expect("fewer than 2^32 relations");
+        self.index.insert(key, i);
+        self.entries.push((key, info));
+        None
+    }
+
+    /// Room for `n` more relations, exactly.
+    pub fn reserve_exact(&mut self, n: usize) {
+        self.entries.reserve_exact(n);
+        self.index.reserve(n);
+    }
+
+    pub fn get(&self, key: &FileKey) -> Option<&RelationInfo> {
+        self.index.get(key).map(|&i| &self.entries[i as usize].1)
+    }
+
+    pub fn contains_key(&self, key: &FileKey) -> bool {
+        self.index.contains_key(key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// `(key, relation)` pairs, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&FileKey, &RelationInfo)> + '_ {
+        self.entries.iter().map(|(k, r)| (k, r))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &FileKey> + '_ {
+        self.entries.iter().map(|(k, _)| k)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &RelationInfo> + '_ {
+        self.entries.iter().map(|(_, r)| r)
+    }
+}
+
+impl<'a> IntoIterator for &'a RelationMap {
+    type Item = (&'a FileKey, &'a RelationInfo);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (FileKey, RelationInfo)>,
+        fn(&'a (FileKey, RelationInfo)) -> (&'a FileKey, &'a RelationInfo),
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.iter().map(|(k, r)| (k, r))
+    }
+}
+
 /// Names for everything the catalogs describe.
 #[derive(Debug, Default)]
 pub struct Catalog {
     pub databases: HashMap<u32, DatabaseInfo>,
-    pub relations: HashMap<FileKey, RelationInfo>,
+    pub relations: RelationMap,
     /// `pg_tablespace`: oid -> name.
     pub tablespaces: HashMap<u32, String>,
     /// The commit log, for tuple visibility.
@@ -188,12 +259,67 @@ struct Reader<'a> {
     control: &'a ControlFile,
     layouts: CatalogLayouts,
     catalog: Catalog,
+    /// Column lists already seen: relations with the same columns (the tables of a
+    /// multi-tenant cluster's schemas, every TOAST table) share one list.
+    column_lists: ColumnLists,
+    /// Whether to read `pg_attribute` (the structure checks need it; names do not).
+    columns: bool,
+}
+
+/// Interned column lists.
+#[derive(Default)]
+struct ColumnLists(HashSet<Arc<[Attribute]>>);
+
+impl ColumnLists {
+    /// The shared list of the columns `ids` (indexes into `distinct`).
+    fn intern(&mut self, ids: Vec<u32>, distinct: &[Attribute]) -> Arc<[Attribute]> {
+        let columns: Vec<Attribute> = ids
+            .iter()
+            .filter_map(|&i| distinct.get(i as usize).cloned())
+            .collect();
+        if let Some(seen) = self.0.get(columns.as_slice()) {
+            return Arc::clone(seen);
+        }
+        let list: Arc<[Attribute]> = columns.into();
+        self.0.insert(Arc::clone(&list));
+        list
+    }
+}
+
+/// The user columns of one database's relations as read from `pg_attribute`.
+#[derive(Default)]
+struct RelationColumns {
+    /// Every distinct column.
+    distinct: Vec<Attribute>,
+    /// `(attrelid, attnum, index into distinct)`, sorted.
+    by_relation: Vec<(u32, i16, u32)>,
+}
+
+impl RelationColumns {
+    /// `(attnum, index into distinct)` of the columns of `relid`, or `None` if it has none.
+    fn of(&self, relid: u32) -> Option<Vec<(i16, u32)>> {
+        let start = self.by_relation.partition_point(|c| c.0 < relid);
+        let end = self.by_relation.partition_point(|c| c.0 <= relid);
+        (start < end).then(|| {
+            self.by_relation[start..end]
+                .iter()
+                .map(|&(_, attnum, id)| (attnum, id))
+                .collect()
+        })
+    }
 }
 
 impl Catalog {
     /// Reads the catalogs of a stopped cluster. Never fails: what cannot be read becomes a
     /// finding and is left unnamed.
     pub fn read(datadir: &Path, control: &ControlFile) -> Catalog {
+        Catalog::read_with(datadir, control, true)
+    }
+
+    /// [`Catalog::read`], reading the columns of every relation (`pg_attribute`, for the
+    /// structure checks) only when `columns`: without them every relation's
+    /// [`RelationInfo::attributes`] is `None`, which is all the physical level needs.
+    pub fn read_with(datadir: &Path, control: &ControlFile, columns: bool) -> Catalog {
         let Some(layouts) = control.major.and_then(layouts_for) else {
             let mut c = Catalog::default();
             c.findings.push(catalog_finding(
@@ -217,6 +343,8 @@ impl Catalog {
                     .unwrap_or_default(),
                 ..Catalog::default()
             },
+            column_lists: ColumnLists::default(),
+            columns,
         };
         reader.read_databases();
         let dbs: Vec<DatabaseInfo> = reader.catalog.databases.values().cloned().collect();
@@ -236,6 +364,16 @@ impl Catalog {
     ) -> Option<&RelationInfo> {
         self.relations
             .get(&(db_oid, tablespace_of_path(file), filenode))
+    }
+
+    /// The relation a listed relation file belongs to.
+    pub fn relation_of(&self, f: &crate::datadir::RelationFile) -> Option<&RelationInfo> {
+        self.relations.get(&file_key(f))
+    }
+
+    /// The uncommitted relation a listed relation file belongs to.
+    pub fn pending_of(&self, f: &crate::datadir::RelationFile) -> Option<&PendingRelation> {
+        self.pending.get(&file_key(f))
     }
 
     /// The uncommitted relation stored in `file` under file number `filenode` of `db_oid`.
@@ -277,9 +415,9 @@ impl Catalog {
             });
             if let Some(obj) = f.detail.as_object_mut() {
                 let extra = [
-                    ("access_method", &rel.am),
-                    ("table", &rel.owner),
-                    ("tablespace", &rel.tablespace),
+                    ("access_method", rel.am.as_deref()),
+                    ("table", rel.owner.as_deref()),
+                    ("tablespace", rel.tablespace.as_deref()),
                 ];
                 for (key, value) in extra {
                     if let Some(v) = value {
@@ -342,6 +480,15 @@ impl Catalog {
 }
 
 /// Tablespace oid of a relation file from its path: `global/` is pg_global, `base/` pg_default.
+/// The file key of a listed relation file.
+pub fn file_key(f: &crate::datadir::RelationFile) -> FileKey {
+    (
+        f.location.db_oid(),
+        f.location.tablespace_oid(),
+        f.name.relfilenode,
+    )
+}
+
 pub fn tablespace_of_path(file: &str) -> u32 {
     if file.starts_with("global/") {
         oids::GLOBALTABLESPACE
@@ -396,10 +543,7 @@ fn builtin_am(oid: u32) -> Option<&'static str> {
 }
 
 /// Columns `1..=relnatts` in order, or `None` if any is missing or doubled.
-fn complete_columns(
-    rows: Option<Vec<(i16, Attribute)>>,
-    relnatts: i16,
-) -> Option<Arc<[Attribute]>> {
+fn complete_columns<T>(rows: Option<Vec<(i16, T)>>, relnatts: i16) -> Option<Vec<T>> {
     let mut rows = rows?;
     rows.sort_by_key(|(n, _)| *n);
     let dense = rows.len() == relnatts.max(0) as usize
@@ -413,7 +557,7 @@ fn complete_columns(
 /// What one database's catalogs give for naming its relations.
 struct NameSources<'a> {
     namespaces: &'a HashMap<u32, String>,
-    ams: &'a HashMap<u32, String>,
+    ams: &'a HashMap<u32, Arc<str>>,
     local_map: &'a HashMap<u32, u32>,
     global_map: &'a HashMap<u32, u32>,
 }
@@ -540,12 +684,31 @@ impl Reader<'_> {
         what: &str,
         mut f: impl FnMut(Row<'_>, RowState),
     ) -> bool {
+        let ma = self.control.max_align as usize;
+        // The commit log is lent to the page visitor for the scan and put back after it.
+        let clog = std::mem::take(&mut self.catalog.clog);
+        let complete = self.scan_pages(dir, filenode, what, |blkno, page, trouble| {
+            rows_of_page(page, blkno, ma, &clog, trouble, &mut f)
+        });
+        self.catalog.clog = clog;
+        complete
+    }
+
+    /// Reads every page of the catalog `filenode` in `dir`, handing each to `visit`, and reports
+    /// the pages `visit` notes as damaged and a file that cannot be read; false if the file
+    /// could not be used whole.
+    fn scan_pages(
+        &mut self,
+        dir: &Path,
+        filenode: u32,
+        what: &str,
+        mut visit: impl FnMut(u32, &[u8], &mut ScanTrouble),
+    ) -> bool {
         let shown = self.shown(dir, filenode);
-        let (bs, ma) = (self.control.block_size(), self.control.max_align as usize);
-        let clog = &self.catalog.clog;
+        let bs = self.control.block_size();
         let mut trouble = ScanTrouble::default();
         let read = for_each_page(dir, filenode, bs, |blkno, page| {
-            rows_of_page(page, blkno, ma, clog, &mut trouble, &mut f)
+            visit(blkno, page, &mut trouble)
         });
         if let Err(e) = read {
             self.read_failed(&shown, what, &e);
@@ -619,23 +782,37 @@ impl Reader<'_> {
         }
     }
 
-    /// `attrelid -> [(attnum, column)]` for user columns (attnum > 0).
+    /// `attrelid -> [(attnum, column)]` for user columns (attnum > 0), each column as its index
+    /// in the returned table of distinct columns: a cluster of many alike tables holds each
+    /// distinct column once while its catalogs are read.
     fn read_attributes(
         &mut self,
         dir: &Path,
         filenode: u32,
         types: &HashMap<u32, String>,
-    ) -> HashMap<u32, Vec<(i16, Attribute)>> {
-        let mut out: HashMap<u32, Vec<(i16, Attribute)>> = HashMap::new();
+    ) -> RelationColumns {
+        let mut out = RelationColumns::default();
         let Some(l) = self.control.major.and_then(attribute_layout) else {
             return out;
         };
+        if !self.columns {
+            self.check_pages(dir, Some(filenode), "pg_attribute");
+            return out;
+        }
+        let mut ids: HashMap<Attribute, u32> = HashMap::new();
         self.scan(dir, filenode, "pg_attribute", |row| {
             let parsed = attribute_row(row.data, &l, types);
             if let Some((relid, attnum, attr)) = parsed.filter(|p| p.1 > 0) {
-                out.entry(relid).or_default().push((attnum, attr));
+                let next = out.distinct.len() as u32;
+                let id = *ids.entry(attr).or_insert_with_key(|a| {
+                    out.distinct.push(a.clone());
+                    next
+                });
+                out.by_relation.push((relid, attnum, id));
             }
         });
+        out.by_relation.sort_unstable();
+        out.by_relation.shrink_to_fit();
         out
     }
 
@@ -673,7 +850,19 @@ impl Reader<'_> {
         let complete = self.scan_rows(dir, filenode, "pg_class", |row, state| {
             rows.extend(class_row(row.data, &l, state));
         });
+        rows.shrink_to_fit();
         (rows, complete)
+    }
+
+    /// Reads every page of a catalog for the damage [`Self::scan`] reports, using no row: the
+    /// catalogs whose rows a run does not need are still checked the same way.
+    fn check_pages(&mut self, dir: &Path, filenode: Option<u32>, what: &str) {
+        let ma = self.control.max_align as usize;
+        if let Some(filenode) = filenode {
+            self.scan_pages(dir, filenode, what, |blkno, page, trouble| {
+                usable_page_header(page, blkno, ma, trouble);
+            });
+        }
     }
 
     /// `oid -> name` from a catalog whose rows start with `oid, name` (pg_namespace, pg_am).
@@ -715,8 +904,17 @@ impl Reader<'_> {
                 .or_else(|| local_map.get(&oid).copied())
         };
         let namespaces = self.read_names(&dir, node_of(oids::PG_NAMESPACE), "pg_namespace");
-        let ams = self.read_names(&dir, node_of(oids::PG_AM), "pg_am");
-        let types = self.read_names(&dir, node_of(oids::PG_TYPE), "pg_type");
+        let ams: HashMap<u32, Arc<str>> = self
+            .read_names(&dir, node_of(oids::PG_AM), "pg_am")
+            .into_iter()
+            .map(|(oid, name)| (oid, Arc::from(name)))
+            .collect();
+        let types = if self.columns {
+            self.read_names(&dir, node_of(oids::PG_TYPE), "pg_type")
+        } else {
+            self.check_pages(&dir, node_of(oids::PG_TYPE), "pg_type");
+            HashMap::new()
+        };
         let owners = self.owners(&dir, node_of(oids::PG_INDEX), &rows, &namespaces);
         self.read_order_meta(db, &dir, &node_of);
         let global_map = if rows.iter().any(|r| r.relisshared) {
@@ -724,19 +922,25 @@ impl Reader<'_> {
         } else {
             HashMap::new()
         };
-        let mut columns = local_map
+        let columns = local_map
             .get(&oids::PG_ATTRIBUTE)
             .map(|&n| self.read_attributes(&dir, n, &types))
             .unwrap_or_default();
+        drop(types);
         let names = NameSources {
             namespaces: &namespaces,
             ams: &ams,
             local_map: &local_map,
             global_map: &global_map,
         };
+        self.catalog.relations.reserve_exact(rows.len());
+        let mut taken: HashSet<u32> = HashSet::new();
         for r in rows {
-            let attrs = complete_columns(columns.remove(&r.oid), r.relnatts);
-            let owner = owners.get(&r.oid).cloned();
+            // A second row with the same oid (a stale one) gets no columns, as before.
+            let ids = taken.insert(r.oid).then(|| columns.of(r.oid)).flatten();
+            let attrs = complete_columns(ids, r.relnatts)
+                .map(|ids| self.column_lists.intern(ids, &columns.distinct));
+            let owner = owners.get(&r.oid).map(|o| Box::from(o.as_str()));
             self.add_relation(db, &r, &names, attrs, owner);
         }
         for r in uncommitted {
@@ -826,7 +1030,7 @@ impl Reader<'_> {
         r: &ClassRow,
         names: &NameSources<'_>,
         attributes: Option<Arc<[Attribute]>>,
-        owner: Option<String>,
+        owner: Option<Box<str>>,
     ) {
         let Some((db_oid, spc, filenode)) = Self::file_key(db, r, names) else {
             return;
@@ -837,7 +1041,7 @@ impl Reader<'_> {
                     .ams
                     .get(&r.relam)
                     .cloned()
-                    .or_else(|| builtin_am(r.relam).map(String::from))
+                    .or_else(|| builtin_am(r.relam).map(Arc::from))
             })
             .flatten();
         let info = RelationInfo {
@@ -853,7 +1057,12 @@ impl Reader<'_> {
             persistence: r.relpersistence,
             is_shared: r.relisshared,
             tablespace: (!matches!(spc, oids::DEFAULTTABLESPACE | oids::GLOBALTABLESPACE))
-                .then(|| self.catalog.tablespaces.get(&spc).cloned())
+                .then(|| {
+                    self.catalog
+                        .tablespaces
+                        .get(&spc)
+                        .map(|t| Box::from(t.as_str()))
+                })
                 .flatten(),
             owner,
             attributes,

@@ -33,9 +33,9 @@ fn unopenable_relation_files(plan: &Plan, write: bool) -> Vec<String> {
         .files
         .iter()
         .filter_map(|f| {
-            open_regular(&f.path, write)
+            open_regular(&f.path(), write)
                 .err()
-                .map(|e| format!("could not open \"{}\" {how}: {e}", f.rel_path))
+                .map(|e| format!("could not open \"{}\" {how}: {e}", f.rel_path()))
         })
         .collect()
 }

@@ -256,7 +256,7 @@ pub(super) fn file_finding(
     detail: serde_json::Value,
 ) -> Finding {
     let f = &plan.dir.files[file];
-    let mut finding = Finding::for_file(kind, severity, &f.rel_path, message)
+    let mut finding = Finding::for_file(kind, severity, &f.rel_path(), message)
         .with_detail(detail)
         .at_segment(f.name.segno);
     finding.fork = Some(f.name.fork);
@@ -310,21 +310,21 @@ impl Visitor for Stamper<'_> {
         let f = &self.plan.dir.files[file];
         self.tool_errors.push(format!(
             "could not read \"{}\" at offset {offset}: {err}",
-            f.rel_path
+            f.rel_path()
         ));
     }
 
     fn open_failed(&mut self, file: usize, err: &io::Error) {
         let f = &self.plan.dir.files[file];
         self.tool_errors
-            .push(format!("could not open \"{}\": {err}", f.rel_path));
+            .push(format!("could not open \"{}\": {err}", f.rel_path()));
     }
 
     fn short_file(&mut self, file: usize, offset: u64) {
         let f = &self.plan.dir.files[file];
         self.tool_errors.push(format!(
             "file \"{}\" shrank to {offset} bytes during the run",
-            f.rel_path
+            f.rel_path()
         ));
     }
 
@@ -338,7 +338,7 @@ impl Visitor for Stamper<'_> {
         let f = &self.plan.dir.files[file];
         self.tool_errors.push(format!(
             "could not write \"{}\" at offset {offset}: {err}",
-            f.rel_path
+            f.rel_path()
         ));
     }
 }

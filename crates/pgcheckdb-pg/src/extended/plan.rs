@@ -132,11 +132,11 @@ impl ExtendedPlan {
             indexes.insert(fork, info);
         }
         for (&fork, info) in &indexes {
-            for &i in &plan.forks[fork].segments {
+            for i in plan.forks[fork].segments.clone() {
                 roles[i] = Some(Role::Btree(info.clone()));
             }
             if let Some(u) = &info.unique {
-                for &i in &plan.forks[u.heap_fork].segments {
+                for i in plan.forks[u.heap_fork].segments.clone() {
                     roles[i] = Some(Role::Heap { fork: u.heap_fork });
                 }
             }
@@ -178,10 +178,10 @@ fn fork_keys(plan: &Plan) -> HashMap<FileKey, usize> {
         .enumerate()
         .filter(|(_, f)| f.fork == ForkNumber::Main && !f.segments.is_empty())
         .map(|(i, f)| {
-            let first = &plan.dir.files[f.segments[0]];
+            let first = &plan.dir.files[f.segments.start];
             let key = (
                 f.location.db_oid(),
-                tablespace_of_path(&first.rel_path),
+                tablespace_of_path(&first.rel_path()),
                 f.relfilenode,
             );
             (key, i)

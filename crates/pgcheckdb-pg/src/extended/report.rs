@@ -20,11 +20,11 @@ pub fn block_finding(
     let segno = (blkno / relseg) as u32;
     let file = f
         .segments
-        .iter()
-        .map(|&i| &plan.dir.files[i])
+        .clone()
+        .map(|i| &plan.dir.files[i])
         .find(|x| x.name.segno == segno)
-        .unwrap_or(&plan.dir.files[f.segments[0]]);
-    let mut finding = Finding::for_file(kind, Severity::Error, &file.rel_path, message)
+        .unwrap_or(&plan.dir.files[f.segments.start]);
+    let mut finding = Finding::for_file(kind, Severity::Error, &file.rel_path(), message)
         .with_detail(detail)
         .at_segment(segno);
     finding.fork = Some(f.fork);
