@@ -34,33 +34,10 @@ use pgcheckdb_pg::page::PageHeader;
 use pgcheckdb_testkit::run::{self, Run};
 use pgcheckdb_testkit::BLCKSZ;
 
-use common::bin;
+use common::{bin, ensure_libc_locale};
 
 /// The libc locale whose order differs from byte order.
 const LIBC_LOCALE: &str = "en_US.utf8";
-
-/// Makes sure `en_US.utf8` is installed (compiling it offline if needed).
-fn ensure_libc_locale() {
-    let listed = Command::new("locale")
-        .arg("-a")
-        .output()
-        .expect("run locale -a");
-    let have = String::from_utf8_lossy(&listed.stdout)
-        .lines()
-        .any(|l| l.eq_ignore_ascii_case(LIBC_LOCALE) || l == "en_US.UTF-8");
-    if have {
-        return;
-    }
-    let out = Command::new("localedef")
-        .args(["-i", "en_US", "-f", "UTF-8", "en_US.UTF-8"])
-        .output()
-        .expect("run localedef (the test needs the en_US.UTF-8 locale)");
-    assert!(
-        out.status.success(),
-        "localedef en_US.UTF-8 failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// One indexed column: its table, type, index definition and values.
 struct Spec {

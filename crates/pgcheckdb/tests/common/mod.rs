@@ -55,3 +55,28 @@ pub fn finding<'a>(run: &'a Run, key: &Key) -> &'a serde_json::Value {
 pub fn key(kind: &str, file: &str, block: u64) -> Key {
     Key::new(kind, file, Some(block))
 }
+
+/// Makes sure the `en_US.UTF-8` libc locale exists (compiling it with `localedef` from the
+/// `locales` package's definitions when it does not): the B-tree order tests need a collation
+/// whose order differs from byte order. Fails loudly when it cannot.
+pub fn ensure_libc_locale() {
+    let listed = std::process::Command::new("locale")
+        .arg("-a")
+        .output()
+        .expect("run locale -a");
+    let have = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .any(|l| l.eq_ignore_ascii_case("en_US.utf8") || l == "en_US.UTF-8");
+    if have {
+        return;
+    }
+    let out = std::process::Command::new("localedef")
+        .args(["-i", "en_US", "-f", "UTF-8", "en_US.UTF-8"])
+        .output()
+        .expect("run localedef (the test needs the en_US.UTF-8 locale)");
+    assert!(
+        out.status.success(),
+        "localedef en_US.UTF-8 failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
