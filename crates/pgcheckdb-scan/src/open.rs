@@ -71,15 +71,7 @@ pub fn open_regular(path: &Path, write: bool) -> io::Result<File> {
     if !ft.is_file() {
         return Err(refuse(&ft));
     }
-    let file = OpenOptions::new()
-        .read(true)
-        .write(write)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)?;
-    let ft = file.metadata()?.file_type();
-    if !ft.is_file() {
-        return Err(refuse(&ft));
-    }
+    let file = open_listed_regular(path, write)?;
     clear_nonblock(&file)?;
     Ok(file)
 }
