@@ -1,0 +1,277 @@
+//! `verify`: plans the scan of a data directory (control file, relation files, segment
+//! structure), runs the block checks in parallel and merges the findings into one report.
+
+mod checker;
+mod plan;
+mod runs;
+
+use checker::BlockChecker;
+pub use plan::Plan;
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use pgcheckdb_scan::{plan_units, Progress, ScanOptions};
+
+use crate::btree_order::plan::BtreeOrders;
+use crate::btree_order::NotOrderChecked;
+use crate::catalog::xact::CommitLog;
+use crate::catalog::Catalog;
+use crate::finding::{Finding, Severity};
+use crate::physical::PageCheckConfig;
+use crate::relfile::ForkNumber;
+use crate::standard::{ClusterFacts, FileStructure, PageFormat};
+
+/// Check level (DESIGN.md §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    Physical,
+    Standard,
+    Extended,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Physical => "physical",
+            Level::Standard => "standard",
+            Level::Extended => "extended",
+        }
+    }
+}
+
+/// How to run a verification.
+#[derive(Debug, Clone)]
+pub struct VerifyOptions {
+    pub jobs: usize,
+    pub level: Level,
+    pub max_bytes_per_sec: Option<u64>,
+    /// Largest work unit (a block range of one segment file), in bytes. Units are made smaller
+    /// on small clusters so that every worker gets at least [`MIN_UNITS_PER_JOB`] of them.
+    pub unit_bytes: u64,
+    /// Bytes per read.
+    pub chunk_bytes: usize,
+    /// Count tuples per relation for the verbose summary ([`crate::relstats`]).
+    pub count_tuples: bool,
+}
+
+impl Default for VerifyOptions {
+    fn default() -> Self {
+        VerifyOptions {
+            jobs: 1,
+            level: Level::Physical,
+            max_bytes_per_sec: None,
+            // 32 MiB rather than 8: with cold caches each worker's reads stay sequential for
+            // longer (2.4 GB cluster, -j 2: 3-9 % less time; warm: no change), see
+            // docs/PERFORMANCE.md.
+            unit_bytes: 32 << 20,
+            chunk_bytes: 256 << 10,
+            count_tuples: false,
+        }
+    }
+}
+
+/// Fewest work units per worker: the last units of a scan then leave at most a small fraction
+/// of the work to a single worker.
+pub const MIN_UNITS_PER_JOB: u64 = 16;
+
+/// The work unit size for `total_bytes` scanned by `jobs` workers: `max_unit`, made smaller on
+/// small clusters (never below one block).
+fn unit_bytes_for(max_unit: u64, total_bytes: u64, jobs: usize, block_size: u64) -> u64 {
+    let balanced = total_bytes / (MIN_UNITS_PER_JOB * jobs.max(1) as u64);
+    max_unit.min(balanced).max(block_size)
+}
+
+/// The run's totals: the last line of the JSON output.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    pub level: String,
+    pub postgres_version: Option<u32>,
+    pub checksums: String,
+    pub block_size: u32,
+    pub segment_blocks: u32,
+    pub files: u64,
+    pub blocks: u64,
+    pub bytes: u64,
+    pub new_pages: u64,
+    pub interior_zero_pages: u64,
+    pub skipped_blocks: u64,
+    pub skipped_files: u64,
+    pub corrupt_blocks: u64,
+    pub findings: u64,
+    /// B-tree indexes whose keys could not be order-checked (standard level and above): no
+    /// comparator for a key column's type, operator class or collation. Absent at the
+    /// physical level.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keys_not_order_checked: Option<u64>,
+    pub seconds: f64,
+    /// When the run started and finished (RFC 3339, UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// Why the run is incomplete or did not happen (exit 1 or interrupted): the first tool
+    /// error, a refusal, or the signal that stopped it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The extended level's facts and merge (only at that level).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extended: Option<crate::extended::ExtendedSummary>,
+}
+
+/// Everything a verification produced.
+#[derive(Debug, Default)]
+pub struct VerifyReport {
+    /// Sorted by file, block and kind: the same for any thread count.
+    pub findings: Vec<Finding>,
+    pub summary: Summary,
+    /// Problems on pgcheckdb's side (permission denied, unlistable directory): the run is incomplete.
+    pub tool_errors: Vec<String>,
+    /// Pages and tuples per file of the plan ([`crate::relstats`]).
+    pub file_tallies: Vec<crate::relstats::FileTally>,
+}
+
+impl VerifyReport {
+    /// Findings of error severity.
+    pub fn error_count(&self) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .count()
+    }
+}
+
+/// Whether the `t_ctid` placement evidence applies to `file` (of fork `fork`): main forks of
+/// heap relations, or of relations the catalog does not describe (the page's shape decides).
+pub(crate) fn placement_applies(
+    plan: &Plan,
+    structure: Option<&Structure<'_>>,
+    file: usize,
+    fork: usize,
+) -> bool {
+    if plan.forks[fork].fork != crate::relfile::ForkNumber::Main {
+        return false;
+    }
+    let format = structure
+        .and_then(|s| s.files.get(file))
+        .and_then(Option::as_ref)
+        .map(|fs| &fs.format);
+    matches!(format, None | Some(PageFormat::Heap(_)))
+}
+
+/// Inputs of the standard level: what each file must hold, and the cluster facts.
+pub struct Structure<'c> {
+    /// Per file of the plan: its page format, or `None` when it has no structure checks.
+    pub files: Vec<Option<FileStructure>>,
+    pub facts: ClusterFacts,
+    pub clog: &'c CommitLog,
+    /// B-tree indexes whose keys are not order-checked: `(schema.name, database oid, why)`.
+    pub not_order_checked: Vec<(String, u32, NotOrderChecked)>,
+    /// The extended level's plan: its facts are emitted during the scan and merged after it.
+    pub extended: Option<&'c crate::extended::ExtendedPlan>,
+}
+
+impl<'c> Structure<'c> {
+    /// Derives every file's page format from the catalog.
+    pub fn from_catalog(plan: &Plan, catalog: &'c Catalog) -> Structure<'c> {
+        let control = &plan.control;
+        let mut orders = BtreeOrders::new(plan, catalog);
+        let files = plan
+            .dir
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let rel = catalog.relation_of(f)?;
+                let format = PageFormat::for_relation(rel, f.name.fork)?;
+                let btree_order = match format {
+                    PageFormat::Btree if f.name.fork == ForkNumber::Main => {
+                        orders.of(plan.fork_of_file[i], f.location.db_oid(), rel)
+                    }
+                    _ => None,
+                };
+                Some(FileStructure {
+                    format,
+                    fork_blocks: plan.fork_blocks[plan.fork_of_file[i]],
+                    btree_order,
+                })
+            })
+            .collect();
+        let facts = crate::standard::bounds::cluster_facts(control, &plan.datadir);
+        Structure {
+            files,
+            facts,
+            clog: &catalog.clog,
+            not_order_checked: orders.skipped,
+            extended: None,
+        }
+    }
+}
+
+/// Runs the physical check of every block in the plan, and the structure checks of the
+/// standard level when `structure` is given.
+pub fn run(
+    plan: &Plan,
+    opts: &VerifyOptions,
+    progress: &Progress,
+    structure: Option<&Structure<'_>>,
+) -> VerifyReport {
+    let started = Instant::now();
+    let control = &plan.control;
+    let cfg = PageCheckConfig {
+        blcksz: control.blcksz as usize,
+        max_align: control.max_align as usize,
+        checksums: control.data_checksum_version == crate::control::ChecksumState::ON_VERSION,
+    };
+    let total_bytes = plan.scan_bytes();
+    let unit_bytes = unit_bytes_for(opts.unit_bytes, total_bytes, opts.jobs, cfg.blcksz as u64);
+    let units = plan_units(plan, unit_bytes, cfg.blcksz as u64);
+    let scan_opts = ScanOptions {
+        jobs: opts.jobs,
+        chunk_bytes: (opts.chunk_bytes / cfg.blcksz).max(1) * cfg.blcksz,
+        block_size: cfg.blcksz,
+        write: false,
+        max_bytes_per_sec: opts.max_bytes_per_sec,
+    };
+    let workers = pgcheckdb_scan::run(
+        plan,
+        &units,
+        &scan_opts,
+        || BlockChecker::new(plan, cfg, structure, opts.count_tuples),
+        progress,
+    );
+    let mut merged = BlockChecker::new(plan, cfg, structure, opts.count_tuples);
+    for w in workers {
+        merged.absorb(w);
+    }
+    let facts = merged.facts.take();
+    let mut report = merged.finish(plan, opts, started);
+    report.summary.keys_not_order_checked = structure.map(|s| s.not_order_checked.len() as u64);
+    let extended = structure.and_then(|s| s.extended);
+    if let (Some(facts), Some(ext)) = (facts, extended) {
+        // An interrupted scan left facts out: cross-page checks would blame healthy pages.
+        if !progress.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            crate::extended::merge_into(plan, ext, facts.finish(), &mut report);
+        }
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_size_is_capped_and_shrinks_on_small_clusters() {
+        let mib = 1 << 20;
+        // 2.4 GB on 2 workers: the cap.
+        assert_eq!(unit_bytes_for(32 * mib, 2_400_000_000, 2, 8192), 32 * mib);
+        // 64 MiB on 2 workers: 32 units of 2 MiB.
+        assert_eq!(unit_bytes_for(32 * mib, 64 * mib, 2, 8192), 2 * mib);
+        // Tiny cluster: never below one block.
+        assert_eq!(unit_bytes_for(32 * mib, 8192, 4, 8192), 8192);
+        assert_eq!(unit_bytes_for(32 * mib, 0, 0, 8192), 8192);
+    }
+}
