@@ -7,8 +7,10 @@ use std::collections::HashMap;
 use super::attributes::{attribute_layout, Attribute};
 use super::heapscan::for_each_visible_row;
 use super::layouts::layouts_for;
+use super::rows::{
+    attribute_row, class_row, complete_columns, database_row, index_row, oid_name_row,
+};
 use super::xact::CommitLog;
-use super::{attribute_row, class_row, complete_columns, database_row, index_row, oid_name_row};
 
 /// Scans `data` (whole blocks of `blcksz`) as a catalog file and decodes every visible row as
 /// each catalog pgcheckdb reads, for every major version; returns the number of visible rows.

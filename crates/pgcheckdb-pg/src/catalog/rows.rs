@@ -1,0 +1,132 @@
+//! Decoding catalog rows: the columns pgcheckdb reads from `pg_class`, `pg_attribute`,
+//! `pg_database`, `pg_namespace`/`pg_am` and `pg_index` rows, by each version's layout.
+
+use std::collections::HashMap;
+
+use super::*;
+use attributes::{align_of, Attribute, PgAttributeLayout};
+use heapscan::RowState;
+use layouts::{PgClassLayout, PgDatabaseLayout, NAMEDATALEN, OID_THEN_NAME};
+
+pub(super) fn u32_at(b: &[u8], off: usize) -> Option<u32> {
+    let s = b.get(off..off + 4)?;
+    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+pub(super) fn i16_at(b: &[u8], off: usize) -> Option<i16> {
+    let s = b.get(off..off + 2)?;
+    Some(i16::from_le_bytes([s[0], s[1]]))
+}
+
+/// A `name` column: NUL-padded, at most `NAMEDATALEN - 1` bytes.
+pub(super) fn name_at(b: &[u8], off: usize) -> Option<String> {
+    let s = b.get(off..off + NAMEDATALEN)?;
+    let end = s.iter().position(|&c| c == 0).unwrap_or(NAMEDATALEN);
+    Some(String::from_utf8_lossy(&s[..end]).into_owned())
+}
+
+/// Built-in access methods, used when `pg_am` cannot be read.
+pub(super) fn builtin_am(oid: u32) -> Option<&'static str> {
+    Some(match oid {
+        2 => "heap",
+        403 => "btree",
+        405 => "hash",
+        783 => "gist",
+        2742 => "gin",
+        4000 => "spgist",
+        3580 => "brin",
+        _ => return None,
+    })
+}
+
+/// Columns `1..=relnatts` in order, or `None` if any is missing or doubled.
+pub(super) fn complete_columns<T>(rows: Option<Vec<(i16, T)>>, relnatts: i16) -> Option<Vec<T>> {
+    let mut rows = rows?;
+    rows.sort_by_key(|(n, _)| *n);
+    let dense = rows.len() == relnatts.max(0) as usize
+        && rows
+            .iter()
+            .enumerate()
+            .all(|(i, (n, _))| *n as usize == i + 1);
+    dense.then(|| rows.into_iter().map(|(_, a)| a).collect())
+}
+
+/// A `pg_class` row as read, before names are resolved.
+pub(super) struct ClassRow {
+    pub(super) oid: u32,
+    pub(super) relname: String,
+    pub(super) relnamespace: u32,
+    pub(super) relam: u32,
+    pub(super) relfilenode: u32,
+    pub(super) reltablespace: u32,
+    pub(super) reltoastrelid: u32,
+    pub(super) relisshared: bool,
+    pub(super) relpersistence: u8,
+    pub(super) relkind: RelKind,
+    pub(super) relnatts: i16,
+    pub(super) relfrozenxid: u32,
+    pub(super) relminmxid: u32,
+    pub(super) state: RowState,
+}
+
+/// One `pg_class` row's columns, `None` if the row is too short for them.
+pub(super) fn class_row(d: &[u8], l: &PgClassLayout, state: RowState) -> Option<ClassRow> {
+    let byte = |off: usize| d.get(off).copied();
+    Some(ClassRow {
+        oid: u32_at(d, l.oid)?,
+        relname: name_at(d, l.relname)?,
+        relnamespace: u32_at(d, l.relnamespace)?,
+        relam: u32_at(d, l.relam)?,
+        relfilenode: u32_at(d, l.relfilenode)?,
+        reltablespace: u32_at(d, l.reltablespace)?,
+        reltoastrelid: u32_at(d, l.reltoastrelid)?,
+        relisshared: byte(l.relisshared)? != 0,
+        relpersistence: byte(l.relpersistence)?,
+        relkind: RelKind::from_byte(byte(l.relkind)?),
+        relnatts: i16_at(d, l.relnatts)?,
+        relfrozenxid: u32_at(d, l.relfrozenxid)?,
+        relminmxid: u32_at(d, l.relminmxid)?,
+        state,
+    })
+}
+
+/// One `pg_attribute` row: `(attrelid, attnum, column)`.
+pub(super) fn attribute_row(
+    d: &[u8],
+    l: &PgAttributeLayout,
+    types: &HashMap<u32, String>,
+) -> Option<(u32, i16, Attribute)> {
+    let attnum = i16_at(d, l.attnum)?;
+    let attr = Attribute {
+        name: name_at(d, l.attname)?,
+        type_name: u32_at(d, l.atttypid).and_then(|t| types.get(&t).cloned()),
+        attlen: i16_at(d, l.attlen)?,
+        align: align_of(*d.get(l.attalign)?)?,
+        dropped: *d.get(l.attisdropped)? != 0,
+    };
+    Some((u32_at(d, l.attrelid)?, attnum, attr))
+}
+
+/// One `pg_database` row.
+pub(super) fn database_row(d: &[u8], l: &PgDatabaseLayout) -> Option<DatabaseInfo> {
+    Some(DatabaseInfo {
+        oid: u32_at(d, l.oid)?,
+        name: name_at(d, l.datname)?,
+        tablespace: u32_at(d, l.dattablespace)?,
+        frozenxid: u32_at(d, l.datfrozenxid)?,
+        invalid: u32_at(d, l.datconnlimit).map(|v| v as i32) == Some(DATCONNLIMIT_INVALID_DB),
+    })
+}
+
+/// `(oid, name)` of a catalog row that starts with them (pg_namespace, pg_am, ...).
+pub(super) fn oid_name_row(d: &[u8]) -> Option<(u32, String)> {
+    Some((u32_at(d, OID_THEN_NAME.0)?, name_at(d, OID_THEN_NAME.1)?))
+}
+
+/// `(indexrelid, indrelid)` of a `pg_index` row.
+pub(super) fn index_row(d: &[u8]) -> Option<(u32, u32)> {
+    Some((
+        u32_at(d, layouts::pg_index::INDEXRELID)?,
+        u32_at(d, layouts::pg_index::INDRELID)?,
+    ))
+}
