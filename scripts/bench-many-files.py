@@ -21,6 +21,7 @@ This is a benchmark, not a test; stdlib only. Run as root (clusters are created 
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -62,10 +63,15 @@ def parse_args():
 # ---------------------------------------------------------------- cluster creation
 
 
-def as_postgres(cmd):
-    if os.geteuid() != 0:
-        return cmd
-    return ["runuser", "-u", "postgres", "--"] + cmd
+def load_physical_bench():
+    """scripts/bench-physical.py, for the helper the benchmarks share (running as `postgres`)."""
+    spec = importlib.util.spec_from_file_location("bench_physical", REPO / "scripts/bench-physical.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+as_postgres = load_physical_bench().as_postgres
 
 
 def fill_sql(first, last):
