@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use pgcheckdb_pg::checksum::pg_checksum_page;
 use pgcheckdb_pg::corrupt::{self, Damage};
 use pgcheckdb_testkit::run::{self, Run};
-use pgcheckdb_testkit::{pg_checksums, require_binaries, Cluster, ClusterOptions, BLCKSZ};
+use pgcheckdb_testkit::{pg_checksums, Cluster, BLCKSZ};
 
 use common::{assert_problems, assert_status, bin, finding, key, verify};
 
@@ -71,20 +71,7 @@ fn detectable_mask(page: &[u8], block: u64, offset: usize, mask: u8) -> u8 {
 
 /// A stopped cluster loaded with `sql`, and the data-directory-relative paths of `tables`.
 fn cluster(major: u32, checksums: bool, sql: &str, tables: &[&str]) -> (Cluster, Vec<String>) {
-    require_binaries(major);
-    let opts = ClusterOptions::new(major, checksums)
-        .throwaway()
-        .setting("autovacuum", "off");
-    let mut c = Cluster::init_temp(&opts).unwrap_or_else(|e| panic!("initdb {major}: {e}"));
-    c.start().unwrap_or_else(|e| panic!("start {major}: {e}"));
-    c.psql("postgres", sql)
-        .unwrap_or_else(|e| panic!("load {major}: {e}"));
-    let paths = tables
-        .iter()
-        .map(|t| c.relation_filepath("postgres", t).expect("relation path"))
-        .collect();
-    c.stop().unwrap_or_else(|e| panic!("stop {major}: {e}"));
-    (c, paths)
+    common::loaded_cluster(major, checksums, sql, tables)
 }
 
 fn swap_blocks(path: &Path, a: u64, b: u64) {

@@ -10,27 +10,14 @@ use std::path::Path;
 use pgcheckdb_pg::control::{ChecksumState, ControlFile};
 use pgcheckdb_pg::corrupt;
 use pgcheckdb_testkit::run::{self, Run};
-use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ};
+use pgcheckdb_testkit::{require_binaries, Cluster, BLCKSZ};
 
 use common::bin;
 
 /// A stopped cluster without data checksums loaded with `sql`, and the data-directory-relative
 /// paths of `tables` (database `postgres`).
 fn cluster(major: u32, sql: &str, tables: &[&str]) -> (Cluster, Vec<String>) {
-    require_binaries(major);
-    let opts = ClusterOptions::new(major, false)
-        .throwaway()
-        .setting("autovacuum", "off");
-    let mut c = Cluster::init_temp(&opts).unwrap_or_else(|e| panic!("initdb {major}: {e}"));
-    c.start().unwrap_or_else(|e| panic!("start {major}: {e}"));
-    c.psql("postgres", sql)
-        .unwrap_or_else(|e| panic!("load {major}: {e}"));
-    let paths = tables
-        .iter()
-        .map(|t| c.relation_filepath("postgres", t).expect("relation path"))
-        .collect();
-    c.stop().unwrap_or_else(|e| panic!("stop {major}: {e}"));
-    (c, paths)
+    common::loaded_cluster(major, false, sql, tables)
 }
 
 fn pgcheckdb(args: &[&str]) -> Run {

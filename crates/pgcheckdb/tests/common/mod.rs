@@ -80,3 +80,28 @@ pub fn ensure_libc_locale() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A stopped cluster of `major` (with data checksums when `checksums`), autovacuum off, loaded
+/// with `sql`, and the data-directory-relative paths of `tables` (database `postgres`).
+pub fn loaded_cluster(
+    major: u32,
+    checksums: bool,
+    sql: &str,
+    tables: &[&str],
+) -> (pgcheckdb_testkit::Cluster, Vec<String>) {
+    pgcheckdb_testkit::require_binaries(major);
+    let opts = pgcheckdb_testkit::ClusterOptions::new(major, checksums)
+        .throwaway()
+        .setting("autovacuum", "off");
+    let mut c = pgcheckdb_testkit::Cluster::init_temp(&opts)
+        .unwrap_or_else(|e| panic!("initdb {major}: {e}"));
+    c.start().unwrap_or_else(|e| panic!("start {major}: {e}"));
+    c.psql("postgres", sql)
+        .unwrap_or_else(|e| panic!("load {major}: {e}"));
+    let paths = tables
+        .iter()
+        .map(|t| c.relation_filepath("postgres", t).expect("relation path"))
+        .collect();
+    c.stop().unwrap_or_else(|e| panic!("stop {major}: {e}"));
+    (c, paths)
+}
