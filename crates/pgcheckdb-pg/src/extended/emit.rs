@@ -4,7 +4,7 @@
 
 use super::facts::{Downlink, Family, MetaFact, PageFact, RunPlace, UniqueRun, Writer};
 use super::heap::live_roots;
-use super::plan::{ExtendedPlan, IndexInfo, Role, UniqueSpec};
+use super::plan::{ExtendedPlan, HeapInfo, IndexInfo, Role, UniqueSpec};
 use super::spill::{RunBuilder, Runs};
 use crate::catalog::xact::CommitLog;
 use crate::layout::btree::{flags as bf, BtMetaPage, BtPageOpaque, P_NONE};
@@ -70,9 +70,9 @@ impl<'a> Emitter<'a> {
                     self.runs.push(&self.buf);
                 }
             }
-            Role::Heap { fork } => {
+            Role::Heap(info) => {
                 if sound {
-                    self.heap_page(*fork as u32, blkno, page);
+                    self.heap_page(info, blkno, page);
                 }
             }
         }
@@ -87,7 +87,7 @@ impl<'a> Emitter<'a> {
         self.runs.finish()
     }
 
-    fn heap_page(&mut self, unit: u32, blkno: u32, page: &[u8]) {
+    fn heap_page(&mut self, info: &HeapInfo, blkno: u32, page: &[u8]) {
         let Some(h) = PageHeader::parse(page) else {
             return;
         };
@@ -95,6 +95,13 @@ impl<'a> Emitter<'a> {
             return;
         }
         line_pointers_into(page, &h, &mut self.items);
+        if info.live_roots {
+            self.live_roots_fact(info.fork as u32, blkno, page);
+        }
+    }
+
+    /// The live HOT-chain roots of a heap page, for the uniqueness check.
+    fn live_roots_fact(&mut self, unit: u32, blkno: u32, page: &[u8]) {
         live_roots(page, blkno, &self.items, self.clog, &mut self.bits);
         if self.bits.iter().all(|&b| b == 0) {
             return;

@@ -41,14 +41,22 @@ pub struct IndexInfo {
     pub unique: Option<UniqueSpec>,
 }
 
+/// What the heap pages of one table contribute. Each cross-page check that needs a table's
+/// heap pages sets its own field here; a table whose heap no check needs has no `HeapInfo`.
+#[derive(Debug, Clone, Default)]
+pub struct HeapInfo {
+    /// The table's main fork (index into the plan's forks): also its merge unit.
+    pub fork: usize,
+    /// Tuple liveness for the uniqueness check (a valid unique B-tree index on the table).
+    pub live_roots: bool,
+}
+
 /// What one file of the plan contributes.
 #[derive(Debug, Clone)]
 pub enum Role {
     Btree(Arc<IndexInfo>),
-    /// The heap of a table with a valid unique B-tree index (its fork is the unit).
-    Heap {
-        fork: usize,
-    },
+    /// A segment of a table's main fork.
+    Heap(Arc<HeapInfo>),
 }
 
 /// Everything the workers and the merge share.
@@ -131,14 +139,19 @@ impl ExtendedPlan {
             });
             indexes.insert(fork, info);
         }
+        let mut heaps: HashMap<usize, HeapInfo> = HashMap::new();
         for (&fork, info) in &indexes {
             for i in plan.forks[fork].segments.clone() {
                 roles[i] = Some(Role::Btree(info.clone()));
             }
             if let Some(u) = &info.unique {
-                for i in plan.forks[u.heap_fork].segments.clone() {
-                    roles[i] = Some(Role::Heap { fork: u.heap_fork });
-                }
+                heap_info(&mut heaps, u.heap_fork).live_roots = true;
+            }
+        }
+        for (fork, info) in heaps {
+            let info = Arc::new(info);
+            for i in plan.forks[fork].segments.clone() {
+                roles[i] = Some(Role::Heap(info.clone()));
             }
         }
         let jobs = jobs.max(1);
@@ -158,6 +171,14 @@ impl ExtendedPlan {
     pub fn spill_path(&self) -> &Path {
         self.spill.path()
     }
+}
+
+/// The heap facts planned for the table whose main fork is `fork` (made on first use).
+fn heap_info(heaps: &mut HashMap<usize, HeapInfo>, fork: usize) -> &mut HeapInfo {
+    heaps.entry(fork).or_insert_with(|| HeapInfo {
+        fork,
+        ..HeapInfo::default()
+    })
 }
 
 /// The pg_index row of index `oid` in database `db` (a shared index: any database's row).
