@@ -154,6 +154,11 @@ impl IndexOrdering {
     pub fn decode<'a>(&self, item: &'a [u8]) -> Option<KeyTuple<'a>> {
         tuple::decode(item, &self.stored, self.max_align)
     }
+
+    /// [`IndexOrdering::decode`] into a reused tuple; `None` if the item is malformed.
+    pub fn decode_into<'a>(&self, item: &'a [u8], out: &mut KeyTuple<'a>) -> Option<()> {
+        tuple::decode_into(item, &self.stored, self.max_align, out)
+    }
 }
 
 /// One column of two tuples: NULLs where `indoption` puts them, DESC inverts the comparator.

@@ -56,6 +56,15 @@ pub struct KeyTuple<'a> {
 }
 
 impl<'a> KeyTuple<'a> {
+    /// No attributes: a slot for [`decode_into`].
+    pub const EMPTY: KeyTuple<'static> = KeyTuple {
+        item: &[],
+        spans: [(0, 0); INDEX_MAX_KEYS],
+        nulls: 0,
+        natts: 0,
+        heap: HeapKey::Truncated,
+    };
+
     /// Key attributes present: fewer than the key columns in a truncated pivot.
     pub fn natts(&self) -> usize {
         self.natts as usize
@@ -89,6 +98,19 @@ fn align_to(off: usize, align: usize) -> usize {
 /// Decodes the key columns of an index tuple (the whole item). `columns` describes every key
 /// column; `max_align` is the cluster's `MAXALIGN`. `None` if the tuple is malformed.
 pub fn decode<'a>(item: &'a [u8], columns: &[StoredAs], max_align: usize) -> Option<KeyTuple<'a>> {
+    let mut key = KeyTuple::EMPTY;
+    decode_into(item, columns, max_align, &mut key)?;
+    Some(key)
+}
+
+/// [`decode`] into a reused tuple (no copy of the span table: the key order check of every
+/// index page runs this for each item). `None`, with `out` unspecified, if malformed.
+pub fn decode_into<'a>(
+    item: &'a [u8],
+    columns: &[StoredAs],
+    max_align: usize,
+    out: &mut KeyTuple<'a>,
+) -> Option<()> {
     let t_info = u16_at(item, 6)?;
     let size = (t_info & INDEX_SIZE_MASK) as usize;
     if size != item.len() || size < SIZE_OF_INDEX_TUPLE {
@@ -124,7 +146,6 @@ pub fn decode<'a>(item: &'a [u8], columns: &[StoredAs], max_align: usize) -> Opt
     };
     let data = item.get(..data_end)?;
     let mut off = align_to(header, max_align);
-    let mut spans = [(0u16, 0u16); INDEX_MAX_KEYS];
     let mut nulls = 0u32;
     for (i, col) in columns.iter().take(natts).enumerate() {
         let is_null = match bitmap {
@@ -156,16 +177,14 @@ pub fn decode<'a>(item: &'a [u8], columns: &[StoredAs], max_align: usize) -> Opt
             _ => return None,
         };
         data.get(off..off + len)?;
-        spans[i] = (u16::try_from(off).ok()?, u16::try_from(len).ok()?);
+        out.spans[i] = (u16::try_from(off).ok()?, u16::try_from(len).ok()?);
         off += len;
     }
-    Some(KeyTuple {
-        item,
-        spans,
-        nulls,
-        natts: natts as u8,
-        heap,
-    })
+    out.item = item;
+    out.nulls = nulls;
+    out.natts = natts as u8;
+    out.heap = heap;
+    Some(())
 }
 
 /// The total size of a stored varlena (header included).

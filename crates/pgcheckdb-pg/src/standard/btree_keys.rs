@@ -69,21 +69,33 @@ pub fn check_key_order(
             .filter(|i| i.offnum >= first_key)
             .filter_map(|i| decode(i).map(|k| (i.offnum, k)))
     };
-    let mut previous: Option<(u16, KeyTuple<'_>)> = None;
+    // Two reused slots, the previous key and the current one, so no key is copied.
+    let mut slots = [KeyTuple::EMPTY; 2];
+    let mut current = 0;
+    let mut previous: Option<u16> = None;
     let mut in_order = true;
-    for (offnum, key) in keyed() {
-        if let Some((prev_off, prev)) = &previous {
-            if compare(order, prev, &key) == Some(Ordering::Greater) {
-                out.push(out_of_order(offnum, *prev_off, "the previous item"));
+    for item in items.iter().filter(|i| i.offnum >= first_key) {
+        let Some(bytes) = item_bytes(page, h, item) else {
+            continue;
+        };
+        let [a, b] = &mut slots;
+        let (prev, cur) = if current == 0 { (&*b, a) } else { (&*a, b) };
+        if order.ordering.decode_into(bytes, cur).is_none() {
+            continue;
+        }
+        if let Some(prev_off) = previous {
+            if compare(order, prev, cur) == Some(Ordering::Greater) {
+                out.push(out_of_order(item.offnum, prev_off, "the previous item"));
                 in_order = false;
             }
         }
-        previous = Some((offnum, key));
+        previous = Some(item.offnum);
+        current = 1 - current;
     }
+    let last = previous.map(|_| &slots[1 - current]);
     let Some(hk) = high_key else { return };
     // Items in order are all at or below the high key when the last one is.
-    let last_ok =
-        previous.is_none_or(|(_, last)| compare(order, &last, &hk) != Some(Ordering::Greater));
+    let last_ok = last.is_none_or(|last| compare(order, last, &hk) != Some(Ordering::Greater));
     if in_order && last_ok {
         return;
     }

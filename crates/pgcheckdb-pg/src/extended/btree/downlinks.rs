@@ -14,12 +14,10 @@ impl Check<'_> {
     /// Every downlink points at a live page one level down whose high key is the parent's next
     /// separator; every live page but the root has exactly one downlink.
     pub(super) fn downlinks(&mut self) {
-        let parents: Vec<PageFact> = self
-            .f
-            .pages
-            .values()
-            .filter(|p| !deleted(p) && !p.downlinks.is_empty())
-            .cloned()
+        let parents: Vec<&PageFact> = self
+            .live_pages()
+            .into_iter()
+            .filter(|p| !p.downlinks.is_empty())
             .collect();
         for p in &parents {
             for i in 0..p.downlinks.len() {
@@ -32,7 +30,7 @@ impl Check<'_> {
     pub(super) fn downlink(&mut self, p: &PageFact, i: usize) {
         let d = &p.downlinks[i];
         let child_blk = d.child;
-        let Some(child) = self.live(child_blk).cloned() else {
+        let Some(child) = self.live(child_blk) else {
             if self.deleted_but_linked(child_blk, |_| true, p.blkno, "downlink") {
                 return;
             }
@@ -129,13 +127,7 @@ impl Check<'_> {
                     .map(|t| if t == INVALID_BLOCK { p.blkno } else { t })
             })
             .collect();
-        let pages: Vec<PageFact> = self
-            .f
-            .pages
-            .values()
-            .filter(|p| !deleted(p))
-            .cloned()
-            .collect();
+        let pages = self.live_pages();
         for c in &pages {
             let links = self.downlinks_to.get(&c.blkno).cloned().unwrap_or_default();
             if c.blkno == meta.root {
@@ -192,12 +184,10 @@ impl Check<'_> {
     /// it has no downlink; or an internal page without a downlink whose single-child chain
     /// leads down to the leaf.
     pub(super) fn half_dead(&mut self) {
-        let halves: Vec<PageFact> = self
-            .f
-            .pages
-            .values()
-            .filter(|p| !deleted(p) && flagged(p, bf::BTP_HALF_DEAD))
-            .cloned()
+        let halves: Vec<&PageFact> = self
+            .live_pages()
+            .into_iter()
+            .filter(|p| flagged(p, bf::BTP_HALF_DEAD))
             .collect();
         for l in &halves {
             let Some(top) = l.top_parent else {

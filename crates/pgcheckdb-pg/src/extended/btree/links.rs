@@ -47,7 +47,7 @@ impl Check<'_> {
         from: u32,
         link: &str,
     ) -> bool {
-        let Some(d) = self.f.pages.get(&target).filter(|p| deleted(p)).cloned() else {
+        let Some(d) = self.f.pages.get(&target).filter(|p| deleted(p)) else {
             return false;
         };
         if !agrees(&d) {
@@ -103,7 +103,7 @@ impl Check<'_> {
     /// also be flagged and have no siblings (unless its split is incomplete).
     pub(super) fn meta_target(&mut self, what: &str, target: u32, level: u32, is_root: bool) {
         let detail = json!({"other_block": target, "btm_level": level});
-        let Some(p) = self.live(target).cloned() else {
+        let Some(p) = self.live(target) else {
             if let Some(why) = self.not_live_reason(target) {
                 self.report(
                     0,
@@ -146,13 +146,7 @@ impl Check<'_> {
     /// `btpo_next` and `btpo_prev` agree both ways; the page whose link no neighbour supports
     /// is blamed.
     pub(super) fn siblings(&mut self) {
-        let live: Vec<PageFact> = self
-            .f
-            .pages
-            .values()
-            .filter(|p| !deleted(p))
-            .cloned()
-            .collect();
+        let live = self.live_pages();
         for a in &live {
             if a.btpo_next != P_NONE {
                 self.next_link(a);
@@ -165,7 +159,7 @@ impl Check<'_> {
 
     pub(super) fn next_link(&mut self, a: &PageFact) {
         let b_blk = a.btpo_next;
-        let Some(b) = self.live(b_blk).cloned() else {
+        let Some(b) = self.live(b_blk) else {
             if self.deleted_but_linked(b_blk, |d| d.btpo_prev == a.blkno, a.blkno, "btpo_next") {
                 return;
             }
@@ -207,7 +201,7 @@ impl Check<'_> {
 
     pub(super) fn prev_link(&mut self, b: &PageFact) {
         let c_blk = b.btpo_prev;
-        let Some(c) = self.live(c_blk).cloned() else {
+        let Some(c) = self.live(c_blk) else {
             if self.deleted_but_linked(c_blk, |d| d.btpo_next == b.blkno, b.blkno, "btpo_prev") {
                 return;
             }

@@ -138,7 +138,7 @@ pub fn check_index(f: &IndexFacts, info: &IndexInfo, next_full_xid: Option<u64>)
     c.out
 }
 
-impl Check<'_> {
+impl<'a> Check<'a> {
     fn report(&mut self, blkno: u32, kind: K, message: String, detail: Value) {
         if self.reported.insert((blkno, kind)) {
             self.out.problems.push(Problem {
@@ -150,12 +150,19 @@ impl Check<'_> {
         }
     }
 
-    /// The live (not deleted) page at `blkno`.
-    fn live(&self, blkno: u32) -> Option<&PageFact> {
+    /// The live (not deleted) page at `blkno` (borrowed from the facts, not from the check,
+    /// so findings can be reported while it is held).
+    fn live(&self, blkno: u32) -> Option<&'a PageFact> {
         self.f.pages.get(&blkno).filter(|p| !deleted(p))
     }
 
     /// What block `blkno` is, for messages about a link to it that is not a live page.
+    /// The live pages, in block order.
+    fn live_pages(&self) -> Vec<&'a PageFact> {
+        let f: &'a IndexFacts = self.f;
+        f.pages.values().filter(|p| !deleted(p)).collect()
+    }
+
     fn not_live_reason(&self, blkno: u32) -> Option<String> {
         if self.f.damaged.contains(&blkno) {
             return None; // reported by its own checks; nothing concluded

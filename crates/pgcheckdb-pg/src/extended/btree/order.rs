@@ -2,8 +2,7 @@
 
 use serde_json::json;
 
-use super::{deleted, Check};
-use crate::extended::facts::PageFact;
+use super::Check;
 use crate::finding::FindingKind as K;
 
 /// `BTREE_NOVAC_VERSION`: the first B-tree version whose keys include the heap TID.
@@ -27,15 +26,9 @@ impl Check<'_> {
             .meta
             .is_some_and(|m| m.version >= BTREE_HEAPKEYSPACE_VERSION);
         let mut unknown = 0u64;
-        let pages: Vec<PageFact> = self
-            .f
-            .pages
-            .values()
-            .filter(|p| !deleted(p))
-            .cloned()
-            .collect();
+        let pages = self.live_pages();
         for a in &pages {
-            if let Some(b) = self.live(a.btpo_next).cloned() {
+            if let Some(b) = self.live(a.btpo_next) {
                 // An internal page's first data item is its "minus infinity" downlink, whose
                 // key columns are truncated away: its first real key is the second data item.
                 let right_first = match b.downlinks.is_empty() {
@@ -63,7 +56,7 @@ impl Check<'_> {
                 }
             }
             for (i, d) in a.downlinks.iter().enumerate().skip(1) {
-                let Some(child) = self.live(d.child).cloned() else {
+                let Some(child) = self.live(d.child) else {
                     continue;
                 };
                 if !child.downlinks.is_empty() || child.first_item.is_empty() || i == 0 {
