@@ -12,14 +12,17 @@
 # DIR/<name>/.sweep-ok exists (it records the PostgreSQL version and what was done); a cluster
 # that already has it is not built again (delete DIR/<name> to rebuild it). Clusters:
 #
-#   regress15, regress18  PostgreSQL's regression database after pg_regress ran the installcheck
-#                         schedule (src/test/regress/parallel_schedule) against it; databases kept.
-#                         15 is Debian's server (/usr/lib/postgresql/15/bin) without checksums, 18
-#                         has checksums. Needs the source tarball (postgresql-<major>_*.orig.tar.*)
-#                         in $SWEEP_PG_SRC (default DIR/src), else tries `apt-get source
-#                         --download-only postgresql-<major>` (needs a deb-src line for a suite
-#                         that has the package). regress.so is compiled with cc against the
-#                         server's include/server.
+#   regress14 .. regress18  PostgreSQL's regression database after pg_regress ran the installcheck
+#                         schedule (src/test/regress/parallel_schedule) of the same major version
+#                         against it; databases kept. 15 is Debian's server
+#                         (/usr/lib/postgresql/15/bin), the others the wheels' servers; 15 and 16
+#                         without checksums, 14, 17 and 18 with. Needs the source tarball
+#                         (postgresql-<major>_*.orig.tar.*) in $SWEEP_PG_SRC (default DIR/src),
+#                         else tries `apt-get source --download-only postgresql-<major>` (needs a
+#                         deb-src line for a suite that has the package), else downloads the
+#                         .orig tarball named by the Sources index of Debian 13 or Ubuntu
+#                         22.04/24.04/25.10. regress.so is compiled with cc against the server's
+#                         include/server.
 #   upgrade14to18         made on 14 with checksums (every index AM, TOAST, sequences, a matview,
 #                         an unlogged table), pg_upgrade --link to 18, then DML and VACUUM on 18.
 #   standby17             streaming standby (pg_basebackup -R) of a pgbench primary, stopped while
@@ -51,7 +54,7 @@ mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
 PGROOT=${PGCHECKDB_CACHE:-/var/cache/pgcheckdb}/postgres
 SRC=${SWEEP_PG_SRC:-$DIR/src}
-ONLY=${SWEEP_ONLY:-regress15 regress18 upgrade14to18 standby17 crash16 nochecks14 nochecks18 many18 features16}
+ONLY=${SWEEP_ONLY:-regress14 regress15 regress16 regress17 regress18 upgrade14to18 standby17 crash16 nochecks14 nochecks18 many18 features16}
 PG_USER=postgres
 
 log() { printf '[sweep %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
@@ -265,10 +268,33 @@ regress_source() {
         (cd "$SRC" && apt-get source --download-only "postgresql-$major" > "$SRC/apt-$major.log" 2>&1) || true
         tarball=$(ls "$SRC"/postgresql-"$major"_*.orig.tar.* 2>/dev/null | head -1 || true)
     fi
+    [ -n "$tarball" ] || tarball=$(fetch_orig_from_archives "$major") || true
     [ -n "$tarball" ] || { log "regress$major: no source tarball in $SRC (see $SRC/apt-$major.log)"; return 1; }
     mkdir -p "$out"
     tar -xf "$tarball" -C "$out" --strip-components=1 --wildcards '*/src/test/regress/*'
     echo "$out/src/test/regress"
+}
+
+# fetch_orig_from_archives MAJOR: when apt has no source package for MAJOR (Debian 12 ships
+# only 15), the .orig tarball from the Debian and Ubuntu archives whose Sources index lists
+# postgresql-MAJOR (14: Ubuntu 22.04, 16: Ubuntu 24.04, 17: Ubuntu 25.10, 18: Debian 13).
+# Prints the downloaded path.
+fetch_orig_from_archives() {
+    local major=$1 index dir file
+    for index in http://deb.debian.org/debian/dists/trixie/main/source/Sources.xz \
+                 http://archive.ubuntu.com/ubuntu/dists/jammy/main/source/Sources.xz \
+                 http://archive.ubuntu.com/ubuntu/dists/noble/main/source/Sources.xz \
+                 http://archive.ubuntu.com/ubuntu/dists/questing/main/source/Sources.xz; do
+        read -r dir file < <(curl -sf "$index" | xz -dc 2>/dev/null | awk -v pkg="postgresql-$major" '
+            $0 == "Package: " pkg { p = 1 } p && /^Directory:/ { d = $2 }
+            p && / [^ ]*\.orig\.tar\.[a-z0-9]+$/ { f = $NF } p && /^$/ { if (d && f) { print d, f; exit } p = 0 }') || true
+        [ -n "${file:-}" ] || continue
+        local base=${index%%/dists/*}
+        log "regress$major: downloading $base/$dir/$file"
+        curl -sf -o "$SRC/$file" "$base/$dir/$file" && { echo "$SRC/$file"; return 0; }
+        rm -f "$SRC/$file"
+    done
+    return 1
 }
 
 build_regress() {
@@ -531,6 +557,9 @@ for c in $ONLY; do
     case $c in
         regress15) build_regress regress15 debian15 off ;;
         regress18) build_regress regress18 18 on ;;
+        regress14) build_regress regress14 14 on ;;
+        regress16) build_regress regress16 16 off ;;
+        regress17) build_regress regress17 17 on ;;
         upgrade14to18) build_upgrade ;;
         standby17) build_standby ;;
         crash16) build_crash ;;

@@ -111,6 +111,8 @@ pub enum FindingKind {
     BtreeLevelInvalid,
     /// A unique B-tree index holds equal keys for two live heap tuples (extended level).
     BtreeUniqueViolation,
+    /// A live heap tuple has no entry in one of its table's B-tree indexes.
+    IndexEntryMissing,
 }
 
 impl FindingKind {
@@ -158,6 +160,7 @@ impl FindingKind {
             FindingKind::BtreeDownlinkInvalid => "btree_downlink_invalid",
             FindingKind::BtreeLevelInvalid => "btree_level_invalid",
             FindingKind::BtreeUniqueViolation => "btree_unique_violation",
+            FindingKind::IndexEntryMissing => "index_entry_missing",
         }
     }
 
@@ -204,6 +207,7 @@ impl FindingKind {
         FindingKind::BtreeDownlinkInvalid,
         FindingKind::BtreeLevelInvalid,
         FindingKind::BtreeUniqueViolation,
+        FindingKind::IndexEntryMissing,
     ];
 }
 

@@ -545,7 +545,11 @@ fn scenario(major: u32, checksums: bool) {
         "PostgreSQL {major}: unexpected extended findings {extra:#?}\n{run}"
     );
     // No error outside the extended level's kinds: the injections are invisible page by page.
+    // The duplicated primary key also leaves its row without its own entry (heap -> index).
     for f in run.problems() {
+        if f["kind"] == "index_entry_missing" && f["detail"]["index"] == "postgres: public.t_pkey" {
+            continue;
+        }
         assert!(
             f["kind"].as_str().unwrap_or("").starts_with("btree_")
                 && f["kind"] != "btree_page_invalid"

@@ -1,5 +1,5 @@
-//! `bench verify-scaling`: GB/s of `pgcheckdb verify` at `-j 1..cores` for the physical and
-//! standard levels, beside `pg_checksums --check` (single-threaded) and `pg_amcheck` (at the
+//! `bench verify-scaling`: GB/s of `pgcheckdb verify` at `-j 1..cores` for the physical,
+//! standard and extended levels, beside `pg_checksums --check` (single-threaded) and `pg_amcheck` (at the
 //! same `-j` values), all on one cluster with data checksums on.
 //!
 //! The cluster gets one table of about `--size-mb` MB (int, md5 text, 200-byte pad) with a
@@ -81,7 +81,7 @@ impl Tool {
 /// The offline tools (cluster stopped), then the online ones.
 fn tools(max_jobs: u32) -> (Vec<Tool>, Vec<Tool>) {
     let mut offline = Vec::new();
-    for level in ["physical", "standard"] {
+    for level in ["physical", "standard", "extended"] {
         for jobs in 1..=max_jobs {
             offline.push(Tool::Pgcheckdb { level, jobs });
         }
@@ -315,6 +315,8 @@ mod tests {
                 "pgcheckdb physical -j 2",
                 "pgcheckdb standard -j 1",
                 "pgcheckdb standard -j 2",
+                "pgcheckdb extended -j 1",
+                "pgcheckdb extended -j 2",
                 "pg_checksums --check",
             ]
         );

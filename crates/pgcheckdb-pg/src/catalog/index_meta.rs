@@ -30,6 +30,9 @@ pub struct IndexMeta {
     pub indclass: Vec<u32>,
     /// Per-column flags (`INDOPTION_DESC`, `INDOPTION_NULLS_FIRST`).
     pub indoption: Vec<i16>,
+    /// `indexprs` or `indpred` is not NULL: an expression or a partial index, whose entries
+    /// cannot be computed from a heap tuple offline.
+    pub has_expressions_or_predicate: bool,
 }
 
 /// One `pg_opclass` row.
@@ -181,7 +184,7 @@ fn index_meta_row(d: &[u8], l: &PgIndexOrderLayout) -> Option<(u32, IndexMeta)> 
     let (indkey, next) = varlena_at(d, l.indkey)?;
     let (indcollation, next) = varlena_at(d, next)?;
     let (indclass, next) = varlena_at(d, next)?;
-    let (indoption, _) = varlena_at(d, next)?;
+    let (indoption, end) = varlena_at(d, next)?;
     let meta = IndexMeta {
         indnatts: i16_at(d, l.indnatts)?,
         indnkeyatts: i16_at(d, l.indnkeyatts)?,
@@ -194,6 +197,13 @@ fn index_meta_row(d: &[u8], l: &PgIndexOrderLayout) -> Option<(u32, IndexMeta)> 
         indcollation: oidvector(indcollation)?,
         indclass: oidvector(indclass)?,
         indoption: int2vector(indoption)?,
+        has_expressions_or_predicate: false,
+    };
+    // `indexprs` and `indpred` are the last columns: data after `indoption` is one of them
+    // (an expression column also shows as 0 in `indkey`).
+    let meta = IndexMeta {
+        has_expressions_or_predicate: d.len() > end || meta.indkey.contains(&0),
+        ..meta
     };
     Some((u32_at(d, super::layouts::pg_index::INDEXRELID)?, meta))
 }

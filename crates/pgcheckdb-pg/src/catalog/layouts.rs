@@ -13,6 +13,10 @@ pub struct PgClassLayout {
     pub relam: usize,
     pub relfilenode: usize,
     pub reltablespace: usize,
+    /// `relpages` (int4) and `reltuples` (float4): the planner's size and row count as of the
+    /// last VACUUM, ANALYZE or CREATE INDEX (`reltuples` -1 when never counted).
+    pub relpages: usize,
+    pub reltuples: usize,
     pub reltoastrelid: usize,
     pub relisshared: usize,
     pub relpersistence: usize,
@@ -30,6 +34,8 @@ pub const PG_CLASS_14: PgClassLayout = PgClassLayout {
     relam: 84,
     relfilenode: 88,
     reltablespace: 92,
+    relpages: 96,
+    reltuples: 100,
     reltoastrelid: 108,
     relisshared: 113,
     relpersistence: 114,

@@ -147,6 +147,10 @@ pub struct RelationInfo {
     pub reltoastrelid: u32,
     pub relfrozenxid: u32,
     pub relminmxid: u32,
+    /// `relpages` and `reltuples`: the pages and rows the last VACUUM, ANALYZE or CREATE
+    /// INDEX counted (`reltuples` -1: never).
+    pub relpages: u32,
+    pub reltuples: f32,
     pub persistence: u8,
     pub is_shared: bool,
     /// Tablespace name, when not the database's default.

@@ -503,6 +503,8 @@ impl Reader<'_> {
             reltoastrelid: r.reltoastrelid,
             relfrozenxid: r.relfrozenxid,
             relminmxid: r.relminmxid,
+            relpages: r.relpages,
+            reltuples: r.reltuples,
             persistence: r.relpersistence,
             is_shared: r.relisshared,
             tablespace: (!matches!(spc, oids::DEFAULTTABLESPACE | oids::GLOBALTABLESPACE))

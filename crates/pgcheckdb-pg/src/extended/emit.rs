@@ -2,6 +2,9 @@
 //! relation into fact records right after the page's physical and standard checks, so the
 //! block scan stays the only reader of the data files.
 
+use std::sync::atomic::Ordering;
+
+use super::allindexed::probe::{insert_leaf, probe_heap, Scratch};
 use super::facts::{Downlink, Family, MetaFact, PageFact, RunPlace, UniqueRun, Writer};
 use super::heap::live_roots;
 use super::plan::{ExtendedPlan, HeapInfo, IndexInfo, Role, UniqueSpec};
@@ -37,6 +40,8 @@ pub struct Emitter<'a> {
     items: Vec<ItemId>,
     /// The live-root bitmap of the current heap page.
     bits: Vec<u8>,
+    /// Buffers of the heap -> index check.
+    all_indexed: Scratch,
 }
 
 impl<'a> Emitter<'a> {
@@ -48,6 +53,7 @@ impl<'a> Emitter<'a> {
             buf: Vec::new(),
             items: Vec::new(),
             bits: Vec::new(),
+            all_indexed: Scratch::default(),
         }
     }
 
@@ -63,6 +69,9 @@ impl<'a> Emitter<'a> {
         };
         match role {
             Role::Btree(info) => {
+                if let (Some(a), false) = (&info.all_indexed, sound) {
+                    a.incomplete.store(true, Ordering::Relaxed);
+                }
                 if sound {
                     self.btree_page(info, blkno, page);
                 } else {
@@ -97,6 +106,16 @@ impl<'a> Emitter<'a> {
         line_pointers_into(page, &h, &mut self.items);
         if info.live_roots {
             self.live_roots_fact(info.fork as u32, blkno, page);
+        }
+        if !info.all_indexed.is_empty() {
+            probe_heap(
+                &info.all_indexed,
+                page,
+                blkno,
+                &self.items,
+                self.clog,
+                &mut self.all_indexed,
+            );
         }
     }
 
@@ -148,6 +167,16 @@ impl<'a> Emitter<'a> {
         self.runs.push(&self.buf);
         let live_leaf =
             opaque.is_leaf() && opaque.btpo_flags & (bf::BTP_DELETED | bf::BTP_HALF_DEAD) == 0;
+        if let (Some(a), true) = (&info.all_indexed, live_leaf) {
+            insert_leaf(
+                a,
+                page,
+                &opaque,
+                &self.items,
+                self.plan.max_align,
+                &mut self.all_indexed,
+            );
+        }
         if let (Some(spec), true) = (&info.unique, live_leaf) {
             let runs = unique_runs(page, blkno, &opaque, &self.items, spec, self.plan.max_align);
             for run in runs {

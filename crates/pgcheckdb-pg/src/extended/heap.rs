@@ -51,53 +51,68 @@ pub fn certainly_live(h: &HeapTupleHeader, clog: &CommitLog) -> bool {
 pub fn live_roots(page: &[u8], blkno: u32, items: &[ItemId], clog: &CommitLog, bits: &mut Vec<u8>) {
     bits.clear();
     bits.resize(items.len().div_ceil(8), 0);
-    let header_at = |offnum: u16| -> Option<HeapTupleHeader> {
+    for_each_live_chain(page, blkno, items, clog, |root, _, _| {
+        let i = root as usize - 1;
+        bits[i / 8] |= 1 << (i % 8);
+    });
+}
+
+/// Calls `f(root, member, tuple)` for every root line pointer of `page` (an index entry's TID
+/// names it) whose HOT chain holds a certainly live tuple: `member` is that tuple's offset and
+/// `tuple` its bytes.
+pub fn for_each_live_chain<'p>(
+    page: &'p [u8],
+    blkno: u32,
+    items: &[ItemId],
+    clog: &CommitLog,
+    mut f: impl FnMut(u16, u16, &'p [u8]),
+) {
+    let tuple_at = |offnum: u16| -> Option<(&'p [u8], HeapTupleHeader)> {
         let item = items.get((offnum as usize).checked_sub(1)?)?;
         if item.lp_flags != LpFlags::Normal {
             return None;
         }
         let (off, len) = (item.lp_off as usize, item.lp_len as usize);
-        HeapTupleHeader::parse(page.get(off..off + len)?)
+        let tuple = page.get(off..off + len)?;
+        Some((tuple, HeapTupleHeader::parse(tuple)?))
     };
     for item in items {
         let start = match item.lp_flags {
             LpFlags::Redirect => item.lp_off,
-            LpFlags::Normal => match header_at(item.offnum) {
-                Some(h) if h.t_infomask2 & im2::HEAP_ONLY_TUPLE == 0 => item.offnum,
+            LpFlags::Normal => match tuple_at(item.offnum) {
+                Some((_, h)) if h.t_infomask2 & im2::HEAP_ONLY_TUPLE == 0 => item.offnum,
                 _ => continue,
             },
             _ => continue,
         };
-        if chain_is_live(start, blkno, items.len(), &header_at, clog) {
-            let i = item.offnum as usize - 1;
-            bits[i / 8] |= 1 << (i % 8);
+        if let Some((member, tuple)) = live_member(start, blkno, items.len(), &tuple_at, clog) {
+            f(item.offnum, member, tuple);
         }
     }
 }
 
-/// Follows a HOT chain within the page from `start`, at most one step per line pointer.
-fn chain_is_live(
+/// Follows a HOT chain within the page from `start`, at most one step per line pointer, to
+/// its certainly live tuple.
+fn live_member<'p>(
     start: u16,
     blkno: u32,
     max_steps: usize,
-    header_at: &impl Fn(u16) -> Option<HeapTupleHeader>,
+    tuple_at: &impl Fn(u16) -> Option<(&'p [u8], HeapTupleHeader)>,
     clog: &CommitLog,
-) -> bool {
+) -> Option<(u16, &'p [u8])> {
     let mut at = start;
     for _ in 0..=max_steps {
-        let Some(h) = header_at(at) else {
-            return false;
-        };
+        let (tuple, h) = tuple_at(at)?;
         if certainly_live(&h, clog) {
-            return true;
+            return Some((at, tuple));
         }
         let next = h.t_ctid;
         if h.t_infomask2 & im2::HEAP_HOT_UPDATED == 0 || next.block != blkno || next.offset == at {
-            return false;
+            return None;
         }
         at = next.offset;
     }
-    false
+    None
 }
 
 /// Whether bit `offnum - 1` is set in a [`live_roots`] bitmap.

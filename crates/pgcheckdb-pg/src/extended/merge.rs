@@ -65,6 +65,12 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
     for (heap, groups) in by_heap {
         findings.extend(unique_findings(plan, &runs, heap, &groups, &errors));
     }
+    findings.extend(super::allindexed::report::findings(
+        plan,
+        ext,
+        &report.findings,
+        &mut summary,
+    ));
     summary.keys_not_order_checked = not_checked.len() as u64;
     if ext.config.verbose {
         not_checked.sort_by(|a, b| a.index.cmp(&b.index));

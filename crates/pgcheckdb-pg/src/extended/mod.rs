@@ -12,6 +12,7 @@
 //!   are checked in parallel: the B-tree's links, levels, downlinks and keys ([`btree`]), and
 //!   uniqueness joined with the heap's tuple liveness ([`unique`]).
 
+pub mod allindexed;
 pub mod btree;
 pub mod catalog;
 pub mod emit;
@@ -65,6 +66,35 @@ pub struct ExtendedSummary {
     pub not_order_checked: Option<Vec<NotOrderCheckedIndex>>,
     /// Seconds the merge phase took.
     pub merge_seconds: f64,
+    /// B-tree indexes checked for an entry of every live heap tuple (heap -> index).
+    pub all_indexed_checked: u64,
+    /// B-tree indexes not checked for it (expression or partial indexes, tables out of scope,
+    /// indexes with damaged pages, ...).
+    pub all_indexed_not_checked: u64,
+    /// Live heap tuples looked up in an index (one per tuple and index).
+    pub all_indexed_tuples: u64,
+    /// Live heap tuples not looked up (a key value in TOAST or not in the tuple).
+    pub all_indexed_tuples_not_checked: u64,
+    /// The highest chance, over the indexes checked, that an entry an index lacks is not
+    /// noticed (its fingerprint found in the filter by chance).
+    pub all_indexed_miss_chance: f64,
+    /// With `--verbose`: the indexes not checked for heap -> index and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub all_indexed_skipped: Option<Vec<NotOrderCheckedIndex>>,
+    /// With `--verbose`: the indexes checked with a miss chance above 2 % (a filter fuller
+    /// than planned, or shrunk by `--memory`), with that chance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub all_indexed_weak: Option<Vec<WeakFilter>>,
+}
+
+/// An index whose heap -> index filter misses more than planned.
+#[derive(Debug, Clone, Serialize)]
+pub struct WeakFilter {
+    pub index: String,
+    pub miss_chance: f64,
+    /// Fingerprints inserted and the filter's bits.
+    pub entries: u64,
+    pub bits: u64,
 }
 
 /// One index whose keys were not order-checked.

@@ -7,6 +7,9 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::allindexed::{
+    estimated_entries, filter_bits, plan_index, AllIndexed, Candidate, RowStats,
+};
 use super::catalog::{read_index_rows, IndexRow};
 use super::spill::SpillDir;
 use super::ExtendedConfig;
@@ -39,6 +42,8 @@ pub struct IndexInfo {
     pub name: String,
     pub ordering: Result<Arc<IndexOrdering>, NotOrderChecked>,
     pub unique: Option<UniqueSpec>,
+    /// Its heap -> index check, when it has one (set after the indexes are known).
+    pub all_indexed: Option<Arc<AllIndexed>>,
 }
 
 /// What the heap pages of one table contribute. Each cross-page check that needs a table's
@@ -49,6 +54,8 @@ pub struct HeapInfo {
     pub fork: usize,
     /// Tuple liveness for the uniqueness check (a valid unique B-tree index on the table).
     pub live_roots: bool,
+    /// The table's B-tree indexes checked for heap -> index: each live tuple is looked up.
+    pub all_indexed: Vec<Arc<AllIndexed>>,
 }
 
 /// What one file of the plan contributes.
@@ -74,9 +81,19 @@ pub struct ExtendedPlan {
     /// page's stored xid must be older).
     pub next_full_xid: Option<u64>,
     pub config: ExtendedConfig,
+    /// Indexes checked for heap -> index (their files are scanned first).
+    pub all_indexed: Vec<Arc<AllIndexed>>,
+    /// Indexes not checked for it, and why.
+    pub all_indexed_skipped: Vec<(String, String)>,
 }
 
 impl ExtendedPlan {
+    /// Whether file `file` must be scanned in the first phase: a segment of an index whose
+    /// entries heap pages look up in the second.
+    pub fn first_phase(&self, file: usize) -> bool {
+        matches!(self.roles.get(file), Some(Some(Role::Btree(i))) if i.all_indexed.is_some())
+    }
+
     /// Plans the facts; fails only when the spill directory cannot be made.
     pub fn build(
         plan: &Plan,
@@ -104,6 +121,7 @@ impl ExtendedPlan {
             .collect();
         let mut roles: Vec<Option<Role>> = vec![None; plan.dir.files.len()];
         let mut indexes = HashMap::new();
+        let mut candidates = Vec::new();
         for (key, &fork) in &fork_of_key {
             let Some(rel) = catalog.relations.get(key) else {
                 continue;
@@ -131,14 +149,51 @@ impl ExtendedPlan {
                 .databases
                 .get(&key.0)
                 .map_or_else(|| format!("database {}", key.0), |d| d.name.clone());
-            let info = Arc::new(IndexInfo {
+            let name = format!("{database}: {}", rel.name);
+            let table = row.and_then(|r| {
+                key_of_oid
+                    .get(&(key.0, r.indrelid))
+                    .or_else(|| key_of_oid.get(&(0, r.indrelid)))
+            });
+            candidates.push(Candidate {
+                name: name.clone(),
+                index_fork: fork,
+                heap_fork: table.and_then(|t| fork_of_key.get(t).copied()),
+                meta: catalog.order.index(key.0, rel.oid).map(|(_, m)| m),
+                index_attrs: rel.attributes.as_ref(),
+                heap_attrs: table
+                    .and_then(|t| catalog.relations.get(t))
+                    .and_then(|t| t.attributes.as_ref()),
+                index_blocks: plan.fork_blocks[fork],
+                heap_blocks: table
+                    .and_then(|t| fork_of_key.get(t))
+                    .map_or(0, |&f| plan.fork_blocks[f]),
+                rows: table
+                    .and_then(|t| Some((catalog.relations.get(t)?, *fork_of_key.get(t)?)))
+                    .map_or_else(RowStats::default, |(t, f)| RowStats {
+                        relpages: t.relpages,
+                        reltuples: t.reltuples,
+                        heap_blocks: plan.fork_blocks[f],
+                    }),
+            });
+            let info = IndexInfo {
                 fork,
-                name: format!("{database}: {}", rel.name),
+                name,
                 ordering: ordering_for(catalog, key.0, rel),
                 unique,
-            });
+                all_indexed: None,
+            };
             indexes.insert(fork, info);
         }
+        let (all_indexed, all_indexed_skipped) =
+            plan_all_indexed(&candidates, control.blcksz as u64, config.memory / 4);
+        for a in &all_indexed {
+            if let Some(info) = indexes.get_mut(&a.index_fork) {
+                info.all_indexed = Some(a.clone());
+            }
+        }
+        let indexes: HashMap<usize, Arc<IndexInfo>> =
+            indexes.into_iter().map(|(k, v)| (k, Arc::new(v))).collect();
         let mut heaps: HashMap<usize, HeapInfo> = HashMap::new();
         for (&fork, info) in &indexes {
             for i in plan.forks[fork].segments.clone() {
@@ -147,6 +202,11 @@ impl ExtendedPlan {
             if let Some(u) = &info.unique {
                 heap_info(&mut heaps, u.heap_fork).live_roots = true;
             }
+        }
+        for a in &all_indexed {
+            heap_info(&mut heaps, a.heap_fork)
+                .all_indexed
+                .push(a.clone());
         }
         for (fork, info) in heaps {
             let info = Arc::new(info);
@@ -165,12 +225,42 @@ impl ExtendedPlan {
             max_align: control.max_align as usize,
             next_full_xid: (control.state == DbState::Shutdowned).then_some(control.next_xid),
             config: config.clone(),
+            all_indexed,
+            all_indexed_skipped,
         })
     }
 
     pub fn spill_path(&self) -> &Path {
         self.spill.path()
     }
+}
+
+/// The heap -> index checks of the candidate indexes, with filters sized to `budget` bytes in
+/// all, and the indexes left out with the reason.
+fn plan_all_indexed(
+    candidates: &[Candidate<'_>],
+    blcksz: u64,
+    budget: u64,
+) -> (Vec<Arc<AllIndexed>>, Vec<(String, String)>) {
+    let mut skipped = Vec::new();
+    let mut valid = Vec::new();
+    for c in candidates {
+        match plan_index(c, 0) {
+            Ok(_) => valid.push(c),
+            Err(why) => skipped.push((c.name.clone(), why.to_string())),
+        }
+    }
+    let estimates: Vec<u64> = valid
+        .iter()
+        .map(|c| estimated_entries(c.index_blocks, blcksz, &c.rows))
+        .collect();
+    let bits = filter_bits(&estimates, budget);
+    let planned = valid
+        .iter()
+        .zip(bits)
+        .filter_map(|(c, bits)| plan_index(c, bits).ok().map(Arc::new))
+        .collect();
+    (planned, skipped)
 }
 
 /// The heap facts planned for the table whose main fork is `fork` (made on first use).

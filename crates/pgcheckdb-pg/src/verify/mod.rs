@@ -227,7 +227,8 @@ pub fn run(
     };
     let total_bytes = plan.scan_bytes();
     let unit_bytes = unit_bytes_for(opts.unit_bytes, total_bytes, opts.jobs, cfg.blcksz as u64);
-    let units = plan_units(plan, unit_bytes, cfg.blcksz as u64);
+    let extended = structure.and_then(|s| s.extended);
+    let phases = scan_phases(plan, extended, unit_bytes, cfg.blcksz as u64);
     let scan_opts = ScanOptions {
         jobs: opts.jobs,
         chunk_bytes: (opts.chunk_bytes / cfg.blcksz).max(1) * cfg.blcksz,
@@ -235,21 +236,22 @@ pub fn run(
         write: false,
         max_bytes_per_sec: opts.max_bytes_per_sec,
     };
-    let workers = pgcheckdb_scan::run(
-        plan,
-        &units,
-        &scan_opts,
-        || BlockChecker::new(plan, cfg, structure, opts.count_tuples),
-        progress,
-    );
     let mut merged = BlockChecker::new(plan, cfg, structure, opts.count_tuples);
-    for w in workers {
-        merged.absorb(w);
+    for units in &phases {
+        let workers = pgcheckdb_scan::run(
+            plan,
+            units,
+            &scan_opts,
+            || BlockChecker::new(plan, cfg, structure, opts.count_tuples),
+            progress,
+        );
+        for w in workers {
+            merged.absorb(w);
+        }
     }
     let facts = merged.facts.take();
     let mut report = merged.finish(plan, opts, started);
     report.summary.keys_not_order_checked = structure.map(|s| s.not_order_checked.len() as u64);
-    let extended = structure.and_then(|s| s.extended);
     if let (Some(facts), Some(ext)) = (facts, extended) {
         // An interrupted scan left facts out: cross-page checks would blame healthy pages.
         if !progress.cancel.load(std::sync::atomic::Ordering::Relaxed) {
@@ -257,6 +259,54 @@ pub fn run(
         }
     }
     report
+}
+
+/// The work units of the scan, in phases run one after the other: at the extended level, the
+/// indexes whose entries heap pages look up come first (heap -> index needs their filters
+/// complete); otherwise one phase. Each file is in exactly one phase, so it is read once.
+fn scan_phases(
+    plan: &Plan,
+    extended: Option<&crate::extended::ExtendedPlan>,
+    unit_bytes: u64,
+    blcksz: u64,
+) -> Vec<Vec<pgcheckdb_scan::WorkUnit>> {
+    let Some(ext) = extended.filter(|e| !e.all_indexed.is_empty()) else {
+        return vec![plan_units(plan, unit_bytes, blcksz)];
+    };
+    let first = PhaseFiles {
+        plan,
+        keep: &|f| ext.first_phase(f),
+    };
+    let second = PhaseFiles {
+        plan,
+        keep: &|f| !ext.first_phase(f),
+    };
+    vec![
+        plan_units(&first, unit_bytes, blcksz),
+        plan_units(&second, unit_bytes, blcksz),
+    ]
+}
+
+/// The plan's files as the scan sees them, with the files of other phases left empty.
+struct PhaseFiles<'a> {
+    plan: &'a Plan,
+    keep: &'a (dyn Fn(usize) -> bool + Sync),
+}
+
+impl pgcheckdb_scan::FileList for PhaseFiles<'_> {
+    fn file_count(&self) -> usize {
+        self.plan.file_count()
+    }
+    fn scan_len(&self, file: usize) -> u64 {
+        if (self.keep)(file) {
+            self.plan.scan_len(file)
+        } else {
+            0
+        }
+    }
+    fn path_into(&self, file: usize, path: &mut std::path::PathBuf) {
+        self.plan.path_into(file, path);
+    }
 }
 
 #[cfg(test)]

@@ -48,9 +48,9 @@ impl Check<'_> {
             return;
         };
         if child.btpo_level + 1 != p.btpo_level {
-            self.level_mismatch(p, &child);
+            self.level_mismatch(p, child);
         }
-        if flagged(&child, bf::BTP_INCOMPLETE_SPLIT | bf::BTP_HALF_DEAD)
+        if flagged(child, bf::BTP_INCOMPLETE_SPLIT | bf::BTP_HALF_DEAD)
             || child.btpo_next == P_NONE
             || child.btpo_level + 1 != p.btpo_level
         {

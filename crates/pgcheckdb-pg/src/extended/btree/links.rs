@@ -50,7 +50,7 @@ impl Check<'_> {
         let Some(d) = self.f.pages.get(&target).filter(|p| deleted(p)) else {
             return false;
         };
-        if !agrees(&d) {
+        if !agrees(d) {
             return false;
         }
         self.report(
@@ -125,9 +125,9 @@ impl Check<'_> {
                 json!({"other_block": target, "btm_level": level, "btpo_level": p.btpo_level}),
             );
         }
-        let incomplete = flagged(&p, bf::BTP_INCOMPLETE_SPLIT);
+        let incomplete = flagged(p, bf::BTP_INCOMPLETE_SPLIT);
         if is_root && !incomplete {
-            let not_root = !flagged(&p, bf::BTP_ROOT);
+            let not_root = !flagged(p, bf::BTP_ROOT);
             let siblings = p.btpo_prev != P_NONE || p.btpo_next != P_NONE;
             if not_root || siblings {
                 self.report(

@@ -65,6 +65,7 @@ fn info() -> IndexInfo {
         name: "db: public.i".into(),
         ordering: Err(NotOrderChecked::NotImplemented),
         unique: None,
+        all_indexed: None,
     }
 }
 

@@ -1,0 +1,240 @@
+//! The normalised key of a B-tree entry, computed alike from a leaf tuple of the index and from
+//! the heap tuple it points at, so that both sides give the same fingerprint: per column a NULL
+//! flag, then the value's bytes — fixed-length values as stored, varlena values without their
+//! header and decompressed (pglz, lz4: the heap and the index may hold one compressed and the
+//! other not, or with 1-byte and 4-byte headers), `name` columns (64 bytes in the heap, a
+//! C string in the index under `name_ops`) up to their first NUL.
+//!
+//! A heap value stored out of line in TOAST is not read here: such a tuple is counted as not
+//! checked, never guessed.
+
+use std::borrow::Cow;
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use super::bloom::mix;
+use crate::btree_order::datum;
+use crate::catalog::attributes::Attribute;
+use crate::layout::heap::{infomask2 as im2, HeapTupleHeader};
+
+/// `VARTAG_1B_E`: the first byte of an external (TOAST) pointer.
+const VARTAG_1B_E: u8 = 0x01;
+/// Bytes of an on-disk TOAST pointer (`VARTAG_ONDISK`): tag byte, length byte and
+/// `varatt_external`.
+const TOAST_POINTER_SIZE: usize = 2 + 16;
+/// `HEAP_NATTS_MASK` of `t_infomask2`.
+const HEAP_NATTS_MASK: u16 = 0x07FF;
+
+/// How one index column's value is normalised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueForm {
+    /// Fixed length (`attlen` > 0): the bytes as stored.
+    Fixed,
+    /// `attlen` -1: the payload, decompressed.
+    Varlena,
+    /// `attlen` -2 in both: the bytes before the NUL.
+    CString,
+    /// A `name` (64 bytes, NUL-padded) in the heap, a C string in the index.
+    NameAsCString,
+}
+
+/// One column of an index entry: where its value comes from in the heap tuple.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyColumn {
+    /// 1-based attribute number in the table.
+    pub heap_attnum: usize,
+    pub form: ValueForm,
+}
+
+/// Why the key of a heap tuple could not be computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unkeyable {
+    /// A key value lives in TOAST.
+    External,
+    /// The tuple has fewer attributes than the key needs (a column added later with a
+    /// default: its value is in `pg_attribute`, not in the tuple).
+    MissingAttribute,
+    /// The tuple or a value is malformed (the standard level reports it).
+    Malformed,
+}
+
+/// The form of a column stored with `heap_attlen` in the table and `index_attlen` in the
+/// index, `None` when the index stores another type than the table (not checked).
+pub fn form_of(heap_attlen: i16, index_attlen: i16) -> Option<ValueForm> {
+    match (heap_attlen, index_attlen) {
+        (h, i) if h == i && h > 0 => Some(ValueForm::Fixed),
+        (-1, -1) => Some(ValueForm::Varlena),
+        (-2, -2) => Some(ValueForm::CString),
+        (64, -2) => Some(ValueForm::NameAsCString),
+        _ => None,
+    }
+}
+
+/// Appends one column's normalised value (`None` is NULL) to `buf`.
+pub fn push_value(
+    buf: &mut Vec<u8>,
+    value: Option<&[u8]>,
+    form: ValueForm,
+) -> Result<(), Unkeyable> {
+    let Some(v) = value else {
+        buf.push(0);
+        return Ok(());
+    };
+    let payload: Cow<'_, [u8]> = match form {
+        ValueForm::Fixed => Cow::Borrowed(v),
+        ValueForm::Varlena => {
+            if v.first() == Some(&VARTAG_1B_E) {
+                return Err(Unkeyable::External);
+            }
+            datum::varlena(v).ok_or(Unkeyable::Malformed)?
+        }
+        ValueForm::CString | ValueForm::NameAsCString => {
+            Cow::Borrowed(&v[..v.iter().position(|&c| c == 0).unwrap_or(v.len())])
+        }
+    };
+    buf.push(1);
+    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&payload);
+    Ok(())
+}
+
+/// The hash of a normalised key.
+pub fn key_hash(normalised: &[u8]) -> u64 {
+    xxh3_64(normalised)
+}
+
+/// The fingerprint of one entry: its key's hash and its heap TID.
+pub fn fingerprint(key_hash: u64, block: u32, offset: u16) -> u64 {
+    mix(key_hash ^ mix((u64::from(block) << 16) | u64::from(offset)))
+}
+
+fn align_to(off: usize, align: usize) -> usize {
+    let a = align.max(1);
+    off.div_ceil(a) * a
+}
+
+/// The stored size of the varlena at the start of `b`.
+fn varlena_size(b: &[u8]) -> Option<usize> {
+    let first = *b.first()?;
+    if first == VARTAG_1B_E {
+        return Some(TOAST_POINTER_SIZE);
+    }
+    if first & 0x01 == 0x01 {
+        return Some((first >> 1) as usize).filter(|&n| n >= 1);
+    }
+    let header = u32::from_le_bytes(b.get(..4)?.try_into().ok()?);
+    Some((header >> 2) as usize).filter(|&n| n >= 4)
+}
+
+/// The stored bytes of attributes `1..=upto` of a heap tuple (`None` for NULL) into `out`,
+/// walking the tuple as the server deforms it. On an error `out` holds the attributes read
+/// before it (all the tuple has when the error is [`Unkeyable::MissingAttribute`]).
+pub fn deform_into<'t>(
+    tuple: &'t [u8],
+    h: &HeapTupleHeader,
+    attrs: &[Attribute],
+    upto: usize,
+    out: &mut Vec<Option<&'t [u8]>>,
+) -> Result<(), Unkeyable> {
+    out.clear();
+    let natts = (h.t_infomask2 & HEAP_NATTS_MASK) as usize;
+    let data = tuple.get(h.t_hoff as usize..).ok_or(Unkeyable::Malformed)?;
+    let mut off = 0usize;
+    for (i, a) in attrs.iter().take(upto.min(natts)).enumerate() {
+        if h.att_is_null(tuple, i + 1) {
+            out.push(None);
+            continue;
+        }
+        let len = match a.attlen {
+            n if n > 0 => {
+                off = align_to(off, a.align);
+                n as usize
+            }
+            -1 => {
+                // A 1-byte header is never aligned; a zero byte is padding before a 4-byte one.
+                if data.get(off) == Some(&0) {
+                    off = align_to(off, a.align);
+                }
+                varlena_size(data.get(off..).ok_or(Unkeyable::Malformed)?)
+                    .ok_or(Unkeyable::Malformed)?
+            }
+            -2 => {
+                off = align_to(off, a.align);
+                let rest = data.get(off..).ok_or(Unkeyable::Malformed)?;
+                rest.iter()
+                    .position(|&c| c == 0)
+                    .ok_or(Unkeyable::Malformed)?
+                    + 1
+            }
+            _ => return Err(Unkeyable::Malformed),
+        };
+        out.push(Some(data.get(off..off + len).ok_or(Unkeyable::Malformed)?));
+        off += len;
+    }
+    if upto > natts {
+        return Err(Unkeyable::MissingAttribute);
+    }
+    Ok(())
+}
+
+/// Whether the tuple is heap-only (reached through a HOT chain, never from an index).
+pub fn heap_only(h: &HeapTupleHeader) -> bool {
+    h.t_infomask2 & im2::HEAP_ONLY_TUPLE != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(values: &[(Option<&[u8]>, ValueForm)]) -> Vec<u8> {
+        let mut buf = Vec::new();
+        for (v, f) in values {
+            push_value(&mut buf, *v, *f).unwrap();
+        }
+        buf
+    }
+
+    #[test]
+    fn short_and_long_varlena_headers_normalise_alike() {
+        let short = [(5u8 << 1) | 1, b'a', b'b', b'c', b'd'];
+        let mut long = ((8u32) << 2).to_le_bytes().to_vec();
+        long.extend_from_slice(b"abcd");
+        assert_eq!(
+            key(&[(Some(&short), ValueForm::Varlena)]),
+            key(&[(Some(&long), ValueForm::Varlena)])
+        );
+        assert_ne!(
+            key(&[(Some(&short), ValueForm::Varlena)]),
+            key(&[(None, ValueForm::Varlena)])
+        );
+    }
+
+    #[test]
+    fn a_name_and_its_c_string_normalise_alike() {
+        let mut name = b"pg_class".to_vec();
+        name.resize(64, 0);
+        assert_eq!(
+            key(&[(Some(&name), ValueForm::NameAsCString)]),
+            key(&[(Some(b"pg_class\0"), ValueForm::CString)])
+        );
+    }
+
+    #[test]
+    fn toast_pointers_are_not_keyed() {
+        let mut buf = Vec::new();
+        let pointer = [VARTAG_1B_E, 18, 0, 0];
+        assert_eq!(
+            push_value(&mut buf, Some(&pointer), ValueForm::Varlena),
+            Err(Unkeyable::External)
+        );
+    }
+
+    #[test]
+    fn forms_follow_the_stored_lengths() {
+        assert_eq!(form_of(4, 4), Some(ValueForm::Fixed));
+        assert_eq!(form_of(-1, -1), Some(ValueForm::Varlena));
+        assert_eq!(form_of(64, -2), Some(ValueForm::NameAsCString));
+        assert_eq!(form_of(8, 4), None);
+        assert_ne!(fingerprint(1, 2, 3), fingerprint(1, 2, 4));
+    }
+}

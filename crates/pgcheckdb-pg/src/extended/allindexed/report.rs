@@ -1,0 +1,116 @@
+//! The findings and the summary of heap -> index, after the scan: each live heap tuple an
+//! index lacks is an `index_entry_missing` finding at the heap page (the tuple is there to
+//! `inspect`; the index is named, `REINDEX` rebuilds it).
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+
+use serde_json::json;
+
+use super::{AllIndexed, REPORTED_PER_INDEX};
+use crate::extended::report::block_finding;
+use crate::extended::{ExtendedPlan, ExtendedSummary, NotOrderCheckedIndex, WeakFilter};
+use crate::finding::{Finding, FindingKind as K, Severity};
+use crate::verify::Plan;
+
+/// A miss chance worth naming the index for in verbose output.
+const WEAK_MISS_CHANCE: f64 = 0.02;
+
+/// The findings of every index checked; fills the heap -> index part of `summary`.
+/// `existing` are the findings of the scan: an index with one of its own is not judged.
+pub fn findings(
+    plan: &Plan,
+    ext: &ExtendedPlan,
+    existing: &[Finding],
+    summary: &mut ExtendedSummary,
+) -> Vec<Finding> {
+    let damaged_files: HashSet<&str> = existing
+        .iter()
+        .filter(|f| f.severity != Severity::Info)
+        .map(|f| f.file.as_str())
+        .collect();
+    let mut skipped = ext.all_indexed_skipped.clone();
+    let mut weak = Vec::new();
+    let mut out = Vec::new();
+    for idx in &ext.all_indexed {
+        if idx.incomplete.load(Ordering::Relaxed) || has_findings(plan, idx, &damaged_files) {
+            skipped.push((
+                idx.name.clone(),
+                "a page of the index failed its own checks".into(),
+            ));
+            continue;
+        }
+        summary.all_indexed_checked += 1;
+        summary.all_indexed_tuples += idx.tuples_checked.load(Ordering::Relaxed);
+        summary.all_indexed_tuples_not_checked += idx.tuples_not_checked.load(Ordering::Relaxed);
+        let chance = idx.bloom.false_positive_rate();
+        summary.all_indexed_miss_chance = summary.all_indexed_miss_chance.max(chance);
+        if chance > WEAK_MISS_CHANCE {
+            weak.push(WeakFilter {
+                index: idx.name.clone(),
+                miss_chance: chance,
+                entries: idx.entries.load(Ordering::Relaxed),
+                bits: idx.bloom.bits(),
+            });
+        }
+        out.extend(lacking_findings(plan, idx));
+    }
+    summary.all_indexed_not_checked = skipped.len() as u64;
+    if ext.config.verbose {
+        weak.sort_by(|a, b| a.index.cmp(&b.index));
+        summary.all_indexed_weak = Some(weak);
+        skipped.sort();
+        summary.all_indexed_skipped = Some(
+            skipped
+                .into_iter()
+                .map(|(index, reason)| NotOrderCheckedIndex { index, reason })
+                .collect(),
+        );
+    }
+    out
+}
+
+/// Whether a segment of the index has a finding of its own.
+fn has_findings(plan: &Plan, idx: &AllIndexed, damaged_files: &HashSet<&str>) -> bool {
+    plan.forks[idx.index_fork]
+        .segments
+        .clone()
+        .any(|i| damaged_files.contains(plan.dir.files[i].rel_path().as_str()))
+}
+
+fn lacking_findings(plan: &Plan, idx: &AllIndexed) -> Vec<Finding> {
+    let mut lacking = idx
+        .lacking
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    lacking.sort_by_key(|l| (l.heap_block, l.heap_offset));
+    let total = idx.lacking_count.load(Ordering::Relaxed);
+    let name = &idx.name;
+    let last = lacking.len().saturating_sub(1);
+    lacking
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let more = if i == last && total > REPORTED_PER_INDEX as u64 {
+                format!(
+                    " ({} tuples in all lack an entry; the first {REPORTED_PER_INDEX} are listed)",
+                    total
+                )
+            } else {
+                String::new()
+            };
+            block_finding(
+                plan,
+                idx.heap_fork,
+                u64::from(l.heap_block),
+                K::IndexEntryMissing,
+                format!(
+                    "live tuple ({},{}) has no entry in index {name}{more}",
+                    l.heap_block, l.heap_offset
+                ),
+                json!({"index": name, "heap_offset": l.heap_offset, "lacking_in_index": total}),
+            )
+        })
+        .collect()
+}
