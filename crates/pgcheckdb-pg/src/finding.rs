@@ -111,6 +111,12 @@ pub enum FindingKind {
     BtreeLevelInvalid,
     /// A unique B-tree index holds equal keys for two live heap tuples (extended level).
     BtreeUniqueViolation,
+    /// An index entry's heap TID names nothing an index may name: past the table's end or
+    /// the page's line pointers, an unused line pointer or a heap-only tuple (extended).
+    IndexTidInvalid,
+    /// A heap page is all zero or past the table's end while other evidence (`detail.evidence`:
+    /// index entries) says it held tuples: a write that never reached the disk (extended).
+    LostWrite,
 }
 
 impl FindingKind {
@@ -158,6 +164,8 @@ impl FindingKind {
             FindingKind::BtreeDownlinkInvalid => "btree_downlink_invalid",
             FindingKind::BtreeLevelInvalid => "btree_level_invalid",
             FindingKind::BtreeUniqueViolation => "btree_unique_violation",
+            FindingKind::IndexTidInvalid => "index_tid_invalid",
+            FindingKind::LostWrite => "lost_write",
         }
     }
 
@@ -204,6 +212,8 @@ impl FindingKind {
         FindingKind::BtreeDownlinkInvalid,
         FindingKind::BtreeLevelInvalid,
         FindingKind::BtreeUniqueViolation,
+        FindingKind::IndexTidInvalid,
+        FindingKind::LostWrite,
     ];
 }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::catalog::{read_index_rows, IndexRow};
 use super::spill::SpillDir;
+use super::tids::{plan_tids, IndexAm, TidIndexInfo, TidPlan, TidPlanInputs};
 use super::ExtendedConfig;
 use crate::btree_order::{ordering_for, IndexOrdering, NotOrderChecked};
 use crate::catalog::attributes::Attribute;
@@ -49,6 +50,8 @@ pub struct HeapInfo {
     pub fork: usize,
     /// Tuple liveness for the uniqueness check (a valid unique B-tree index on the table).
     pub live_roots: bool,
+    /// Line-pointer summaries for the index -> heap TID check ([`super::tids`]).
+    pub tids: bool,
 }
 
 /// What one file of the plan contributes.
@@ -57,6 +60,8 @@ pub enum Role {
     Btree(Arc<IndexInfo>),
     /// A segment of a table's main fork.
     Heap(Arc<HeapInfo>),
+    /// A hash, GiST, SP-GiST or GIN index whose heap TIDs are checked.
+    TidIndex(Arc<TidIndexInfo>),
 }
 
 /// Everything the workers and the merge share.
@@ -74,6 +79,8 @@ pub struct ExtendedPlan {
     /// page's stored xid must be older).
     pub next_full_xid: Option<u64>,
     pub config: ExtendedConfig,
+    /// The indexes whose heap TIDs are checked against their tables.
+    pub tids: TidPlan,
 }
 
 impl ExtendedPlan {
@@ -148,6 +155,21 @@ impl ExtendedPlan {
                 heap_info(&mut heaps, u.heap_fork).live_roots = true;
             }
         }
+        let tids = plan_tids(&TidPlanInputs {
+            catalog,
+            rows: &rows,
+            fork_of_key: &fork_of_key,
+            key_of_oid: &key_of_oid,
+            clean_shutdown: control.state == DbState::Shutdowned,
+        });
+        for (&fork, info) in &tids.indexes {
+            heap_info(&mut heaps, info.heap_fork).tids = true;
+            if info.am != IndexAm::Btree {
+                for i in plan.forks[fork].segments.clone() {
+                    roles[i] = Some(Role::TidIndex(info.clone()));
+                }
+            }
+        }
         for (fork, info) in heaps {
             let info = Arc::new(info);
             for i in plan.forks[fork].segments.clone() {
@@ -165,6 +187,7 @@ impl ExtendedPlan {
             max_align: control.max_align as usize,
             next_full_xid: (control.state == DbState::Shutdowned).then_some(control.next_xid),
             config: config.clone(),
+            tids,
         })
     }
 
@@ -182,7 +205,11 @@ fn heap_info(heaps: &mut HashMap<usize, HeapInfo>, fork: usize) -> &mut HeapInfo
 }
 
 /// The pg_index row of index `oid` in database `db` (a shared index: any database's row).
-fn find_row(rows: &HashMap<(u32, u32), IndexRow>, db: u32, oid: u32) -> Option<IndexRow> {
+pub(super) fn find_row(
+    rows: &HashMap<(u32, u32), IndexRow>,
+    db: u32,
+    oid: u32,
+) -> Option<IndexRow> {
     if let Some(r) = rows.get(&(db, oid)) {
         return Some(*r);
     }
