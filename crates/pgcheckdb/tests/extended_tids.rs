@@ -198,8 +198,11 @@ fn heap_targets(path: &Path) -> HeapTargets {
     }
 }
 
-/// Live B-tree leaf pages (not the metapage) with their data items' (offnum, lp_off, lp_len).
-fn btree_leaves(path: &Path) -> Vec<(u64, Vec<(u16, usize, usize)>)> {
+/// A leaf page's data items: (offnum, lp_off, lp_len).
+type LeafItems = Vec<(u16, usize, usize)>;
+
+/// Live B-tree leaf pages (not the metapage) with their data items.
+fn btree_leaves(path: &Path) -> Vec<(u64, LeafItems)> {
     (1..nblocks(path))
         .filter_map(|b| {
             let page = block(path, b);
@@ -399,7 +402,8 @@ fn inject(fx: &mut Fixture) -> Vec<Case> {
         |p, s| special_u16(p, s, 6) & 0x1F == 0x2,
         |t| {
             let (blk, n) = tid_at(t, 0);
-            (blk & 0x8000_0000 != 0 && n >= 2 && n != 0xFFFF).then(|| (blk & 0x7FFF_FFFF) as usize)
+            (blk & 0x8000_0000 != 0 && n >= 2 && n != 0xFFFF)
+                .then_some((blk & 0x7FFF_FFFF) as usize)
         },
     ));
     // A lost write in the middle of z: its page 1 all zero.
