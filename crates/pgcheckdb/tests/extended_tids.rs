@@ -503,6 +503,13 @@ fn scenario(major: u32, checksums: bool) {
         ext["tids_not_checked_indexes"].to_string().contains("t_k"),
         "{ext}"
     );
+    assert!(
+        alone.stderr.contains(
+            "TIDs not checked: index postgres: public.t_k: its table is not in the scope"
+        ),
+        "{}",
+        alone.stderr
+    );
 
     let cases = inject(&mut fx);
     let run = verify_extended(&datadir, &[]);
