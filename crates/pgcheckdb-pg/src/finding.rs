@@ -113,6 +113,12 @@ pub enum FindingKind {
     BtreeUniqueViolation,
     /// A live heap tuple has no entry in one of its table's B-tree indexes.
     IndexEntryMissing,
+    /// An index entry's heap TID names nothing an index may name: past the table's end or
+    /// the page's line pointers, an unused line pointer or a heap-only tuple (extended).
+    IndexTidInvalid,
+    /// A heap page is all zero or past the table's end while other evidence (`detail.evidence`:
+    /// index entries) says it held tuples: a write that never reached the disk (extended).
+    LostWrite,
 }
 
 impl FindingKind {
@@ -161,6 +167,8 @@ impl FindingKind {
             FindingKind::BtreeLevelInvalid => "btree_level_invalid",
             FindingKind::BtreeUniqueViolation => "btree_unique_violation",
             FindingKind::IndexEntryMissing => "index_entry_missing",
+            FindingKind::IndexTidInvalid => "index_tid_invalid",
+            FindingKind::LostWrite => "lost_write",
         }
     }
 
@@ -208,6 +216,8 @@ impl FindingKind {
         FindingKind::BtreeLevelInvalid,
         FindingKind::BtreeUniqueViolation,
         FindingKind::IndexEntryMissing,
+        FindingKind::IndexTidInvalid,
+        FindingKind::LostWrite,
     ];
 }
 

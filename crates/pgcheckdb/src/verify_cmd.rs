@@ -271,6 +271,9 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         warn_missing_locales(s);
         if common.verbose {
             list_not_order_checked(s);
+            if let Some(ext) = &extended {
+                list_tids_not_checked(ext);
+            }
         }
     }
     let total: u64 = plan.scan_bytes();
@@ -551,6 +554,21 @@ fn warn_missing_locales(structure: &Structure<'_>) {
     for (locale, n) in counts {
         eprintln!(
             "pgcheckdb: warning: locale \"{locale}\" is not installed on this machine: the keys of {n} B-tree index(es) using it are not order-checked"
+        );
+    }
+}
+
+/// `--verbose`: each index whose heap TIDs are not checked against its table, with the reason.
+fn list_tids_not_checked(ext: &ExtendedPlan) {
+    eprintln!(
+        "pgcheckdb: index -> heap TIDs: {} index(es) checked, {} not checked",
+        ext.tids.indexes.len(),
+        ext.tids.not_checked.len()
+    );
+    for n in &ext.tids.not_checked {
+        eprintln!(
+            "pgcheckdb: TIDs not checked: index {}: {}",
+            n.index, n.reason
         );
     }
 }

@@ -9,6 +9,11 @@ use super::facts::{Downlink, Family, MetaFact, PageFact, RunPlace, UniqueRun, Wr
 use super::heap::live_roots;
 use super::plan::{ExtendedPlan, HeapInfo, IndexInfo, Role, UniqueSpec};
 use super::spill::{RunBuilder, Runs};
+use super::tids::decode::page_tids;
+use super::tids::record::{
+    for_each_block_group, target_map, write_group, write_heap_lines, write_undecoded, PageState,
+};
+use super::tids::{IndexAm, TidIndexInfo};
 use crate::catalog::xact::CommitLog;
 use crate::layout::btree::{flags as bf, BtMetaPage, BtPageOpaque, P_NONE};
 use crate::layout::heap::ItemPointer;
@@ -42,6 +47,8 @@ pub struct Emitter<'a> {
     bits: Vec<u8>,
     /// Buffers of the heap -> index check.
     all_indexed: Scratch,
+    /// The heap TIDs of the current index page, and a heap page's line-pointer target map.
+    tids: Vec<(u32, u16)>,
 }
 
 impl<'a> Emitter<'a> {
@@ -54,6 +61,7 @@ impl<'a> Emitter<'a> {
             items: Vec::new(),
             bits: Vec::new(),
             all_indexed: Scratch::default(),
+            tids: Vec::new(),
         }
     }
 
@@ -82,8 +90,55 @@ impl<'a> Emitter<'a> {
             Role::Heap(info) => {
                 if sound {
                     self.heap_page(info, blkno, page);
+                } else if info.tids {
+                    let unit = info.fork as u32;
+                    write_heap_lines(&mut self.buf, unit, blkno, PageState::Damaged, 0, &[]);
+                    self.runs.push(&self.buf);
                 }
             }
+            Role::TidIndex(info) => {
+                if sound {
+                    self.index_tids(info, blkno, page);
+                }
+            }
+        }
+    }
+
+    /// An all-zero page at absolute block `blkno` of file `file` (the physical check calls
+    /// it `New`): a heap page the TID check must know is empty.
+    pub fn new_page(&mut self, file: usize, blkno: u64) {
+        let Some(Role::Heap(info)) = self.plan.roles.get(file).and_then(Option::as_ref) else {
+            return;
+        };
+        let Ok(blkno) = u32::try_from(blkno) else {
+            return;
+        };
+        if info.tids {
+            let unit = info.fork as u32;
+            write_heap_lines(&mut self.buf, unit, blkno, PageState::New, 0, &[]);
+            self.runs.push(&self.buf);
+        }
+    }
+
+    /// The heap TIDs of a sound index page, one record per heap block they name.
+    fn index_tids(&mut self, info: &TidIndexInfo, blkno: u32, page: &[u8]) {
+        let Some(h) = PageHeader::parse(page) else {
+            return;
+        };
+        if info.am != IndexAm::Btree {
+            line_pointers_into(page, &h, &mut self.items);
+        }
+        self.tids.clear();
+        let undecoded = page_tids(info.am, page, &h, &self.items, &mut self.tids);
+        let (unit, index_fork) = (info.heap_fork as u32, info.fork as u32);
+        let (buf, runs) = (&mut self.buf, &mut self.runs);
+        for_each_block_group(&mut self.tids, |heap_block, offsets| {
+            write_group(buf, unit, heap_block, index_fork, blkno, offsets);
+            runs.push(buf);
+        });
+        if undecoded > 0 {
+            write_undecoded(&mut self.buf, unit, undecoded);
+            self.runs.push(&self.buf);
         }
     }
 
@@ -116,6 +171,20 @@ impl<'a> Emitter<'a> {
                 self.clog,
                 &mut self.all_indexed,
             );
+        }
+        if info.tids {
+            target_map(page, &self.items, &mut self.bits);
+            let nlines = self.items.len() as u16;
+            let unit = info.fork as u32;
+            write_heap_lines(
+                &mut self.buf,
+                unit,
+                blkno,
+                PageState::Sound,
+                nlines,
+                &self.bits,
+            );
+            self.runs.push(&self.buf);
         }
     }
 
@@ -176,6 +245,11 @@ impl<'a> Emitter<'a> {
                 self.plan.max_align,
                 &mut self.all_indexed,
             );
+        }
+        if live_leaf {
+            if let Some(tid_info) = self.plan.tids.indexes.get(&info.fork) {
+                self.index_tids(tid_info, blkno, page);
+            }
         }
         if let (Some(spec), true) = (&info.unique, live_leaf) {
             let runs = unique_runs(page, blkno, &opaque, &self.items, spec, self.plan.max_align);

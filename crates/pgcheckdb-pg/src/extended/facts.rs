@@ -17,6 +17,10 @@ pub enum Family {
     UniqueRun = 3,
     /// The heap line pointers whose HOT chain holds a live tuple.
     HeapLive = 4,
+    /// Index -> heap TIDs, in the heap's unit: each heap page's line-pointer summary and the
+    /// index groups naming it, in one family so that they sort together by heap block
+    /// (`tids::record`). Number 11 is kept for this check too.
+    Tids = 10,
 }
 
 impl Family {
@@ -27,6 +31,7 @@ impl Family {
             2 => Family::Damaged,
             3 => Family::UniqueRun,
             4 => Family::HeapLive,
+            10 => Family::Tids,
             _ => return None,
         })
     }

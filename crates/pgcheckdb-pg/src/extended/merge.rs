@@ -1,6 +1,7 @@
 //! The merge phase: after the scan, each index's facts are merged from the sorted runs and
 //! checked, in parallel across indexes (as many threads as scan jobs); then each table behind a
-//! unique index gives the liveness of the heap tuples its duplicate-key groups name. The
+//! unique index gives the liveness of the heap tuples its duplicate-key groups name; then each
+//! table's heap TIDs held by its indexes are checked (`tids`). The
 //! findings are placed at their files and blocks and added to the report.
 
 use std::collections::{HashMap, HashSet};
@@ -12,6 +13,7 @@ use super::btree::{check_index, IndexFacts, Problem};
 use super::plan::{ExtendedPlan, IndexInfo};
 use super::report::block_finding;
 use super::spill::Runs;
+use super::tids::merge::check_tids;
 use super::unique::{candidate_groups, collect_live, needed_blocks, violations, Group};
 use super::{ExtendedSummary, NotOrderCheckedIndex};
 use crate::finding::{Finding, Severity};
@@ -71,6 +73,24 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
         &report.findings,
         &mut summary,
     ));
+    let tids = check_tids(plan, ext, &runs, &errors);
+    findings.extend(tids.findings);
+    summary.tid_indexes_checked = ext.tids.indexes.len() as u64;
+    summary.tid_indexes_not_checked = ext.tids.not_checked.len() as u64;
+    summary.tids_checked = tids.tids_checked;
+    summary.tids_not_checked = tids.tids_not_checked;
+    if ext.config.verbose {
+        summary.tids_not_checked_indexes = Some(
+            ext.tids
+                .not_checked
+                .iter()
+                .map(|n| NotOrderCheckedIndex {
+                    index: n.index.clone(),
+                    reason: n.reason.to_string(),
+                })
+                .collect(),
+        );
+    }
     summary.keys_not_order_checked = not_checked.len() as u64;
     if ext.config.verbose {
         not_checked.sort_by(|a, b| a.index.cmp(&b.index));

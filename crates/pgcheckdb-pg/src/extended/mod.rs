@@ -10,7 +10,8 @@
 //!   directory beyond it ([`spill`]).
 //! * After the scan, a k-way merge of the runs yields each relation's facts, and the relations
 //!   are checked in parallel: the B-tree's links, levels, downlinks and keys ([`btree`]), and
-//!   uniqueness joined with the heap's tuple liveness ([`unique`]).
+//!   uniqueness joined with the heap's tuple liveness ([`unique`]), and every index's heap
+//!   TIDs against its table's line pointers ([`tids`]).
 
 pub mod allindexed;
 pub mod btree;
@@ -22,6 +23,7 @@ pub mod merge;
 pub mod plan;
 pub mod report;
 pub mod spill;
+pub mod tids;
 pub mod unique;
 
 use std::path::PathBuf;
@@ -85,6 +87,19 @@ pub struct ExtendedSummary {
     /// than planned, or shrunk by `--memory`), with that chance.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub all_indexed_weak: Option<Vec<WeakFilter>>,
+    /// Indexes (B-tree, hash, GiST, SP-GiST, GIN) whose heap TIDs were checked against
+    /// their table's line pointers.
+    pub tid_indexes_checked: u64,
+    /// Indexes whose heap TIDs were not checked (table out of scope, invalid index, cluster
+    /// not shut down cleanly); with `--verbose` listed in `tids_not_checked_indexes`.
+    pub tid_indexes_not_checked: u64,
+    /// Heap TIDs of index entries checked.
+    pub tids_checked: u64,
+    /// Heap TIDs not checked: into heap pages that failed a check or were not read, or in
+    /// index entries that did not decode.
+    pub tids_not_checked: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tids_not_checked_indexes: Option<Vec<NotOrderCheckedIndex>>,
 }
 
 /// An index whose heap -> index filter misses more than planned.

@@ -12,6 +12,7 @@ use super::allindexed::{
 };
 use super::catalog::{read_index_rows, IndexRow};
 use super::spill::SpillDir;
+use super::tids::{plan_tids, IndexAm, TidIndexInfo, TidPlan, TidPlanInputs};
 use super::ExtendedConfig;
 use crate::btree_order::{ordering_for, IndexOrdering, NotOrderChecked};
 use crate::catalog::attributes::Attribute;
@@ -56,6 +57,8 @@ pub struct HeapInfo {
     pub live_roots: bool,
     /// The table's B-tree indexes checked for heap -> index: each live tuple is looked up.
     pub all_indexed: Vec<Arc<AllIndexed>>,
+    /// Line-pointer summaries for the index -> heap TID check ([`super::tids`]).
+    pub tids: bool,
 }
 
 /// What one file of the plan contributes.
@@ -64,6 +67,8 @@ pub enum Role {
     Btree(Arc<IndexInfo>),
     /// A segment of a table's main fork.
     Heap(Arc<HeapInfo>),
+    /// A hash, GiST, SP-GiST or GIN index whose heap TIDs are checked.
+    TidIndex(Arc<TidIndexInfo>),
 }
 
 /// Everything the workers and the merge share.
@@ -85,6 +90,8 @@ pub struct ExtendedPlan {
     pub all_indexed: Vec<Arc<AllIndexed>>,
     /// Indexes not checked for it, and why.
     pub all_indexed_skipped: Vec<(String, String)>,
+    /// The indexes whose heap TIDs are checked against their tables.
+    pub tids: TidPlan,
 }
 
 impl ExtendedPlan {
@@ -208,6 +215,21 @@ impl ExtendedPlan {
                 .all_indexed
                 .push(a.clone());
         }
+        let tids = plan_tids(&TidPlanInputs {
+            catalog,
+            rows: &rows,
+            fork_of_key: &fork_of_key,
+            key_of_oid: &key_of_oid,
+            clean_shutdown: control.state == DbState::Shutdowned,
+        });
+        for (&fork, info) in &tids.indexes {
+            heap_info(&mut heaps, info.heap_fork).tids = true;
+            if info.am != IndexAm::Btree {
+                for i in plan.forks[fork].segments.clone() {
+                    roles[i] = Some(Role::TidIndex(info.clone()));
+                }
+            }
+        }
         for (fork, info) in heaps {
             let info = Arc::new(info);
             for i in plan.forks[fork].segments.clone() {
@@ -227,6 +249,7 @@ impl ExtendedPlan {
             config: config.clone(),
             all_indexed,
             all_indexed_skipped,
+            tids,
         })
     }
 
@@ -272,7 +295,11 @@ fn heap_info(heaps: &mut HashMap<usize, HeapInfo>, fork: usize) -> &mut HeapInfo
 }
 
 /// The pg_index row of index `oid` in database `db` (a shared index: any database's row).
-fn find_row(rows: &HashMap<(u32, u32), IndexRow>, db: u32, oid: u32) -> Option<IndexRow> {
+pub(super) fn find_row(
+    rows: &HashMap<(u32, u32), IndexRow>,
+    db: u32,
+    oid: u32,
+) -> Option<IndexRow> {
     if let Some(r) = rows.get(&(db, oid)) {
         return Some(*r);
     }

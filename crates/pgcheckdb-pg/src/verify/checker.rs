@@ -150,6 +150,9 @@ impl<'a> BlockChecker<'a> {
             PageVerdict::New => {
                 self.new_pages += 1;
                 self.note_new(fork, blkno);
+                if let Some(facts) = self.facts.as_mut() {
+                    facts.new_page(file, blkno);
+                }
                 false
             }
             PageVerdict::Problem(problem) => {
