@@ -111,6 +111,12 @@ pub enum FindingKind {
     BtreeLevelInvalid,
     /// A unique B-tree index holds equal keys for two live heap tuples (extended level).
     BtreeUniqueViolation,
+    /// A live row's TOAST value is missing chunks, has duplicate live chunks, chunks of the
+    /// wrong size or beyond its last chunk (extended level).
+    ToastValueInvalid,
+    /// TOAST chunks that no live row points at, counted once per TOAST relation (info:
+    /// deleted values keep their chunks until VACUUM) (extended level).
+    ToastChunksUnreferenced,
 }
 
 impl FindingKind {
@@ -158,6 +164,8 @@ impl FindingKind {
             FindingKind::BtreeDownlinkInvalid => "btree_downlink_invalid",
             FindingKind::BtreeLevelInvalid => "btree_level_invalid",
             FindingKind::BtreeUniqueViolation => "btree_unique_violation",
+            FindingKind::ToastValueInvalid => "toast_value_invalid",
+            FindingKind::ToastChunksUnreferenced => "toast_chunks_unreferenced",
         }
     }
 
@@ -204,6 +212,8 @@ impl FindingKind {
         FindingKind::BtreeDownlinkInvalid,
         FindingKind::BtreeLevelInvalid,
         FindingKind::BtreeUniqueViolation,
+        FindingKind::ToastValueInvalid,
+        FindingKind::ToastChunksUnreferenced,
     ];
 }
 

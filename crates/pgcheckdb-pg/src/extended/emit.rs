@@ -6,6 +6,7 @@ use super::facts::{Downlink, Family, MetaFact, PageFact, RunPlace, UniqueRun, Wr
 use super::heap::live_roots;
 use super::plan::{ExtendedPlan, HeapInfo, IndexInfo, Role, UniqueSpec};
 use super::spill::{RunBuilder, Runs};
+use super::toast;
 use crate::catalog::xact::CommitLog;
 use crate::layout::btree::{flags as bf, BtMetaPage, BtPageOpaque, P_NONE};
 use crate::layout::heap::ItemPointer;
@@ -73,6 +74,13 @@ impl<'a> Emitter<'a> {
             Role::Heap(info) => {
                 if sound {
                     self.heap_page(info, blkno, page);
+                } else if info.toast_chunks {
+                    toast::emit::damaged_fact(
+                        info.fork as u32,
+                        blkno,
+                        &mut self.buf,
+                        &mut self.runs,
+                    );
                 }
             }
         }
@@ -97,6 +105,28 @@ impl<'a> Emitter<'a> {
         line_pointers_into(page, &h, &mut self.items);
         if info.live_roots {
             self.live_roots_fact(info.fork as u32, blkno, page);
+        }
+        if let Some(target) = &info.toast_pointers {
+            toast::emit::pointer_facts(
+                target,
+                blkno,
+                page,
+                &self.items,
+                self.clog,
+                &mut self.buf,
+                &mut self.runs,
+            );
+        }
+        if info.toast_chunks {
+            toast::emit::chunk_facts(
+                info.fork as u32,
+                blkno,
+                page,
+                &self.items,
+                self.clog,
+                &mut self.buf,
+                &mut self.runs,
+            );
         }
     }
 

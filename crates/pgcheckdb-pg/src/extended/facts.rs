@@ -17,6 +17,12 @@ pub enum Family {
     UniqueRun = 3,
     /// The heap line pointers whose HOT chain holds a live tuple.
     HeapLive = 4,
+    /// A TOAST page that failed the physical or standard checks: chunks may be missing from
+    /// the facts, so no chunk of that TOAST relation is called missing (see `toast`).
+    ToastDamaged = 8,
+    /// A live row's TOAST pointer or a TOAST chunk; its block field is the value id, so that a
+    /// value's pointers and chunks meet (see `toast`).
+    ToastValue = 9,
 }
 
 impl Family {
@@ -27,6 +33,8 @@ impl Family {
             2 => Family::Damaged,
             3 => Family::UniqueRun,
             4 => Family::HeapLive,
+            8 => Family::ToastDamaged,
+            9 => Family::ToastValue,
             _ => return None,
         })
     }

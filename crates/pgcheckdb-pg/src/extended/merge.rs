@@ -12,6 +12,7 @@ use super::btree::{check_index, IndexFacts, Problem};
 use super::plan::{ExtendedPlan, IndexInfo};
 use super::report::block_finding;
 use super::spill::Runs;
+use super::toast::merge::check_toasts;
 use super::unique::{candidate_groups, collect_live, needed_blocks, violations, Group};
 use super::{ExtendedSummary, NotOrderCheckedIndex};
 use crate::finding::{Finding, Severity};
@@ -65,6 +66,12 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
     for (heap, groups) in by_heap {
         findings.extend(unique_findings(plan, &runs, heap, &groups, &errors));
     }
+    let (toast_findings, toast) = check_toasts(plan, &ext.toasts, &runs, ext.jobs, &errors);
+    findings.extend(toast_findings);
+    summary.toast_relations_checked = toast.relations;
+    summary.toast_values_checked = toast.values;
+    summary.toast_chunks_unreferenced = toast.unreferenced_chunks;
+    summary.toast_values_presence_unchecked = toast.presence_unchecked;
     summary.keys_not_order_checked = not_checked.len() as u64;
     if ext.config.verbose {
         not_checked.sort_by(|a, b| a.index.cmp(&b.index));

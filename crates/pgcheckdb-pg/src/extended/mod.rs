@@ -2,7 +2,8 @@
 //! data files (DBCC CHECKDB's design). The flow is plan -> scan -> facts -> merge -> findings:
 //!
 //! * [`plan`] decides, from the catalog, which files give facts: B-tree indexes (every page),
-//!   and the heaps of tables with a valid unique B-tree index (tuple liveness for uniqueness).
+//!   the heaps of tables with a valid unique B-tree index (tuple liveness for uniqueness), and
+//!   tables with a TOAST relation and that relation (pointers and chunks).
 //! * During the block scan each worker turns every page that passed the physical and standard
 //!   checks into compact facts ([`emit`], encoded by [`facts`]); a page that failed them leaves
 //!   a "damaged" mark, so that nothing is concluded from it.
@@ -10,7 +11,8 @@
 //!   directory beyond it ([`spill`]).
 //! * After the scan, a k-way merge of the runs yields each relation's facts, and the relations
 //!   are checked in parallel: the B-tree's links, levels, downlinks and keys ([`btree`]), and
-//!   uniqueness joined with the heap's tuple liveness ([`unique`]).
+//!   uniqueness joined with the heap's tuple liveness ([`unique`]), and the TOAST values of live
+//!   rows against their TOAST relation's chunks ([`toast`]).
 
 pub mod btree;
 pub mod catalog;
@@ -21,6 +23,7 @@ pub mod merge;
 pub mod plan;
 pub mod report;
 pub mod spill;
+pub mod toast;
 pub mod unique;
 
 use std::path::PathBuf;
@@ -65,6 +68,16 @@ pub struct ExtendedSummary {
     pub not_order_checked: Option<Vec<NotOrderCheckedIndex>>,
     /// Seconds the merge phase took.
     pub merge_seconds: f64,
+    /// TOAST relations whose chunks were checked against their table's live pointers (none
+    /// unless the cluster was shut down cleanly).
+    pub toast_relations_checked: u64,
+    /// TOAST values with a live pointer that were checked.
+    pub toast_values_checked: u64,
+    /// TOAST chunks that no live row points at (each relation's count is an info finding).
+    pub toast_chunks_unreferenced: u64,
+    /// TOAST values whose chunks were not checked for presence, because a page of their TOAST
+    /// relation could not be used (its findings say why).
+    pub toast_values_presence_unchecked: u64,
 }
 
 /// One index whose keys were not order-checked.

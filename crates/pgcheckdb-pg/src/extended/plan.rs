@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::catalog::{read_index_rows, IndexRow};
 use super::spill::SpillDir;
+use super::toast::{plan_toast, ToastInfo, ToastPointers};
 use super::ExtendedConfig;
 use crate::btree_order::{ordering_for, IndexOrdering, NotOrderChecked};
 use crate::catalog::attributes::Attribute;
@@ -49,6 +50,10 @@ pub struct HeapInfo {
     pub fork: usize,
     /// Tuple liveness for the uniqueness check (a valid unique B-tree index on the table).
     pub live_roots: bool,
+    /// The TOAST pointers of live rows, for the TOAST check (a table with a TOAST relation).
+    pub toast_pointers: Option<Arc<ToastPointers>>,
+    /// This heap is a TOAST relation: its chunks, for the TOAST check.
+    pub toast_chunks: bool,
 }
 
 /// What one file of the plan contributes.
@@ -74,6 +79,8 @@ pub struct ExtendedPlan {
     /// page's stored xid must be older).
     pub next_full_xid: Option<u64>,
     pub config: ExtendedConfig,
+    /// The TOAST relations checked against their tables, by TOAST fork.
+    pub toasts: HashMap<usize, Arc<ToastInfo>>,
 }
 
 impl ExtendedPlan {
@@ -148,6 +155,7 @@ impl ExtendedPlan {
                 heap_info(&mut heaps, u.heap_fork).live_roots = true;
             }
         }
+        let toasts = plan_toast(plan, catalog, &fork_of_key, &mut heaps);
         for (fork, info) in heaps {
             let info = Arc::new(info);
             for i in plan.forks[fork].segments.clone() {
@@ -165,6 +173,7 @@ impl ExtendedPlan {
             max_align: control.max_align as usize,
             next_full_xid: (control.state == DbState::Shutdowned).then_some(control.next_xid),
             config: config.clone(),
+            toasts,
         })
     }
 
@@ -174,7 +183,7 @@ impl ExtendedPlan {
 }
 
 /// The heap facts planned for the table whose main fork is `fork` (made on first use).
-fn heap_info(heaps: &mut HashMap<usize, HeapInfo>, fork: usize) -> &mut HeapInfo {
+pub(super) fn heap_info(heaps: &mut HashMap<usize, HeapInfo>, fork: usize) -> &mut HeapInfo {
     heaps.entry(fork).or_insert_with(|| HeapInfo {
         fork,
         ..HeapInfo::default()

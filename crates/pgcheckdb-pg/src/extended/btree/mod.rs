@@ -62,7 +62,7 @@ impl IndexFacts {
                     self.runs.push(run);
                 }
             }
-            Family::HeapLive => {}
+            Family::HeapLive | Family::ToastDamaged | Family::ToastValue => {}
         }
     }
 }
