@@ -12,7 +12,7 @@ use super::btree::{check_index, IndexFacts, Problem};
 use super::plan::{ExtendedPlan, IndexInfo};
 use super::report::block_finding;
 use super::spill::Runs;
-use super::toast::merge::check_toasts;
+use super::toast::merge::{check_toasts, unread_forks};
 use super::unique::{candidate_groups, collect_live, needed_blocks, violations, Group};
 use super::{ExtendedSummary, NotOrderCheckedIndex};
 use crate::finding::{Finding, Severity};
@@ -66,7 +66,9 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
     for (heap, groups) in by_heap {
         findings.extend(unique_findings(plan, &runs, heap, &groups, &errors));
     }
-    let (toast_findings, toast) = check_toasts(plan, &ext.toasts, &runs, ext.jobs, &errors);
+    let unread = unread_forks(plan, &report.findings);
+    let (toast_findings, toast) =
+        check_toasts(plan, &ext.toasts, &runs, &unread, ext.jobs, &errors);
     findings.extend(toast_findings);
     summary.toast_relations_checked = toast.relations;
     summary.toast_values_checked = toast.values;

@@ -2,7 +2,7 @@
 //! marks, then per value id its live pointers and its chunks by `chunk_seq`), and
 //! [`ValueChecker`] judges one value at a time. Relations are checked in parallel.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -70,6 +70,8 @@ struct Seen {
 #[derive(Debug)]
 pub struct ValueChecker {
     max_chunk: u32,
+    /// `database: schema.table`, for messages.
+    table: String,
     /// A TOAST page was unusable: chunks may be missing from the facts.
     damaged: bool,
     current: Option<u32>,
@@ -84,9 +86,10 @@ pub struct ValueChecker {
 }
 
 impl ValueChecker {
-    pub fn new(max_chunk: u32) -> ValueChecker {
+    pub fn new(max_chunk: u32, table: &str) -> ValueChecker {
         ValueChecker {
             max_chunk: max_chunk.max(1),
+            table: table.to_string(),
             damaged: false,
             current: None,
             pointers: Vec::new(),
@@ -132,7 +135,7 @@ impl ValueChecker {
             if first.extsize != p.extsize {
                 let message = format!(
                     "{}: it says {} bytes, another live row's pointer (block {}, offset {}) says {}",
-                    pointer_label(&p),
+                    pointer_label(&self.table, &p),
                     p.extsize,
                     first.block,
                     first.offset,
@@ -169,7 +172,7 @@ impl ValueChecker {
             if certain {
                 let message = format!(
                     "{}: chunk {} is beyond its last chunk {}",
-                    value_label(&p, n),
+                    value_label(&self.table, &p, n),
                     c.seq as i32,
                     n.saturating_sub(1)
                 );
@@ -184,7 +187,7 @@ impl ValueChecker {
             if last.certain && certain {
                 let message = format!(
                     "{}: two live chunks {}, this one and block {} offset {}",
-                    value_label(&p, n),
+                    value_label(&self.table, &p, n),
                     c.seq,
                     last.block,
                     last.offset
@@ -223,7 +226,7 @@ impl ValueChecker {
             ChunkForm::Plain => None,
         };
         if let Some(why) = problem {
-            let message = format!("{}: chunk {}: {why}", value_label(p, n), c.seq);
+            let message = format!("{}: chunk {}: {why}", value_label(&self.table, p, n), c.seq);
             let detail = json!({"chunk_size": c.size, "expected_size": expected});
             self.problem_at_chunk(p, c, message, detail);
         }
@@ -240,7 +243,7 @@ impl ValueChecker {
         } else {
             format!("chunks {from}..{} are missing", to - 1)
         };
-        let message = format!("{}: {which}", value_label(p, n));
+        let message = format!("{}: {which}", value_label(&self.table, p, n));
         let detail = json!({"missing_from": from, "missing_to": to - 1});
         // Where the sequence breaks: after the last chunk present, else before the next one,
         // else (no chunk at all) at the pointer.
@@ -310,24 +313,47 @@ impl ValueChecker {
     }
 }
 
-/// `TOAST value V of the row at block B, offset O, attribute A`.
-fn pointer_label(p: &PointerFact) -> String {
+/// `TOAST value V of T, row at block B, offset O, attribute A`.
+fn pointer_label(table: &str, p: &PointerFact) -> String {
     format!(
-        "TOAST value {} of the row at block {}, offset {}, attribute {}",
+        "TOAST value {} of {table}, row at block {}, offset {}, attribute {}",
         p.valueid, p.block, p.offset, p.attnum
     )
 }
 
 /// [`pointer_label`] with the value's size in chunks.
-fn value_label(p: &PointerFact, n: u32) -> String {
-    format!("{} ({} bytes in {n} chunks)", pointer_label(p), p.extsize)
+fn value_label(table: &str, p: &PointerFact, n: u32) -> String {
+    format!(
+        "{} ({} bytes in {n} chunks)",
+        pointer_label(table, p),
+        p.extsize
+    )
+}
+
+/// The forks with blocks the scan could not read whole (`read_error`, `partial_block`): their
+/// pages gave no facts, so chunks on them would look missing.
+pub fn unread_forks(plan: &Plan, findings: &[Finding]) -> HashSet<usize> {
+    let files: HashSet<&str> = findings
+        .iter()
+        .filter(|f| matches!(f.kind, K::ReadError | K::PartialBlock))
+        .map(|f| f.file.as_str())
+        .collect();
+    plan.dir
+        .files
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| files.contains(f.rel_path().as_str()))
+        .filter_map(|(i, _)| plan.fork_of_file.get(i).copied())
+        .collect()
 }
 
 /// Checks every planned TOAST relation, `jobs` at a time; returns the findings and totals.
+/// `unread` are forks whose pages were not all read ([`unread_forks`]).
 pub fn check_toasts(
     plan: &Plan,
     toasts: &HashMap<usize, Arc<ToastInfo>>,
     runs: &Runs,
+    unread: &HashSet<usize>,
     jobs: usize,
     errors: &Mutex<Vec<String>>,
 ) -> (Vec<Finding>, ToastTotals) {
@@ -341,7 +367,8 @@ pub fn check_toasts(
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&fork) = forks.get(i) else { break };
                 let info = &toasts[&fork];
-                let mut checker = ValueChecker::new(info.max_chunk);
+                let mut checker = ValueChecker::new(info.max_chunk, &info.main_name);
+                checker.damaged = unread.contains(&fork);
                 match runs.for_each_in_unit(fork as u32, |r| checker.add(r)) {
                     Ok(()) => lock(&results).push((fork, checker.finish())),
                     Err(e) => lock(errors).push(format!(
@@ -479,7 +506,7 @@ mod tests {
     /// Runs records through a checker in byte order, as the merge yields them.
     fn check(mut records: Vec<Vec<u8>>) -> ToastOutcome {
         records.sort();
-        let mut c = ValueChecker::new(MAX);
+        let mut c = ValueChecker::new(MAX, "db: public.t");
         for r in &records {
             c.add(r);
         }
