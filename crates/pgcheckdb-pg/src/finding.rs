@@ -119,6 +119,12 @@ pub enum FindingKind {
     /// A heap page is all zero or past the table's end while other evidence (`detail.evidence`:
     /// index entries) says it held tuples: a write that never reached the disk (extended).
     LostWrite,
+    /// A live row's TOAST value is missing chunks, has duplicate live chunks, chunks of the
+    /// wrong size or beyond its last chunk (extended level).
+    ToastValueInvalid,
+    /// TOAST chunks that no live row points at, counted once per TOAST relation (info:
+    /// deleted values keep their chunks until VACUUM) (extended level).
+    ToastChunksUnreferenced,
 }
 
 impl FindingKind {
@@ -169,6 +175,8 @@ impl FindingKind {
             FindingKind::IndexEntryMissing => "index_entry_missing",
             FindingKind::IndexTidInvalid => "index_tid_invalid",
             FindingKind::LostWrite => "lost_write",
+            FindingKind::ToastValueInvalid => "toast_value_invalid",
+            FindingKind::ToastChunksUnreferenced => "toast_chunks_unreferenced",
         }
     }
 
@@ -218,6 +226,8 @@ impl FindingKind {
         FindingKind::IndexEntryMissing,
         FindingKind::IndexTidInvalid,
         FindingKind::LostWrite,
+        FindingKind::ToastValueInvalid,
+        FindingKind::ToastChunksUnreferenced,
     ];
 }
 

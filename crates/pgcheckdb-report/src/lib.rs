@@ -264,9 +264,10 @@ pub fn summary_text(s: &Summary, findings: &[Finding]) -> String {
     );
     if let Some(x) = &s.extended {
         scanned += &format!(
-            "; {} B-tree indexes checked across pages ({} not order-checked), {} facts, {} spilled",
+            "; {} B-tree indexes checked across pages ({} not order-checked), {} TOAST values checked against their chunks, {} facts, {} spilled",
             x.indexes_checked,
             x.keys_not_order_checked,
+            x.toast_values_checked,
             x.facts,
             human_bytes(x.spilled_bytes)
         );

@@ -14,6 +14,7 @@ use super::tids::record::{
     for_each_block_group, target_map, write_group, write_heap_lines, write_undecoded, PageState,
 };
 use super::tids::{IndexAm, TidIndexInfo};
+use super::toast;
 use crate::catalog::xact::CommitLog;
 use crate::layout::btree::{flags as bf, BtMetaPage, BtPageOpaque, P_NONE};
 use crate::layout::heap::ItemPointer;
@@ -90,10 +91,8 @@ impl<'a> Emitter<'a> {
             Role::Heap(info) => {
                 if sound {
                     self.heap_page(info, blkno, page);
-                } else if info.tids {
-                    let unit = info.fork as u32;
-                    write_heap_lines(&mut self.buf, unit, blkno, PageState::Damaged, 0, &[]);
-                    self.runs.push(&self.buf);
+                } else {
+                    self.damaged_heap_page(info, blkno);
                 }
             }
             Role::TidIndex(info) => {
@@ -101,6 +100,19 @@ impl<'a> Emitter<'a> {
                     self.index_tids(info, blkno, page);
                 }
             }
+        }
+    }
+
+    /// The marks of a heap page that failed its checks: the checks that need the page learn
+    /// that they may not conclude anything from its absence.
+    fn damaged_heap_page(&mut self, info: &HeapInfo, blkno: u32) {
+        if info.tids {
+            let unit = info.fork as u32;
+            write_heap_lines(&mut self.buf, unit, blkno, PageState::Damaged, 0, &[]);
+            self.runs.push(&self.buf);
+        }
+        if info.toast_chunks {
+            toast::emit::damaged_fact(info.fork as u32, blkno, &mut self.buf, &mut self.runs);
         }
     }
 
@@ -185,6 +197,28 @@ impl<'a> Emitter<'a> {
                 &self.bits,
             );
             self.runs.push(&self.buf);
+        }
+        if let Some(target) = &info.toast_pointers {
+            toast::emit::pointer_facts(
+                target,
+                blkno,
+                page,
+                &self.items,
+                self.clog,
+                &mut self.buf,
+                &mut self.runs,
+            );
+        }
+        if info.toast_chunks {
+            toast::emit::chunk_facts(
+                info.fork as u32,
+                blkno,
+                page,
+                &self.items,
+                self.clog,
+                &mut self.buf,
+                &mut self.runs,
+            );
         }
     }
 

@@ -21,6 +21,12 @@ pub enum Family {
     /// index groups naming it, in one family so that they sort together by heap block
     /// (`tids::record`). Number 11 is kept for this check too.
     Tids = 10,
+    /// A TOAST page that failed the physical or standard checks: chunks may be missing from
+    /// the facts, so no chunk of that TOAST relation is called missing (see `toast`).
+    ToastDamaged = 8,
+    /// A live row's TOAST pointer or a TOAST chunk; its block field is the value id, so that a
+    /// value's pointers and chunks meet (see `toast`).
+    ToastValue = 9,
 }
 
 impl Family {
@@ -32,6 +38,8 @@ impl Family {
             3 => Family::UniqueRun,
             4 => Family::HeapLive,
             10 => Family::Tids,
+            8 => Family::ToastDamaged,
+            9 => Family::ToastValue,
             _ => return None,
         })
     }

@@ -14,6 +14,7 @@ use super::plan::{ExtendedPlan, IndexInfo};
 use super::report::block_finding;
 use super::spill::Runs;
 use super::tids::merge::check_tids;
+use super::toast::merge::{check_toasts, unread_forks};
 use super::unique::{candidate_groups, collect_live, needed_blocks, violations, Group};
 use super::{ExtendedSummary, NotOrderCheckedIndex};
 use crate::finding::{Finding, Severity};
@@ -91,6 +92,14 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
                 .collect(),
         );
     }
+    let unread = unread_forks(plan, &report.findings);
+    let (toast_findings, toast) =
+        check_toasts(plan, &ext.toasts, &runs, &unread, ext.jobs, &errors);
+    findings.extend(toast_findings);
+    summary.toast_relations_checked = toast.relations;
+    summary.toast_values_checked = toast.values;
+    summary.toast_chunks_unreferenced = toast.unreferenced_chunks;
+    summary.toast_values_presence_unchecked = toast.presence_unchecked;
     summary.keys_not_order_checked = not_checked.len() as u64;
     if ext.config.verbose {
         not_checked.sort_by(|a, b| a.index.cmp(&b.index));

@@ -2,7 +2,8 @@
 //! data files (DBCC CHECKDB's design). The flow is plan -> scan -> facts -> merge -> findings:
 //!
 //! * [`plan`] decides, from the catalog, which files give facts: B-tree indexes (every page),
-//!   and the heaps of tables with a valid unique B-tree index (tuple liveness for uniqueness).
+//!   the heaps of tables with a valid unique B-tree index (tuple liveness for uniqueness), and
+//!   tables with a TOAST relation and that relation (pointers and chunks).
 //! * During the block scan each worker turns every page that passed the physical and standard
 //!   checks into compact facts ([`emit`], encoded by [`facts`]); a page that failed them leaves
 //!   a "damaged" mark, so that nothing is concluded from it.
@@ -12,6 +13,8 @@
 //!   are checked in parallel: the B-tree's links, levels, downlinks and keys ([`btree`]), and
 //!   uniqueness joined with the heap's tuple liveness ([`unique`]), and every index's heap
 //!   TIDs against its table's line pointers ([`tids`]).
+//!   uniqueness joined with the heap's tuple liveness ([`unique`]), and the TOAST values of live
+//!   rows against their TOAST relation's chunks ([`toast`]).
 
 pub mod allindexed;
 pub mod btree;
@@ -24,6 +27,7 @@ pub mod plan;
 pub mod report;
 pub mod spill;
 pub mod tids;
+pub mod toast;
 pub mod unique;
 
 use std::path::PathBuf;
@@ -100,6 +104,23 @@ pub struct ExtendedSummary {
     pub tids_not_checked: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tids_not_checked_indexes: Option<Vec<NotOrderCheckedIndex>>,
+    /// TOAST relations whose chunks were checked against their table's live pointers (none
+    /// unless the cluster was shut down cleanly).
+    pub toast_relations_checked: u64,
+    /// TOAST values with a live pointer that were checked.
+    pub toast_values_checked: u64,
+    /// TOAST chunks that no live row points at (each relation's count is an info finding).
+    pub toast_chunks_unreferenced: u64,
+    /// TOAST values whose chunks were not checked for presence, because a page of their TOAST
+    /// relation could not be used (its findings say why).
+    pub toast_values_presence_unchecked: u64,
+}
+
+/// One index whose keys were not order-checked.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotOrderCheckedIndex {
+    pub index: String,
+    pub reason: String,
 }
 
 /// An index whose heap -> index filter misses more than planned.
@@ -110,13 +131,6 @@ pub struct WeakFilter {
     /// Fingerprints inserted and the filter's bits.
     pub entries: u64,
     pub bits: u64,
-}
-
-/// One index whose keys were not order-checked.
-#[derive(Debug, Clone, Serialize)]
-pub struct NotOrderCheckedIndex {
-    pub index: String,
-    pub reason: String,
 }
 
 /// Parses a size such as `64MB`, `1G`, `512k` or `1048576` (bytes); units are powers of 1024

@@ -13,6 +13,7 @@ use super::allindexed::{
 use super::catalog::{read_index_rows, IndexRow};
 use super::spill::SpillDir;
 use super::tids::{plan_tids, IndexAm, TidIndexInfo, TidPlan, TidPlanInputs};
+use super::toast::{plan_toast, ToastInfo, ToastPointers};
 use super::ExtendedConfig;
 use crate::btree_order::{ordering_for, IndexOrdering, NotOrderChecked};
 use crate::catalog::attributes::Attribute;
@@ -59,6 +60,10 @@ pub struct HeapInfo {
     pub all_indexed: Vec<Arc<AllIndexed>>,
     /// Line-pointer summaries for the index -> heap TID check ([`super::tids`]).
     pub tids: bool,
+    /// The TOAST pointers of live rows, for the TOAST check (a table with a TOAST relation).
+    pub toast_pointers: Option<Arc<ToastPointers>>,
+    /// This heap is a TOAST relation: its chunks, for the TOAST check.
+    pub toast_chunks: bool,
 }
 
 /// What one file of the plan contributes.
@@ -92,6 +97,8 @@ pub struct ExtendedPlan {
     pub all_indexed_skipped: Vec<(String, String)>,
     /// The indexes whose heap TIDs are checked against their tables.
     pub tids: TidPlan,
+    /// The TOAST relations checked against their tables, by TOAST fork.
+    pub toasts: HashMap<usize, Arc<ToastInfo>>,
 }
 
 impl ExtendedPlan {
@@ -230,6 +237,7 @@ impl ExtendedPlan {
                 }
             }
         }
+        let toasts = plan_toast(plan, catalog, &fork_of_key, &mut heaps);
         for (fork, info) in heaps {
             let info = Arc::new(info);
             for i in plan.forks[fork].segments.clone() {
@@ -250,6 +258,7 @@ impl ExtendedPlan {
             all_indexed,
             all_indexed_skipped,
             tids,
+            toasts,
         })
     }
 
@@ -287,7 +296,7 @@ fn plan_all_indexed(
 }
 
 /// The heap facts planned for the table whose main fork is `fork` (made on first use).
-fn heap_info(heaps: &mut HashMap<usize, HeapInfo>, fork: usize) -> &mut HeapInfo {
+pub(super) fn heap_info(heaps: &mut HashMap<usize, HeapInfo>, fork: usize) -> &mut HeapInfo {
     heaps.entry(fork).or_insert_with(|| HeapInfo {
         fork,
         ..HeapInfo::default()

@@ -60,84 +60,15 @@ impl TupleCheck<'_> {
         a: &Attribute,
         attnum: usize,
     ) -> Result<usize, StructureProblem> {
-        let past = |start: usize, len: usize| {
-            StructureProblem::error(
-                K::AttributeInvalid,
-                format!("attribute {attnum} ({}) of length {len} at offset {start} ends beyond the tuple's {} data bytes", a.label(), data.len()),
-            )
-        };
-        match a.attlen {
-            len if len > 0 => {
-                let start = align_up(off, a.align);
-                let end = start + len as usize;
-                if end > data.len() {
-                    return Err(past(start, len as usize));
+        match attribute_span(data, off, a) {
+            Ok(span) => {
+                if span.external {
+                    self.toast_pointer(h, data, span.start, attnum)?;
                 }
-                Ok(end)
+                Ok(span.end)
             }
-            -1 => self.varlena_end(h, data, off, a, attnum),
-            -2 => {
-                let rest = data.get(off..).unwrap_or_default();
-                let nul = rest
-                    .iter()
-                    .position(|&b| b == 0)
-                    .ok_or_else(|| past(off, rest.len() + 1))?;
-                Ok(off + nul + 1)
-            }
-            other => Err(StructureProblem::error(
-                K::AttributeInvalid,
-                format!("pg_attribute gives attribute {attnum} the impossible length {other}"),
-            )),
+            Err(e) => Err(span_problem(e, data, a, attnum)),
         }
-    }
-
-    fn varlena_end(
-        &mut self,
-        h: &HeapTupleHeader,
-        data: &[u8],
-        off: usize,
-        a: &Attribute,
-        attnum: usize,
-    ) -> Result<usize, StructureProblem> {
-        let bad = |msg: String| {
-            StructureProblem::error(
-                K::AttributeInvalid,
-                format!("attribute {attnum} ({}): {msg}", a.label()),
-            )
-        };
-        let mut start = off;
-        if data.get(start) == Some(&0) {
-            start = align_up(start, a.align);
-        }
-        let b0 = *data.get(start).ok_or_else(|| {
-            bad(format!(
-                "starts at offset {start}, beyond the tuple's {} data bytes",
-                data.len()
-            ))
-        })?;
-        let size = if b0 == 0x01 {
-            self.toast_pointer(h, data, start, attnum)?;
-            2 + VARATT_EXTERNAL_SIZE
-        } else if b0 & 0x01 == 0x01 {
-            (b0 >> 1) as usize
-        } else {
-            let word = le_u32(data, start)
-                .ok_or_else(|| bad(format!("4-byte varlena header at {start} is cut off")))?;
-            let size = ((word >> 2) & 0x3FFF_FFFF) as usize;
-            if size < 4 {
-                return Err(bad(format!(
-                    "4-byte varlena header at {start} gives length {size}"
-                )));
-            }
-            size
-        };
-        if start + size > data.len() {
-            return Err(bad(format!(
-                "varlena of length {size} at offset {start} ends beyond the tuple's {} data bytes",
-                data.len()
-            )));
-        }
-        Ok(start + size)
     }
 
     /// Checks an on-disk TOAST pointer (`varatt_external`) at `start`.
@@ -196,5 +127,143 @@ impl TupleCheck<'_> {
             );
         }
         Ok(())
+    }
+}
+
+/// Where one attribute's bytes lie in a tuple's data (after `t_hoff`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AttrSpan {
+    pub start: usize,
+    pub end: usize,
+    /// An on-disk TOAST pointer (`VARTAG_ONDISK`): `start + 2..end` is its `varatt_external`.
+    pub external: bool,
+}
+
+/// Why an attribute cannot be walked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SpanError {
+    /// A fixed-length value or cstring of `len` bytes at `start` ends past the data.
+    Past { start: usize, len: usize },
+    /// `pg_attribute` gives an impossible `attlen`.
+    ImpossibleLength(i16),
+    /// A varlena starts past the data.
+    StartsBeyond(usize),
+    /// An external varlena's tag or `varatt_external` is cut off.
+    ExternalCut,
+    /// An external varlena with a tag other than `VARTAG_ONDISK`.
+    ExternalTag(u8),
+    /// A 4-byte varlena header at `start` is cut off.
+    HeaderCut(usize),
+    /// A 4-byte varlena header gives a length below 4.
+    ShortHeader { start: usize, size: usize },
+    /// A varlena of `size` bytes at `start` ends past the data.
+    VarlenaPast { start: usize, size: usize },
+}
+
+/// The bytes of attribute `a`, which starts at or after `off` in `data`, the way the server
+/// deforms a tuple: fixed lengths aligned, varlenas with a 1-byte, 4-byte (aligned) or external
+/// header, cstrings up to their NUL. The one attribute walker of the heap checks and of the
+/// extended level's TOAST pointers.
+pub(crate) fn attribute_span(
+    data: &[u8],
+    off: usize,
+    a: &Attribute,
+) -> Result<AttrSpan, SpanError> {
+    let plain = |start: usize, end: usize| AttrSpan {
+        start,
+        end,
+        external: false,
+    };
+    match a.attlen {
+        len if len > 0 => {
+            let start = align_up(off, a.align);
+            let end = start + len as usize;
+            if end > data.len() {
+                return Err(SpanError::Past {
+                    start,
+                    len: len as usize,
+                });
+            }
+            Ok(plain(start, end))
+        }
+        -1 => varlena_span(data, off, a),
+        -2 => {
+            let rest = data.get(off..).unwrap_or_default();
+            let nul = rest.iter().position(|&b| b == 0).ok_or(SpanError::Past {
+                start: off,
+                len: rest.len() + 1,
+            })?;
+            Ok(plain(off, off + nul + 1))
+        }
+        other => Err(SpanError::ImpossibleLength(other)),
+    }
+}
+
+fn varlena_span(data: &[u8], off: usize, a: &Attribute) -> Result<AttrSpan, SpanError> {
+    let mut start = off;
+    if data.get(start) == Some(&0) {
+        start = align_up(start, a.align);
+    }
+    let b0 = *data.get(start).ok_or(SpanError::StartsBeyond(start))?;
+    let (size, external) = if b0 == 0x01 {
+        let tag = *data.get(start + 1).ok_or(SpanError::ExternalCut)?;
+        if tag != VARTAG_ONDISK {
+            return Err(SpanError::ExternalTag(tag));
+        }
+        if start + 2 + VARATT_EXTERNAL_SIZE > data.len() {
+            return Err(SpanError::ExternalCut);
+        }
+        (2 + VARATT_EXTERNAL_SIZE, true)
+    } else if b0 & 0x01 == 0x01 {
+        ((b0 >> 1) as usize, false)
+    } else {
+        let word = le_u32(data, start).ok_or(SpanError::HeaderCut(start))?;
+        let size = ((word >> 2) & 0x3FFF_FFFF) as usize;
+        if size < 4 {
+            return Err(SpanError::ShortHeader { start, size });
+        }
+        (size, false)
+    };
+    if start + size > data.len() {
+        return Err(SpanError::VarlenaPast { start, size });
+    }
+    Ok(AttrSpan {
+        start,
+        end: start + size,
+        external,
+    })
+}
+
+/// The finding of an attribute that cannot be walked (messages as before the walk was shared).
+fn span_problem(e: SpanError, data: &[u8], a: &Attribute, attnum: usize) -> StructureProblem {
+    let n = data.len();
+    let attr = |msg: String| {
+        StructureProblem::error(
+            K::AttributeInvalid,
+            format!("attribute {attnum} ({}): {msg}", a.label()),
+        )
+    };
+    let toast = |msg: String| StructureProblem::error(K::ToastPointerInvalid, msg);
+    match e {
+        SpanError::Past { start, len } => StructureProblem::error(
+            K::AttributeInvalid,
+            format!("attribute {attnum} ({}) of length {len} at offset {start} ends beyond the tuple's {n} data bytes", a.label()),
+        ),
+        SpanError::ImpossibleLength(other) => StructureProblem::error(
+            K::AttributeInvalid,
+            format!("pg_attribute gives attribute {attnum} the impossible length {other}"),
+        ),
+        SpanError::StartsBeyond(start) => attr(format!(
+            "starts at offset {start}, beyond the tuple's {n} data bytes"
+        )),
+        SpanError::ExternalCut => toast("TOAST pointer is cut off".into()),
+        SpanError::ExternalTag(tag) => toast(format!("external varlena has tag {tag}, only {VARTAG_ONDISK} (on-disk TOAST pointer) is legal on disk")),
+        SpanError::HeaderCut(start) => attr(format!("4-byte varlena header at {start} is cut off")),
+        SpanError::ShortHeader { start, size } => attr(format!(
+            "4-byte varlena header at {start} gives length {size}"
+        )),
+        SpanError::VarlenaPast { start, size } => attr(format!(
+            "varlena of length {size} at offset {start} ends beyond the tuple's {n} data bytes"
+        )),
     }
 }

@@ -7,6 +7,7 @@
 //! within the page, and reports problems instead of failing.
 
 mod attrs;
+pub(crate) use attrs::attribute_span;
 pub mod bounds;
 pub mod btree;
 pub mod btree_keys;

@@ -62,7 +62,7 @@ impl IndexFacts {
                     self.runs.push(run);
                 }
             }
-            Family::HeapLive | Family::Tids => {}
+            Family::HeapLive | Family::Tids | Family::ToastDamaged | Family::ToastValue => {}
         }
     }
 }
