@@ -111,6 +111,13 @@ pub enum FindingKind {
     BtreeLevelInvalid,
     /// A unique B-tree index holds equal keys for two live heap tuples (extended level).
     BtreeUniqueViolation,
+    /// The visibility map marks a heap page all-visible or all-frozen that is not: a tuple not
+    /// visible to everyone or not frozen, `PD_ALL_VISIBLE` clear, or the heap page all zero or
+    /// past the end of the table (a lost write) (extended level).
+    VisibilityMapWrong,
+    /// A tuple's commit hint bit contradicts `pg_xact`: committed while the transaction
+    /// aborted, or invalid while it committed (extended level).
+    HintBitInvalid,
 }
 
 impl FindingKind {
@@ -158,6 +165,8 @@ impl FindingKind {
             FindingKind::BtreeDownlinkInvalid => "btree_downlink_invalid",
             FindingKind::BtreeLevelInvalid => "btree_level_invalid",
             FindingKind::BtreeUniqueViolation => "btree_unique_violation",
+            FindingKind::VisibilityMapWrong => "visibility_map_wrong",
+            FindingKind::HintBitInvalid => "hint_bit_invalid",
         }
     }
 
@@ -204,6 +213,8 @@ impl FindingKind {
         FindingKind::BtreeDownlinkInvalid,
         FindingKind::BtreeLevelInvalid,
         FindingKind::BtreeUniqueViolation,
+        FindingKind::VisibilityMapWrong,
+        FindingKind::HintBitInvalid,
     ];
 }
 

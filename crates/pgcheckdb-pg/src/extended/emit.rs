@@ -12,6 +12,7 @@ use crate::layout::heap::ItemPointer;
 use crate::layout::itemid::{line_pointers_into, ItemId, LpFlags};
 use crate::layout::le_u16;
 use crate::page::PageHeader;
+use crate::standard::ClusterFacts;
 
 /// `t_info` bits of an index tuple.
 pub mod t_info {
@@ -37,10 +38,18 @@ pub struct Emitter<'a> {
     items: Vec<ItemId>,
     /// The live-root bitmap of the current heap page.
     bits: Vec<u8>,
+    /// The cluster's xid bounds (which xids `pg_xact` answers for).
+    facts: &'a ClusterFacts,
+    /// Visibility-map and hint-bit records.
+    vm: super::vm::emit::VmEmitter,
 }
 
 impl<'a> Emitter<'a> {
-    pub fn new(plan: &'a ExtendedPlan, clog: &'a CommitLog) -> Emitter<'a> {
+    pub fn new(
+        plan: &'a ExtendedPlan,
+        clog: &'a CommitLog,
+        facts: &'a ClusterFacts,
+    ) -> Emitter<'a> {
         Emitter {
             plan,
             clog,
@@ -48,6 +57,8 @@ impl<'a> Emitter<'a> {
             buf: Vec::new(),
             items: Vec::new(),
             bits: Vec::new(),
+            facts,
+            vm: Default::default(),
         }
     }
 
@@ -75,7 +86,27 @@ impl<'a> Emitter<'a> {
                     self.heap_page(info, blkno, page);
                 }
             }
+            Role::Vm(info) => {
+                if sound {
+                    let blcksz = self.facts.blcksz;
+                    let (buf, runs) = (&mut self.buf, &mut self.runs);
+                    self.vm.map_page(info, blkno, page, blcksz, buf, runs);
+                }
+            }
         }
+    }
+
+    /// An all-zero (new) page at absolute block `blkno` of file `file`.
+    pub fn new_page(&mut self, file: usize, blkno: u64) {
+        let plan: &'a ExtendedPlan = self.plan;
+        let (Some(Role::Heap(info)), Ok(blkno)) = (
+            plan.roles.get(file).and_then(Option::as_ref),
+            u32::try_from(blkno),
+        ) else {
+            return;
+        };
+        self.vm
+            .zero_heap_page(info, blkno, &mut self.buf, &mut self.runs);
     }
 
     /// Moves another worker's runs into this one.
@@ -97,6 +128,19 @@ impl<'a> Emitter<'a> {
         line_pointers_into(page, &h, &mut self.items);
         if info.live_roots {
             self.live_roots_fact(info.fork as u32, blkno, page);
+        }
+        if info.hints || info.visibility {
+            self.vm.heap_page(
+                info,
+                blkno,
+                page,
+                h.pd_flags,
+                &self.items,
+                self.clog,
+                self.facts,
+                &mut self.buf,
+                &mut self.runs,
+            );
         }
     }
 

@@ -17,6 +17,11 @@ pub enum Family {
     UniqueRun = 3,
     /// The heap line pointers whose HOT chain holds a live tuple.
     HeapLive = 4,
+    /// A heap page's visibility summary or a visibility-map run of set bits, both at heap
+    /// block numbers so that they meet in one sorted stream (see [`super::vm`]).
+    Visibility = 5,
+    /// A tuple whose commit hint bit contradicts `pg_xact`.
+    HintBit = 6,
 }
 
 impl Family {
@@ -27,6 +32,8 @@ impl Family {
             2 => Family::Damaged,
             3 => Family::UniqueRun,
             4 => Family::HeapLive,
+            5 => Family::Visibility,
+            6 => Family::HintBit,
             _ => return None,
         })
     }

@@ -10,7 +10,8 @@
 //!   directory beyond it ([`spill`]).
 //! * After the scan, a k-way merge of the runs yields each relation's facts, and the relations
 //!   are checked in parallel: the B-tree's links, levels, downlinks and keys ([`btree`]), and
-//!   uniqueness joined with the heap's tuple liveness ([`unique`]).
+//!   uniqueness joined with the heap's tuple liveness ([`unique`]), and every heap table's
+//!   visibility map and commit hint bits ([`vm`]).
 
 pub mod btree;
 pub mod catalog;
@@ -22,6 +23,7 @@ pub mod plan;
 pub mod report;
 pub mod spill;
 pub mod unique;
+pub mod vm;
 
 use std::path::PathBuf;
 
@@ -65,6 +67,13 @@ pub struct ExtendedSummary {
     pub not_order_checked: Option<Vec<NotOrderCheckedIndex>>,
     /// Seconds the merge phase took.
     pub merge_seconds: f64,
+    /// Heap tables whose tuples' commit hint bits were checked against `pg_xact`.
+    pub hint_bits_tables_checked: u64,
+    /// Heap tables whose visibility map was compared with their pages.
+    pub visibility_maps_checked: u64,
+    /// Why no visibility map was compared (a cluster not shut down cleanly).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visibility_maps_not_checked: Option<String>,
 }
 
 /// One index whose keys were not order-checked.

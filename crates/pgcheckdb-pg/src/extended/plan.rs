@@ -49,6 +49,12 @@ pub struct HeapInfo {
     pub fork: usize,
     /// Tuple liveness for the uniqueness check (a valid unique B-tree index on the table).
     pub live_roots: bool,
+    /// Hint bits against `pg_xact` (every heap table, [`super::vm`]).
+    pub hints: bool,
+    /// The page's visibility summary, for the table's visibility map ([`super::vm`]).
+    pub visibility: bool,
+    /// The table's `relfrozenxid`: older xids are not looked up in `pg_xact`.
+    pub relfrozenxid: u32,
 }
 
 /// What one file of the plan contributes.
@@ -57,6 +63,8 @@ pub enum Role {
     Btree(Arc<IndexInfo>),
     /// A segment of a table's main fork.
     Heap(Arc<HeapInfo>),
+    /// A segment of a table's visibility map (`_vm` fork).
+    Vm(Arc<super::vm::VmInfo>),
 }
 
 /// Everything the workers and the merge share.
@@ -74,6 +82,8 @@ pub struct ExtendedPlan {
     /// page's stored xid must be older).
     pub next_full_xid: Option<u64>,
     pub config: ExtendedConfig,
+    /// The heap tables checked for hint bits and visibility-map bits.
+    pub vm: super::vm::VmPlan,
 }
 
 impl ExtendedPlan {
@@ -148,6 +158,18 @@ impl ExtendedPlan {
                 heap_info(&mut heaps, u.heap_fork).live_roots = true;
             }
         }
+        let (vm, tables) = super::vm::VmPlan::build(plan, catalog, &fork_of_key);
+        for t in tables {
+            let info = heap_info(&mut heaps, t.fork);
+            info.hints = true;
+            info.visibility = vm.maps.contains_key(&t.fork);
+            info.relfrozenxid = t.relfrozenxid;
+        }
+        for (vm_fork, info) in vm.map_roles() {
+            for i in plan.forks[vm_fork].segments.clone() {
+                roles[i] = Some(Role::Vm(info.clone()));
+            }
+        }
         for (fork, info) in heaps {
             let info = Arc::new(info);
             for i in plan.forks[fork].segments.clone() {
@@ -165,6 +187,7 @@ impl ExtendedPlan {
             max_align: control.max_align as usize,
             next_full_xid: (control.state == DbState::Shutdowned).then_some(control.next_xid),
             config: config.clone(),
+            vm,
         })
     }
 

@@ -75,7 +75,7 @@ impl<'a> BlockChecker<'a> {
             tally: crate::relstats::Tally::new(plan.dir.files.len(), count_tuples),
             facts: structure.and_then(|s| {
                 s.extended
-                    .map(|e| crate::extended::emit::Emitter::new(e, s.clog))
+                    .map(|e| crate::extended::emit::Emitter::new(e, s.clog, &s.facts))
             }),
         }
     }
@@ -150,6 +150,9 @@ impl<'a> BlockChecker<'a> {
             PageVerdict::New => {
                 self.new_pages += 1;
                 self.note_new(fork, blkno);
+                if let Some(facts) = self.facts.as_mut() {
+                    facts.new_page(file, blkno);
+                }
                 false
             }
             PageVerdict::Problem(problem) => {
