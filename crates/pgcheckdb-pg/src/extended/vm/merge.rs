@@ -190,7 +190,6 @@ impl<'p> Table<'p> {
         };
         let bits = run.bits;
         let mut detail = self.map_detail(blkno, bits);
-        detail["pd_all_visible"] = json!(s.pd_all_visible);
         if s.all_zero {
             detail["reason"] = json!("all_zero");
             let message = format!(
@@ -200,6 +199,7 @@ impl<'p> Table<'p> {
             self.push(blkno as u64, message, detail, None);
             return;
         }
+        detail["pd_all_visible"] = json!(s.pd_all_visible);
         let mut reasons = Vec::new();
         let mut offset = None;
         if bits & VM_ALL_VISIBLE != 0 && !s.pd_all_visible {
@@ -209,16 +209,16 @@ impl<'p> Table<'p> {
         let frozen = s.not_frozen.filter(|_| bits & VM_ALL_FROZEN != 0);
         if let Some(o) = visible {
             reasons.push(format!(
-                "line pointer {} {} (not visible to everyone)",
+                "line pointer {} is not visible to everyone: it {}",
                 o.offnum,
                 o.why.describe(o.xid)
             ));
             offset = Some(o.offnum);
             detail["not_visible_offset"] = json!(o.offnum);
         }
-        if let Some(o) = frozen.filter(|f| Some(*f) != visible) {
+        if let Some(o) = frozen.filter(|f| visible.is_none_or(|v| v.offnum != f.offnum)) {
             reasons.push(format!(
-                "line pointer {} {} (not frozen)",
+                "line pointer {} still needs freezing: it {}",
                 o.offnum,
                 o.why.describe(o.xid)
             ));

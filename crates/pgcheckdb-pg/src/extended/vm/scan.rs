@@ -89,10 +89,12 @@ impl Why {
             Why::XminAborted => format!("has xmin {xid}, which aborted"),
             Why::XminNotCommitted => format!("has xmin {xid}, which never committed"),
             Why::XmaxCommitted => format!("was deleted or updated by xmax {xid}, which committed"),
-            Why::XminNotFrozen => format!("has xmin {xid}, not frozen"),
-            Why::XmaxNotFrozen => format!("has xmax {xid}, not cleared by freezing"),
-            Why::MultiNotFrozen => format!("has multixact xmax {xid}"),
-            Why::XvacNotFrozen => format!("has xvac {xid}, not frozen"),
+            Why::XminNotFrozen => format!("has xmin {xid}, which is not frozen"),
+            Why::XmaxNotFrozen => format!("has xmax {xid}, which freezing would have cleared"),
+            Why::MultiNotFrozen => {
+                format!("has multixact xmax {xid}, which freezing would have cleared")
+            }
+            Why::XvacNotFrozen => format!("has xvac {xid}, which is not frozen"),
         }
     }
 }
