@@ -13,6 +13,8 @@
 //! A visibility-map page gives one [`MapRun`] per run of heap blocks with the same non-zero
 //! bits, so a frozen table costs one record per map page.
 
+use std::cell::Cell;
+
 use crate::catalog::xact::{CommitLog, XidStatus, FIRST_NORMAL_TRANSACTION_ID};
 use crate::extended::facts::{Reader, Writer};
 use crate::layout::heap::{infomask as im, HeapTupleHeader};
@@ -261,6 +263,33 @@ impl<'a> XidWindow<'a> {
     }
 }
 
+/// `pg_xact` lookups that remember the last answer: the tuples of a page mostly share their
+/// inserting transaction.
+pub struct Statuses<'a> {
+    clog: &'a CommitLog,
+    last: Cell<Option<(u32, XidStatus)>>,
+}
+
+impl<'a> Statuses<'a> {
+    pub fn new(clog: &'a CommitLog) -> Statuses<'a> {
+        Statuses {
+            clog,
+            last: Cell::new(None),
+        }
+    }
+
+    pub fn status(&self, xid: u32) -> XidStatus {
+        match self.last.get() {
+            Some((x, status)) if x == xid => status,
+            _ => {
+                let status = self.clog.status(xid);
+                self.last.set(Some((xid, status)));
+                status
+            }
+        }
+    }
+}
+
 /// A tuple's visibility to everyone, as far as the files decide it.
 enum Seen {
     Everyone,
@@ -269,7 +298,7 @@ enum Seen {
 }
 
 /// Whether the tuple `h` is visible to every snapshot of a cleanly shut-down cluster.
-fn seen_by_everyone(h: &HeapTupleHeader, window: &XidWindow<'_>, clog: &CommitLog) -> Seen {
+fn seen_by_everyone(h: &HeapTupleHeader, window: &XidWindow<'_>, clog: &Statuses<'_>) -> Seen {
     let mask = h.t_infomask;
     if mask & HEAP_MOVED != 0 {
         return Seen::Unknown;
@@ -415,7 +444,7 @@ impl HintProblem {
 fn hint_conflicts(
     h: &HeapTupleHeader,
     window: &XidWindow<'_>,
-    clog: &CommitLog,
+    clog: &Statuses<'_>,
 ) -> [Option<(HintConflict, u32)>; 2] {
     let mask = h.t_infomask;
     if mask & HEAP_MOVED != 0 {
@@ -478,6 +507,7 @@ pub fn heap_page(
         ..PageSummary::default()
     };
     hints.clear();
+    let statuses = Statuses::new(work.clog);
     let mut want_summary = work.summary;
     for item in items {
         match item.lp_flags {
@@ -499,10 +529,10 @@ pub fn heap_page(
                     continue;
                 };
                 if want_summary {
-                    note_tuple(&h, item.offnum, work, summary);
+                    note_tuple(&h, item.offnum, &work.window, &statuses, summary);
                 }
                 if work.hints {
-                    for (conflict, xid) in hint_conflicts(&h, &work.window, work.clog)
+                    for (conflict, xid) in hint_conflicts(&h, &work.window, &statuses)
                         .into_iter()
                         .flatten()
                     {
@@ -523,9 +553,15 @@ pub fn heap_page(
 }
 
 /// Adds one tuple's visibility and freezing to the page's summary.
-fn note_tuple(h: &HeapTupleHeader, offnum: u16, work: &HeapPageWork<'_>, s: &mut PageSummary) {
+fn note_tuple(
+    h: &HeapTupleHeader,
+    offnum: u16,
+    window: &XidWindow<'_>,
+    statuses: &Statuses<'_>,
+    s: &mut PageSummary,
+) {
     if s.not_visible.is_none() {
-        if let Seen::NotEveryone(why, xid) = seen_by_everyone(h, &work.window, work.clog) {
+        if let Seen::NotEveryone(why, xid) = seen_by_everyone(h, window, statuses) {
             s.not_visible = Some(Offence { offnum, why, xid });
         }
     }
@@ -582,8 +618,8 @@ mod tests {
 
     #[test]
     fn visibility_to_everyone_follows_hints_then_pg_xact() {
-        let (f, c) = (facts(), clog());
-        let w = XidWindow::new(50, &f);
+        let (f, log) = (facts(), clog());
+        let (w, c) = (XidWindow::new(50, &f), Statuses::new(&log));
         let seen = |h: HeapTupleHeader| match seen_by_everyone(&h, &w, &c) {
             Seen::Everyone => "everyone",
             Seen::NotEveryone(..) => "not",
@@ -626,8 +662,8 @@ mod tests {
 
     #[test]
     fn hint_bits_are_checked_against_pg_xact_inside_the_window() {
-        let (f, c) = (facts(), clog());
-        let w = XidWindow::new(50, &f);
+        let (f, log) = (facts(), clog());
+        let (w, c) = (XidWindow::new(50, &f), Statuses::new(&log));
         let conflicts = |h: HeapTupleHeader| -> Vec<HintConflict> {
             hint_conflicts(&h, &w, &c)
                 .into_iter()
