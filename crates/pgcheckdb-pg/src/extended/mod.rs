@@ -2,7 +2,8 @@
 //! data files (DBCC CHECKDB's design). The flow is plan -> scan -> facts -> merge -> findings:
 //!
 //! * [`plan`] decides, from the catalog, which files give facts: B-tree indexes (every page),
-//!   and the heaps of tables with a valid unique B-tree index (tuple liveness for uniqueness).
+//!   the heaps of tables with a valid unique B-tree index (tuple liveness for uniqueness), and
+//!   every heap table with its visibility map (hint bits and map bits, [`vm`]).
 //! * During the block scan each worker turns every page that passed the physical and standard
 //!   checks into compact facts ([`emit`], encoded by [`facts`]); a page that failed them leaves
 //!   a "damaged" mark, so that nothing is concluded from it.

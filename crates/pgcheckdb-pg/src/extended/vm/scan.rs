@@ -716,6 +716,37 @@ mod tests {
     }
 
     #[test]
+    fn summaries_round_trip_and_healthy_pages_give_none() {
+        let healthy = PageSummary {
+            pd_all_visible: true,
+            ..PageSummary::default()
+        };
+        assert!(!healthy.matters());
+        let s = PageSummary {
+            pd_all_visible: true,
+            all_zero: false,
+            not_visible: None,
+            not_frozen: Some(Offence {
+                offnum: 7,
+                why: Why::XmaxNotFrozen,
+                xid: 1234,
+            }),
+        };
+        assert!(s.matters());
+        let mut buf = Vec::new();
+        s.write(&mut Writer::start(
+            &mut buf,
+            3,
+            crate::extended::facts::Family::Visibility,
+            9,
+        ));
+        let (head, mut r) = Reader::open(&buf).unwrap();
+        assert_eq!((head.unit, head.blkno), (3, 9));
+        assert_eq!(r.u8(), Some(Tag::HeapPage as u8));
+        assert_eq!(PageSummary::read(&mut r), Some(s));
+    }
+
+    #[test]
     fn map_runs_join_equal_neighbours() {
         let mut page = vec![0u8; 8192];
         // Heap blocks 0..=5 all-visible and all-frozen, 6 all-visible, 9 all-visible.
