@@ -3,7 +3,9 @@
 //! and without data checksums) whose maps were set by `VACUUM` and `VACUUM (FREEZE)`, verify
 //! `--level extended` must first report nothing; then one case is injected per table (checksum
 //! recomputed after each edit) and each must be found at the right relation, block and line
-//! pointer, with nothing else reported. The damaged cluster is then started and checked with
+//! pointer, with nothing else reported (a map bit cleared on an all-visible page, the safe
+//! direction, gives nothing), also when the facts spill to disk. Marked "shut down in recovery",
+//! the cluster's maps are not compared while its hint bits still are. The damaged cluster is then started and checked with
 //! `pg_visibility` (`pg_check_visible`, `pg_check_frozen`) and
 //! `pg_amcheck --heapallindexed --parent-check`, whose results are asserted where they are
 //! stable and printed for docs/CHECKS.md.
@@ -255,6 +257,11 @@ fn inject(fx: &Fixture) -> Vec<Case> {
         detail: None,
     });
 
+    // The safe direction: a map bit cleared on an all-visible page (PD_ALL_VISIBLE stays set)
+    // is no finding.
+    assert_eq!(vm_bits(&fx.vm("vm_pd"), 3), 3);
+    set_vm_bits(&fx.vm("vm_pd"), 3, 0);
+
     // The aborted insert's page marked all-visible and all-frozen again (map and page flag).
     let path = fx.path("vm_dead");
     let block = (0..blocks(&path))
@@ -381,8 +388,12 @@ fn inject(fx: &Fixture) -> Vec<Case> {
 }
 
 fn verify_extended(datadir: &Path) -> Run {
+    verify_extended_with(datadir, &[])
+}
+
+fn verify_extended_with(datadir: &Path, extra: &[&str]) -> Run {
     let d = datadir.display().to_string();
-    let args = [
+    let mut args = vec![
         "verify",
         "-D",
         &d,
@@ -394,6 +405,7 @@ fn verify_extended(datadir: &Path) -> Run {
         "-j",
         "2",
     ];
+    args.extend_from_slice(extra);
     run::pgcheckdb(&bin(), &args, None)
 }
 
@@ -502,7 +514,66 @@ fn scenario(major: u32, checksums: bool) {
         );
     }
 
+    // The same findings when the facts spill to disk (the merge streams them back in order).
+    let temp = tempfile::tempdir().expect("temp dir");
+    let temp_arg = temp.path().display().to_string();
+    let small = verify_extended_with(&datadir, &["--memory", "64k", "--temp-dir", &temp_arg]);
+    let spilled = &small.summary.as_ref().expect("summary")["extended"];
+    assert!(
+        spilled["spill_files"].as_u64().unwrap_or(0) > 0,
+        "no spill: {spilled}"
+    );
+    assert_eq!(
+        vm_findings(&small),
+        expected,
+        "PostgreSQL {major}: with spills\n{small}"
+    );
+
     cross_check(&mut fx, &cases);
+
+    // On a standby shut down in recovery the heap and its map may stand at different points of
+    // the WAL: the map is not compared (and the summary says why); the hint bits still are.
+    mark_shut_down_in_recovery(&datadir);
+    let standby = verify_extended(&datadir);
+    let ext = &standby.summary.as_ref().expect("summary")["extended"];
+    assert!(
+        ext["visibility_maps_not_checked"].as_str().is_some()
+            && ext["visibility_maps_checked"] == 0,
+        "PostgreSQL {major}: shut down in recovery: {ext}\n{standby}"
+    );
+    assert!(
+        standby
+            .findings
+            .iter()
+            .all(|f| f["kind"] != "visibility_map_wrong"),
+        "PostgreSQL {major}: shut down in recovery\n{standby}"
+    );
+    let hints = standby
+        .findings
+        .iter()
+        .filter(|f| f["kind"] == "hint_bit_invalid")
+        .count();
+    assert_eq!(
+        hints, 4,
+        "PostgreSQL {major}: shut down in recovery\n{standby}"
+    );
+}
+
+/// Rewrites `pg_control`'s state as "shut down in recovery" (`DB_SHUTDOWNED_IN_RECOVERY`, at
+/// byte 16), with the CRC recomputed where the file has it (found as the offset whose stored
+/// CRC matches the bytes before it).
+fn mark_shut_down_in_recovery(datadir: &Path) {
+    let path = datadir.join("global/pg_control");
+    let mut raw = std::fs::read(&path).expect("read pg_control");
+    let stored = |raw: &[u8], at: usize| u32::from_le_bytes(raw[at..at + 4].try_into().unwrap());
+    let crc_at = (20..1024)
+        .step_by(4)
+        .find(|&at| crc32c::crc32c(&raw[..at]) == stored(&raw, at))
+        .expect("the CRC of pg_control");
+    raw[16..20].copy_from_slice(&2u32.to_le_bytes());
+    let crc = crc32c::crc32c(&raw[..crc_at]);
+    raw[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &raw).expect("write pg_control");
 }
 
 /// `pg_check_visible` and `pg_check_frozen` of every case's table, and pg_amcheck's output,
