@@ -493,7 +493,8 @@ pub struct HeapPageWork<'a> {
 }
 
 /// Walks the line pointers of a heap page once: its visibility summary into `summary` (when
-/// asked) and its hint-bit conflicts into `hints` (cleared first).
+/// asked; the tuples only when `PD_ALL_VISIBLE` is set) and its hint-bit conflicts into `hints`
+/// (cleared first).
 pub fn heap_page(
     page: &[u8],
     pd_flags: u16,
@@ -508,7 +509,9 @@ pub fn heap_page(
     };
     hints.clear();
     let statuses = Statuses::new(work.clog);
-    let mut want_summary = work.summary;
+    // With `PD_ALL_VISIBLE` clear any set map bit is already wrong: the flag says it all, and
+    // the tuples are not walked for it.
+    let mut want_summary = work.summary && summary.pd_all_visible;
     for item in items {
         match item.lp_flags {
             LpFlags::Unused | LpFlags::Redirect => continue,
