@@ -125,6 +125,13 @@ pub enum FindingKind {
     /// TOAST chunks that no live row points at, counted once per TOAST relation (info:
     /// deleted values keep their chunks until VACUUM) (extended level).
     ToastChunksUnreferenced,
+    /// The visibility map marks a heap page all-visible or all-frozen that is not: a tuple not
+    /// visible to everyone or not frozen, `PD_ALL_VISIBLE` clear, or the heap page all zero or
+    /// past the end of the table (a lost write) (extended level).
+    VisibilityMapWrong,
+    /// A tuple's commit hint bit contradicts `pg_xact`: committed while the transaction
+    /// aborted, or invalid while it committed (extended level).
+    HintBitInvalid,
 }
 
 impl FindingKind {
@@ -177,6 +184,8 @@ impl FindingKind {
             FindingKind::LostWrite => "lost_write",
             FindingKind::ToastValueInvalid => "toast_value_invalid",
             FindingKind::ToastChunksUnreferenced => "toast_chunks_unreferenced",
+            FindingKind::VisibilityMapWrong => "visibility_map_wrong",
+            FindingKind::HintBitInvalid => "hint_bit_invalid",
         }
     }
 
@@ -228,6 +237,8 @@ impl FindingKind {
         FindingKind::LostWrite,
         FindingKind::ToastValueInvalid,
         FindingKind::ToastChunksUnreferenced,
+        FindingKind::VisibilityMapWrong,
+        FindingKind::HintBitInvalid,
     ];
 }
 

@@ -545,9 +545,17 @@ fn scenario(major: u32, checksums: bool) {
         "PostgreSQL {major}: unexpected extended findings {extra:#?}\n{run}"
     );
     // No error outside the extended level's kinds: the injections are invisible page by page.
-    // The duplicated primary key also leaves its row without its own entry (heap -> index).
+    // Heap -> index also sees three of them: the duplicated primary key leaves its row without
+    // its own entry, and the entries of a leaf flagged half-dead or deleted are skipped by
+    // every index scan, so their rows lack entries.
+    let lacking_allowed =
+        ["t_pkey", "t_k_half", "t_k_deleted"].map(|i| format!("postgres: public.{i}"));
     for f in run.problems() {
-        if f["kind"] == "index_entry_missing" && f["detail"]["index"] == "postgres: public.t_pkey" {
+        if f["kind"] == "index_entry_missing"
+            && lacking_allowed
+                .iter()
+                .any(|i| f["detail"]["index"] == i.as_str())
+        {
             continue;
         }
         assert!(

@@ -21,6 +21,7 @@ use crate::layout::heap::ItemPointer;
 use crate::layout::itemid::{line_pointers_into, ItemId, LpFlags};
 use crate::layout::le_u16;
 use crate::page::PageHeader;
+use crate::standard::ClusterFacts;
 
 /// `t_info` bits of an index tuple.
 pub mod t_info {
@@ -50,10 +51,18 @@ pub struct Emitter<'a> {
     all_indexed: Scratch,
     /// The heap TIDs of the current index page, and a heap page's line-pointer target map.
     tids: Vec<(u32, u16)>,
+    /// The cluster's xid bounds (which xids `pg_xact` answers for).
+    facts: &'a ClusterFacts,
+    /// Visibility-map and hint-bit records.
+    vm: super::vm::emit::VmEmitter,
 }
 
 impl<'a> Emitter<'a> {
-    pub fn new(plan: &'a ExtendedPlan, clog: &'a CommitLog) -> Emitter<'a> {
+    pub fn new(
+        plan: &'a ExtendedPlan,
+        clog: &'a CommitLog,
+        facts: &'a ClusterFacts,
+    ) -> Emitter<'a> {
         Emitter {
             plan,
             clog,
@@ -63,6 +72,8 @@ impl<'a> Emitter<'a> {
             bits: Vec::new(),
             all_indexed: Scratch::default(),
             tids: Vec::new(),
+            facts,
+            vm: Default::default(),
         }
     }
 
@@ -100,6 +111,13 @@ impl<'a> Emitter<'a> {
                     self.index_tids(info, blkno, page);
                 }
             }
+            Role::Vm(info) => {
+                if sound {
+                    let blcksz = self.facts.blcksz;
+                    let (buf, runs) = (&mut self.buf, &mut self.runs);
+                    self.vm.map_page(info, blkno, page, blcksz, buf, runs);
+                }
+            }
         }
     }
 
@@ -117,7 +135,7 @@ impl<'a> Emitter<'a> {
     }
 
     /// An all-zero page at absolute block `blkno` of file `file` (the physical check calls
-    /// it `New`): a heap page the TID check must know is empty.
+    /// it `New`): a heap page the TID and visibility-map checks must know is empty.
     pub fn new_page(&mut self, file: usize, blkno: u64) {
         let Some(Role::Heap(info)) = self.plan.roles.get(file).and_then(Option::as_ref) else {
             return;
@@ -130,6 +148,8 @@ impl<'a> Emitter<'a> {
             write_heap_lines(&mut self.buf, unit, blkno, PageState::New, 0, &[]);
             self.runs.push(&self.buf);
         }
+        self.vm
+            .zero_heap_page(info, blkno, &mut self.buf, &mut self.runs);
     }
 
     /// The heap TIDs of a sound index page, one record per heap block they name.
@@ -216,6 +236,19 @@ impl<'a> Emitter<'a> {
                 page,
                 &self.items,
                 self.clog,
+                &mut self.buf,
+                &mut self.runs,
+            );
+        }
+        if info.hints || info.visibility {
+            self.vm.heap_page(
+                info,
+                blkno,
+                page,
+                h.pd_flags,
+                &self.items,
+                self.clog,
+                self.facts,
                 &mut self.buf,
                 &mut self.runs,
             );

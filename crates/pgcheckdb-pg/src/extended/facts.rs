@@ -27,6 +27,11 @@ pub enum Family {
     /// A live row's TOAST pointer or a TOAST chunk; its block field is the value id, so that a
     /// value's pointers and chunks meet (see `toast`).
     ToastValue = 9,
+    /// A heap page's visibility summary or a visibility-map run of set bits, both at heap
+    /// block numbers so that they meet in one sorted stream (see [`super::vm`]).
+    Visibility = 5,
+    /// A tuple whose commit hint bit contradicts `pg_xact`.
+    HintBit = 6,
 }
 
 impl Family {
@@ -40,6 +45,8 @@ impl Family {
             10 => Family::Tids,
             8 => Family::ToastDamaged,
             9 => Family::ToastValue,
+            5 => Family::Visibility,
+            6 => Family::HintBit,
             _ => return None,
         })
     }

@@ -100,6 +100,10 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
     summary.toast_values_checked = toast.values;
     summary.toast_chunks_unreferenced = toast.unreferenced_chunks;
     summary.toast_values_presence_unchecked = toast.presence_unchecked;
+    findings.extend(super::vm::merge::check_tables(plan, ext, &runs, &errors));
+    summary.hint_bits_tables_checked = ext.vm.tables.len() as u64;
+    summary.visibility_maps_checked = ext.vm.maps.len() as u64;
+    summary.visibility_maps_not_checked = ext.vm.not_checked.clone();
     summary.keys_not_order_checked = not_checked.len() as u64;
     if ext.config.verbose {
         not_checked.sort_by(|a, b| a.index.cmp(&b.index));

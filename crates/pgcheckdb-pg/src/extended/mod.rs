@@ -4,6 +4,7 @@
 //! * [`plan`] decides, from the catalog, which files give facts: B-tree indexes (every page),
 //!   the heaps of tables with a valid unique B-tree index (tuple liveness for uniqueness), and
 //!   tables with a TOAST relation and that relation (pointers and chunks).
+//!   every heap table with its visibility map (hint bits and map bits, [`vm`]).
 //! * During the block scan each worker turns every page that passed the physical and standard
 //!   checks into compact facts ([`emit`], encoded by [`facts`]); a page that failed them leaves
 //!   a "damaged" mark, so that nothing is concluded from it.
@@ -15,6 +16,8 @@
 //!   TIDs against its table's line pointers ([`tids`]).
 //!   uniqueness joined with the heap's tuple liveness ([`unique`]), and the TOAST values of live
 //!   rows against their TOAST relation's chunks ([`toast`]).
+//!   uniqueness joined with the heap's tuple liveness ([`unique`]), and every heap table's
+//!   visibility map and commit hint bits ([`vm`]).
 
 pub mod allindexed;
 pub mod btree;
@@ -29,6 +32,7 @@ pub mod spill;
 pub mod tids;
 pub mod toast;
 pub mod unique;
+pub mod vm;
 
 use std::path::PathBuf;
 
@@ -114,6 +118,13 @@ pub struct ExtendedSummary {
     /// TOAST values whose chunks were not checked for presence, because a page of their TOAST
     /// relation could not be used (its findings say why).
     pub toast_values_presence_unchecked: u64,
+    /// Heap tables whose tuples' commit hint bits were checked against `pg_xact`.
+    pub hint_bits_tables_checked: u64,
+    /// Heap tables whose visibility map was compared with their pages.
+    pub visibility_maps_checked: u64,
+    /// Why no visibility map was compared (a cluster not shut down cleanly).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visibility_maps_not_checked: Option<String>,
 }
 
 /// One index whose keys were not order-checked.

@@ -64,6 +64,12 @@ pub struct HeapInfo {
     pub toast_pointers: Option<Arc<ToastPointers>>,
     /// This heap is a TOAST relation: its chunks, for the TOAST check.
     pub toast_chunks: bool,
+    /// Hint bits against `pg_xact` (every heap table, [`super::vm`]).
+    pub hints: bool,
+    /// The page's visibility summary, for the table's visibility map ([`super::vm`]).
+    pub visibility: bool,
+    /// The table's `relfrozenxid`: older xids are not looked up in `pg_xact`.
+    pub relfrozenxid: u32,
 }
 
 /// What one file of the plan contributes.
@@ -74,6 +80,8 @@ pub enum Role {
     Heap(Arc<HeapInfo>),
     /// A hash, GiST, SP-GiST or GIN index whose heap TIDs are checked.
     TidIndex(Arc<TidIndexInfo>),
+    /// A segment of a table's visibility map (`_vm` fork).
+    Vm(Arc<super::vm::VmInfo>),
 }
 
 /// Everything the workers and the merge share.
@@ -99,6 +107,8 @@ pub struct ExtendedPlan {
     pub tids: TidPlan,
     /// The TOAST relations checked against their tables, by TOAST fork.
     pub toasts: HashMap<usize, Arc<ToastInfo>>,
+    /// The heap tables checked for hint bits and visibility-map bits.
+    pub vm: super::vm::VmPlan,
 }
 
 impl ExtendedPlan {
@@ -238,6 +248,18 @@ impl ExtendedPlan {
             }
         }
         let toasts = plan_toast(plan, catalog, &fork_of_key, &mut heaps);
+        let (vm, tables) = super::vm::VmPlan::build(plan, catalog, &fork_of_key);
+        for t in tables {
+            let info = heap_info(&mut heaps, t.fork);
+            info.hints = true;
+            info.visibility = vm.maps.contains_key(&t.fork);
+            info.relfrozenxid = t.relfrozenxid;
+        }
+        for (vm_fork, info) in vm.map_roles() {
+            for i in plan.forks[vm_fork].segments.clone() {
+                roles[i] = Some(Role::Vm(info.clone()));
+            }
+        }
         for (fork, info) in heaps {
             let info = Arc::new(info);
             for i in plan.forks[fork].segments.clone() {
@@ -259,6 +281,7 @@ impl ExtendedPlan {
             all_indexed_skipped,
             tids,
             toasts,
+            vm,
         })
     }
 

@@ -75,7 +75,7 @@ impl<'a> BlockChecker<'a> {
             tally: crate::relstats::Tally::new(plan.dir.files.len(), count_tuples),
             facts: structure.and_then(|s| {
                 s.extended
-                    .map(|e| crate::extended::emit::Emitter::new(e, s.clog))
+                    .map(|e| crate::extended::emit::Emitter::new(e, s.clog, &s.facts))
             }),
         }
     }

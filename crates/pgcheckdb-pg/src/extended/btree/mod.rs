@@ -62,7 +62,8 @@ impl IndexFacts {
                     self.runs.push(run);
                 }
             }
-            Family::HeapLive | Family::Tids | Family::ToastDamaged | Family::ToastValue => {}
+            // Heap, visibility-map and other families never share an index's unit.
+            _ => {}
         }
     }
 }
