@@ -290,9 +290,13 @@ fn verify(datadir: &Path, level: &str) -> Run {
     run::pgcheckdb(&bin(), &args, None)
 }
 
+/// Errors and warnings as (file, block, kind). `index_entry_missing` is left out: a changed key
+/// also leaves its row without an entry with its real key (heap -> index, tested in
+/// extended_allindexed.rs).
 fn problem_set(run: &Run) -> BTreeSet<(String, u64, String)> {
     run.problems()
         .iter()
+        .filter(|f| f["kind"] != "index_entry_missing")
         .map(|f| {
             (
                 f["file"].as_str().unwrap_or("?").to_string(),

@@ -552,8 +552,13 @@ fn scenario(major: u32, checksums: bool) {
         allowed_pages.insert((rel, c.block));
     }
     // Nothing else is an error or a warning, except more bent TIDs on the damaged GIN page
-    // (its later TIDs are deltas from the bent first one).
-    for f in run.problems() {
+    // (its later TIDs are deltas from the bent first one), and the rows a bent B-tree TID no
+    // longer names, which lack their entry (heap -> index, tested in extended_allindexed.rs).
+    for f in run
+        .problems()
+        .into_iter()
+        .filter(|f| f["kind"] != "index_entry_missing")
+    {
         let at = (
             f["file"].as_str().unwrap_or("").to_string(),
             f["block"].as_u64().unwrap_or(u64::MAX),

@@ -406,6 +406,17 @@ fn inject(fx: &Fixture) -> Vec<Case> {
         name: "TOAST file cut mid-page (chunks unreadable, not missing)",
         table: "t_ok",
         kind: "partial_block",
+        file: toast.clone(),
+        block: len / BLCKSZ as u64 - 1,
+        main: None,
+        valueid: 0,
+    });
+    // The server ignores the partial page, so the TOAST index's entries for its chunks point
+    // past the end of the TOAST table: the index -> heap check calls that a lost write.
+    cases.push(Case {
+        name: "TOAST index entries past the cut (lost write)",
+        table: "t_ok",
+        kind: "lost_write",
         file: toast,
         block: len / BLCKSZ as u64 - 1,
         main: None,
@@ -433,9 +444,13 @@ fn verify_extended(datadir: &Path, extra: &[&str]) -> Run {
 }
 
 /// Errors and warnings as (kind, file, block).
+/// Errors and warnings as (kind, file, block). `index_entry_missing` is left out: a chunk whose
+/// `chunk_seq` was changed also lacks its entry in the TOAST index (heap -> index, tested in
+/// extended_allindexed.rs).
 fn problems(run: &Run) -> BTreeSet<(String, String, u64)> {
     run.problems()
         .iter()
+        .filter(|f| f["kind"] != "index_entry_missing")
         .map(|f| {
             (
                 f["kind"].as_str().unwrap_or("?").to_string(),

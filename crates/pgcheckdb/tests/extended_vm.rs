@@ -313,7 +313,7 @@ fn inject(fx: &Fixture) -> Vec<Case> {
     cases.push(Case {
         name: "all-zero heap page marked all-visible (lost write)",
         table: "vm_zero",
-        kind: "visibility_map_wrong",
+        kind: "lost_write",
         block: 2,
         offset: None,
         detail: Some(("reason", "all_zero")),
@@ -329,7 +329,7 @@ fn inject(fx: &Fixture) -> Vec<Case> {
     cases.push(Case {
         name: "heap page past the end marked all-visible (lost write)",
         table: "vm_short",
-        kind: "visibility_map_wrong",
+        kind: "lost_write",
         block: last,
         offset: None,
         detail: Some(("reason", "beyond_end")),
@@ -416,7 +416,7 @@ fn vm_findings(run: &Run) -> BTreeSet<(String, u64, String)> {
         .filter(|f| {
             matches!(
                 f["kind"].as_str(),
-                Some("visibility_map_wrong" | "hint_bit_invalid")
+                Some("visibility_map_wrong" | "hint_bit_invalid" | "lost_write")
             )
         })
         .map(|f| {
@@ -508,7 +508,7 @@ fn scenario(major: u32, checksums: bool) {
         assert!(
             matches!(
                 f["kind"].as_str(),
-                Some("visibility_map_wrong" | "hint_bit_invalid")
+                Some("visibility_map_wrong" | "hint_bit_invalid" | "lost_write")
             ),
             "PostgreSQL {major}: another finding from these injections: {f}"
         );

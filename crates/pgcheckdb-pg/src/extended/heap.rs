@@ -16,7 +16,7 @@ const HEAP_MOVED: u16 = im::HEAP_MOVED_OFF | im::HEAP_MOVED_IN;
 const HEAP_LOCK_MASK: u16 = im::HEAP_XMAX_EXCL_LOCK | im::HEAP_XMAX_KEYSHR_LOCK;
 
 /// `HEAP_XMAX_IS_LOCKED_ONLY`: the xmax only locked the row.
-fn xmax_locked_only(mask: u16) -> bool {
+pub fn xmax_locked_only(mask: u16) -> bool {
     mask & im::HEAP_XMAX_LOCK_ONLY != 0
         || mask & (im::HEAP_XMAX_IS_MULTI | HEAP_LOCK_MASK) == im::HEAP_XMAX_EXCL_LOCK
 }

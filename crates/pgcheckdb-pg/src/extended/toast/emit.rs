@@ -339,9 +339,7 @@ pub fn chunk_life(h: &HeapTupleHeader, clog: &CommitLog) -> ChunkLife {
     if inserter_aborted {
         return ChunkLife::Dead;
     }
-    let locked_only = mask & im::HEAP_XMAX_LOCK_ONLY != 0
-        || mask & (im::HEAP_XMAX_IS_MULTI | im::HEAP_XMAX_EXCL_LOCK | im::HEAP_XMAX_KEYSHR_LOCK)
-            == im::HEAP_XMAX_EXCL_LOCK;
+    let locked_only = crate::extended::heap::xmax_locked_only(mask);
     let plain_xmax = mask & (im::HEAP_XMAX_INVALID | im::HEAP_XMAX_IS_MULTI) == 0
         && h.t_xmax != 0
         && !locked_only;

@@ -179,8 +179,9 @@ impl<'p> Table<'p> {
         );
         let mut detail = self.map_detail(first as u32, bits);
         detail["reason"] = json!("beyond_end");
+        detail["evidence"] = json!("visibility_map");
         detail["blocks"] = json!(count);
-        self.push(first, message, detail, None);
+        self.push_kind(K::LostWrite, first, message, detail, None);
     }
 
     /// A heap page's summary against the current run's bits, when the run covers it.
@@ -192,11 +193,12 @@ impl<'p> Table<'p> {
         let mut detail = self.map_detail(blkno, bits);
         if s.all_zero {
             detail["reason"] = json!("all_zero");
+            detail["evidence"] = json!("visibility_map");
             let message = format!(
                 "lost write: the visibility map marks this heap page {} but the page is all zero",
                 marks(bits)
             );
-            self.push(blkno as u64, message, detail, None);
+            self.push_kind(K::LostWrite, blkno as u64, message, detail, None);
             return;
         }
         detail["pd_all_visible"] = json!(s.pd_all_visible);
@@ -297,14 +299,18 @@ impl<'p> Table<'p> {
         detail: serde_json::Value,
         offset: Option<u16>,
     ) {
-        let mut f = block_finding(
-            self.plan,
-            self.fork,
-            blkno,
-            K::VisibilityMapWrong,
-            message,
-            detail,
-        );
+        self.push_kind(K::VisibilityMapWrong, blkno, message, detail, offset);
+    }
+
+    fn push_kind(
+        &mut self,
+        kind: K,
+        blkno: u64,
+        message: String,
+        detail: serde_json::Value,
+        offset: Option<u16>,
+    ) {
+        let mut f = block_finding(self.plan, self.fork, blkno, kind, message, detail);
         f.offset = offset;
         self.findings.push(f);
     }
