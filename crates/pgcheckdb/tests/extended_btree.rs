@@ -670,7 +670,10 @@ fn extended_memory_does_not_grow_with_the_index_pg17() {
     // The child's peak counts this process's own peak (its memory is the child's until the
     // child execs), so it must stay small for the measurement to mean anything.
     let own_kb = own_peak_kb();
-    assert!(own_kb < 20 << 10, "the test process itself peaked at {own_kb} kB");
+    assert!(
+        own_kb < 20 << 10,
+        "the test process itself peaked at {own_kb} kB"
+    );
     let temp = tempfile::tempdir().expect("temp dir");
     let (small, small_rss) = verify_measured(&datadir, "16MB", temp.path());
     let (large, large_rss) = verify_measured(&datadir, "1G", temp.path());
@@ -684,13 +687,20 @@ fn extended_memory_does_not_grow_with_the_index_pg17() {
         assert_eq!(run.status, 2, "{run}");
     }
     let spilled = &small.summary.as_ref().expect("summary")["extended"];
-    assert!(spilled["spill_files"].as_u64().unwrap_or(0) > 0, "{spilled}");
+    assert!(
+        spilled["spill_files"].as_u64().unwrap_or(0) > 0,
+        "{spilled}"
+    );
     let found = extended_findings(&small);
     assert!(
-        found.contains(&(rel.clone(), a as u64, "btree_link_invalid".to_string())),
+        found.contains(&(rel.clone(), a, "btree_link_invalid".to_string())),
         "{found:?}"
     );
-    assert_eq!(found, extended_findings(&large), "findings differ with spills");
+    assert_eq!(
+        found,
+        extended_findings(&large),
+        "findings differ with spills"
+    );
     // The budget (16 MB) plus what a run needs besides the facts (buffers, catalog, code).
     let bound_kb = 40 << 10;
     assert!(
@@ -736,7 +746,9 @@ fn own_peak_kb() -> i64 {
 }
 
 /// `verify --level extended` of the index `w_s` with `--memory memory`, and the child's
-/// peak resident set size in kB (from `wait4`).
+/// peak resident set size in kB (from `wait4`, which also reaps it: `Child::wait` could not
+/// give the resource usage).
+#[allow(clippy::zombie_processes)]
 fn verify_measured(datadir: &Path, memory: &str, temp: &Path) -> (Run, i64) {
     use std::os::unix::process::ExitStatusExt;
     let out = tempfile::NamedTempFile::new().expect("stdout file");
@@ -761,7 +773,9 @@ fn verify_measured(datadir: &Path, memory: &str, temp: &Path) -> (Run, i64) {
     assert_eq!(waited, pid, "wait4: {}", std::io::Error::last_os_error());
     let stdout = std::fs::read_to_string(out.path()).expect("read stdout");
     let stderr = std::fs::read_to_string(err.path()).expect("read stderr");
-    let code = std::process::ExitStatus::from_raw(status).code().unwrap_or(-1);
+    let code = std::process::ExitStatus::from_raw(status)
+        .code()
+        .unwrap_or(-1);
     let mut run = Run {
         status: code,
         stdout,

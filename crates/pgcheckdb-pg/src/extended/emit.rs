@@ -143,7 +143,8 @@ impl<'a> Emitter<'a> {
         line_pointers_into(page, &h, &mut self.items);
         let view = page_view(page, &opaque, &self.items);
         let runs = &mut self.runs;
-        page_records(unit, blkno, &view, &mut self.buf, |r| runs.push(r));
+        let keys = info.ordering.is_ok();
+        page_records(unit, blkno, &view, keys, &mut self.buf, |r| runs.push(r));
         let live_leaf =
             opaque.is_leaf() && opaque.btpo_flags & (bf::BTP_DELETED | bf::BTP_HALF_DEAD) == 0;
         if let (Some(spec), true) = (&info.unique, live_leaf) {

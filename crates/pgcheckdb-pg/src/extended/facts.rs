@@ -206,13 +206,19 @@ mod tests {
         let mut buf = Vec::new();
         m.write(&mut Writer::start(&mut buf, 5, Family::BtreeMeta, 0));
         let (head, mut r) = Reader::open(&buf).unwrap();
-        assert_eq!((head.unit, head.family, head.blkno), (5, Family::BtreeMeta, 0));
+        assert_eq!(
+            (head.unit, head.family, head.blkno),
+            (5, Family::BtreeMeta, 0)
+        );
         assert_eq!(MetaFact::read(&mut r), Some(m));
         let mut page = Vec::new();
         Writer::start(&mut page, 5, Family::BtreePage, 7);
         let mut other = Vec::new();
         Writer::start(&mut other, 5, Family::BtreePage, 300);
-        assert!(buf < page && page < other, "meta, then block 7, then block 300");
+        assert!(
+            buf < page && page < other,
+            "meta, then block 7, then block 300"
+        );
         // A truncated record reads as nothing, never a panic.
         let (_, mut r) = Reader::open(&buf[..12]).unwrap();
         assert_eq!(MetaFact::read(&mut r), None);

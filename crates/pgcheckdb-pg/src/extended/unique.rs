@@ -86,9 +86,8 @@ impl UniqueJoin {
             let Some((fid, f)) = first else {
                 continue;
             };
-            let linked = l.blkno != b.blkno
-                && l.level == 0
-                && page.is_some_and(|p| p.btpo_prev == l.blkno);
+            let linked =
+                l.blkno != b.blkno && l.level == 0 && page.is_some_and(|p| p.btpo_prev == l.blkno);
             if linked && f.key == l.key {
                 let a = self.keep(id, l);
                 let c = self.keep(fid, f);
@@ -211,12 +210,19 @@ mod tests {
     #[test]
     fn a_group_with_two_live_tuples_is_a_violation_at_the_second() {
         let groups = vec![Group {
-            tids: vec![tid((10, 2), (1, 9)), tid((11, 1), (2, 2)), tid((12, 1), (3, 2))],
+            tids: vec![
+                tid((10, 2), (1, 9)),
+                tid((11, 1), (2, 2)),
+                tid((12, 1), (3, 2)),
+            ],
         }];
         let live: HashMap<u32, Vec<u8>> = [(10, vec![0b10]), (11, vec![0b1])].into_iter().collect();
         let v = violations(&groups, &live);
         assert_eq!(v.len(), 1);
-        assert_eq!((v[0].blkno, v[0].detail["other_block"].as_u64()), (2, Some(1)));
+        assert_eq!(
+            (v[0].blkno, v[0].detail["other_block"].as_u64()),
+            (2, Some(1))
+        );
         // One of them dead: nothing.
         let live: HashMap<u32, Vec<u8>> = [(10, vec![0b10])].into_iter().collect();
         assert!(violations(&groups, &live).is_empty());

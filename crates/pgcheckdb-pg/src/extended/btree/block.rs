@@ -135,7 +135,10 @@ impl IndexCheck<'_> {
                 ..LevelCount::default()
             });
         c.pages += 1;
-        for (end, link) in [(&mut c.leftmost, p.btpo_prev), (&mut c.rightmost, p.btpo_next)] {
+        for (end, link) in [
+            (&mut c.leftmost, p.btpo_prev),
+            (&mut c.rightmost, p.btpo_next),
+        ] {
             if link == P_NONE {
                 end.0 += 1;
                 if end.1.len() < 2 {

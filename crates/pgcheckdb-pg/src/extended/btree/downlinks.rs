@@ -73,8 +73,16 @@ impl IndexCheck<'_> {
     /// parent.
     fn level_mismatch(&mut self, w: Where, b: &Block<'_>, c: &PageRec<'_>, d: &DownlinkRec<'_>) {
         let expected = d.parent_level.wrapping_sub(1);
-        let left = b.left.iter().filter(|l| l.from == c.btpo_prev).map(|l| l.level);
-        let right = b.right.iter().filter(|r| r.from == c.btpo_next).map(|r| r.level);
+        let left = b
+            .left
+            .iter()
+            .filter(|l| l.from == c.btpo_prev)
+            .map(|l| l.level);
+        let right = b
+            .right
+            .iter()
+            .filter(|r| r.from == c.btpo_next)
+            .map(|r| r.level);
         let child_is_odd = left.chain(right).any(|l| l == expected);
         if child_is_odd {
             self.candidate(
@@ -112,8 +120,7 @@ impl IndexCheck<'_> {
                     .left
                     .iter()
                     .any(|l| l.from == c.btpo_prev && l.flags & bf::BTP_INCOMPLETE_SPLIT != 0);
-                let own_top =
-                    c.flagged(bf::BTP_HALF_DEAD) && c.top_parent == Some(INVALID_BLOCK);
+                let own_top = c.flagged(bf::BTP_HALF_DEAD) && c.top_parent == Some(INVALID_BLOCK);
                 // The root level has none.
                 if right_half || own_top || !b.tops.is_empty() || c.btpo_level >= meta.level {
                     return;
@@ -145,7 +152,9 @@ impl IndexCheck<'_> {
                     w.unless(Unless::ParentReported(parents)),
                     b.blkno,
                     K::BtreeDownlinkInvalid,
-                    format!("{n} downlinks point at this page (from blocks {list}), a page has one"),
+                    format!(
+                        "{n} downlinks point at this page (from blocks {list}), a page has one"
+                    ),
                     json!({"downlinks": from, "other_block": other}),
                 );
             }

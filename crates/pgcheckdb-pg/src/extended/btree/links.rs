@@ -255,7 +255,9 @@ impl IndexCheck<'_> {
                 w.level(m.b_level),
                 b,
                 K::BtreeLinkInvalid,
-                format!("btpo_prev is {c}, but block {c}'s btpo_next is {d}, whose btpo_prev is {c}"),
+                format!(
+                    "btpo_prev is {c}, but block {c}'s btpo_next is {d}, whose btpo_prev is {c}"
+                ),
                 json!({"btpo_prev": c, "other_block": c, "other_btpo_next": d}),
             );
         } else {

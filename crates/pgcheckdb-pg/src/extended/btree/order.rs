@@ -52,11 +52,14 @@ impl IndexCheck<'_> {
         if p.ndownlinks != 0 || p.first.is_empty() {
             return;
         }
-        for d in b.downs.iter().filter(|d| d.index > 0 && !d.separator.is_empty()) {
+        for d in b
+            .downs
+            .iter()
+            .filter(|d| d.index > 0 && !d.separator.is_empty())
+        {
             match ordering.compare_in(d.separator, p.first, heapkeyspace) {
                 Some(Ordering::Greater) => self.candidate(
-                    Where::new(Phase::KeyOrder, d.parent, 2 + d.index as u32)
-                        .level(d.parent_level),
+                    Where::new(Phase::KeyOrder, d.parent, 2 + d.index as u32).level(d.parent_level),
                     d.parent,
                     K::BtreeOrderInvalid,
                     format!(

@@ -106,11 +106,13 @@ pub enum Bound {
     Nothing = 2,
 }
 
-/// Writes every record of page `blkno` to `push`, reusing `buf`.
+/// Writes every record of page `blkno` to `push`, reusing `buf`. Without `keys` (the index
+/// has no comparator) the keys only the order checks compare are left out.
 pub fn page_records(
     unit: u32,
     blkno: u32,
     p: &PageView<'_>,
+    keys: bool,
     buf: &mut Vec<u8>,
     mut push: impl FnMut(&[u8]),
 ) {
@@ -126,13 +128,17 @@ pub fn page_records(
         .u32(p.btpo_level)
         .u16(p.btpo_flags)
         .u8(p.safexid.is_some() as u8 | (p.top_parent.is_some() as u8) << 1)
-        .u64(p.safexid.unwrap_or(0))
-        .u32(p.top_parent.unwrap_or(0))
         .u16(p.downlinks.len().min(u16::MAX as usize) as u16)
         .u32(single_child)
         .bytes(p.high_key)
-        .bytes(if leafish { p.first_item } else { &[] })
-        .bytes(if leafish { p.last_item } else { &[] });
+        .bytes(if leafish && keys { p.first_item } else { &[] })
+        .bytes(if leafish && keys { p.last_item } else { &[] });
+    if let Some(x) = p.safexid {
+        w.u64(x);
+    }
+    if let Some(t) = p.top_parent {
+        w.u32(t);
+    }
     push(buf);
     if deleted {
         return;
@@ -148,7 +154,7 @@ pub fn page_records(
         start(buf, unit, p.btpo_prev, Rec::Right)
             .u32(blkno)
             .u32(p.btpo_level)
-            .bytes(p.first_real_key());
+            .bytes(if keys { p.first_real_key() } else { &[] });
         push(buf);
     }
     if let (true, Some(top)) = (p.btpo_flags & bf::BTP_HALF_DEAD != 0, p.top_parent) {
@@ -175,7 +181,7 @@ pub fn page_records(
             .u16(bound_off)
             .u8(expected.is_some() as u8)
             .bytes(expected.unwrap_or_default())
-            .bytes(if i == 0 { &[] } else { d.item });
+            .bytes(if i == 0 || !keys { &[] } else { d.item });
         push(buf);
     }
 }
@@ -309,12 +315,14 @@ pub fn read<'a>(r: &mut Reader<'a>) -> Option<Record<'a>> {
     Some(match Rec::from_byte(r.u8()?)? {
         Rec::Damaged => Record::Damaged,
         Rec::Page => {
-            let (btpo_prev, btpo_next, btpo_level, btpo_flags) = (r.u32()?, r.u32()?, r.u32()?, r.u16()?);
+            let (btpo_prev, btpo_next, btpo_level, btpo_flags) =
+                (r.u32()?, r.u32()?, r.u32()?, r.u16()?);
             let has = r.u8()?;
-            let safexid = Some(r.u64()?).filter(|_| has & 1 != 0);
-            let top_parent = Some(r.u32()?).filter(|_| has & 2 != 0);
             let ndownlinks = r.u16()?;
             let single = r.u32()?;
+            let (high_key, first, last) = (r.bytes()?, r.bytes()?, r.bytes()?);
+            let safexid = if has & 1 != 0 { Some(r.u64()?) } else { None };
+            let top_parent = if has & 2 != 0 { Some(r.u32()?) } else { None };
             Record::Page(PageRec {
                 btpo_prev,
                 btpo_next,
@@ -324,9 +332,9 @@ pub fn read<'a>(r: &mut Reader<'a>) -> Option<Record<'a>> {
                 top_parent,
                 ndownlinks,
                 single_child: (ndownlinks == 1).then_some(single),
-                high_key: r.bytes()?,
-                first: r.bytes()?,
-                last: r.bytes()?,
+                high_key,
+                first,
+                last,
             })
         }
         Rec::Left => Record::Left(LeftRec {

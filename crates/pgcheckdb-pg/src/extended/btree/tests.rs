@@ -26,14 +26,16 @@ struct Page {
     downlinks: Vec<(u16, u32, Vec<u8>)>,
 }
 
+/// A unique index's run: leaf block, place, key byte, heap TIDs.
+type TestRun = (u32, RunPlace, u8, Vec<(u32, u16)>);
+
 /// An index as the test describes it: metapage, pages, damaged blocks, unique runs.
 #[derive(Debug, Clone, Default)]
 struct Index {
     meta: Option<MetaFact>,
     pages: BTreeMap<u32, Page>,
     damaged: Vec<u32>,
-    /// (leaf block, place, key byte, heap TIDs)
-    runs: Vec<(u32, RunPlace, u8, Vec<(u32, u16)>)>,
+    runs: Vec<TestRun>,
 }
 
 impl Index {
@@ -70,7 +72,7 @@ impl Index {
                     })
                     .collect(),
             };
-            page_records(0, blkno, &view, &mut buf, |r| out.push(r.to_vec()));
+            page_records(0, blkno, &view, true, &mut buf, |r| out.push(r.to_vec()));
         }
         for &d in &self.damaged {
             records::damaged_record(0, d, &mut buf);
@@ -216,13 +218,19 @@ fn sibling_links_blame_the_page_no_neighbour_supports() {
     f.page(1).next = 4;
     let got = f.check(&info(), Some(1000)).problems;
     assert_eq!(got.len(), 1, "{got:?}");
-    assert_eq!((got[0].blkno, got[0].detail["other_block"].as_u64()), (1, Some(4)));
+    assert_eq!(
+        (got[0].blkno, got[0].detail["other_block"].as_u64()),
+        (1, Some(4))
+    );
     // 2's btpo_prev names 4: 1 still names 2 as its right sibling, so 2 is wrong.
     let mut f = three_leaves();
     f.page(2).prev = 4;
     let got = f.check(&info(), Some(1000)).problems;
     assert_eq!(got.len(), 1, "{got:?}");
-    assert_eq!((got[0].blkno, got[0].detail["other_block"].as_u64()), (2, Some(1)));
+    assert_eq!(
+        (got[0].blkno, got[0].detail["other_block"].as_u64()),
+        (2, Some(1))
+    );
     // A link to a block with no page at all.
     let mut f = three_leaves();
     f.page(4).prev = 9;
@@ -341,8 +349,12 @@ fn a_half_dead_leaf_is_reached_from_its_top_parent_through_single_children() {
         ..Page::default()
     };
     let minus_infinity = |child: u32| (2, child, tuple(child, 0)[..8].to_vec());
-    f.pages.insert(5, internal(P_NONE, 6, tuple(u32::MAX, 5), vec![minus_infinity(1)]));
-    f.pages.insert(6, internal(5, P_NONE, vec![], vec![(1, 2, tuple(2, 5))]));
+    f.pages.insert(
+        5,
+        internal(P_NONE, 6, tuple(u32::MAX, 5), vec![minus_infinity(1)]),
+    );
+    f.pages
+        .insert(6, internal(5, P_NONE, vec![], vec![(1, 2, tuple(2, 5))]));
     f.page(1).flags |= bf::BTP_HALF_DEAD;
     f.page(1).top_parent = Some(5);
     assert_eq!(found(&f), vec![]);
@@ -402,7 +414,12 @@ fn heap_tids_break_ties_across_pages_only_in_heapkeyspace_indexes() {
 fn heap_tids(out: &IndexOutcome) -> Vec<Vec<(u32, u16)>> {
     out.groups
         .iter()
-        .map(|g| g.tids.iter().map(|t| (t.heap_block, t.heap_offset)).collect())
+        .map(|g| {
+            g.tids
+                .iter()
+                .map(|t| (t.heap_block, t.heap_offset))
+                .collect()
+        })
         .collect()
 }
 
@@ -422,7 +439,11 @@ fn equal_keys_join_across_right_siblings_only() {
     // Pages that are not right siblings (2 names 4 as its left sibling) do not join.
     f.page(2).prev = 4;
     let out = f.check(&info(), Some(1000));
-    assert!(out.groups.iter().all(|g| g.tids.len() < 3), "{:?}", out.groups);
+    assert!(
+        out.groups.iter().all(|g| g.tids.len() < 3),
+        "{:?}",
+        out.groups
+    );
     // A run with two heap TIDs is a group on its own.
     let mut f = three_leaves();
     f.runs = vec![(4, RunPlace::Last, 9, vec![(12, 2), (12, 3)])];
