@@ -106,7 +106,8 @@ impl IndexCheck<'_> {
     }
 
     /// What a later decision needs from this block: whether a page other than its
-    /// `btpo_prev` names it as right sibling, and who its single-child parent is.
+    /// `btpo_prev` names it as right sibling, and its parent when that parent has no other
+    /// child.
     fn note_claims(&mut self, b: &Block<'_>) {
         let Some(p) = b.live() else {
             return;
@@ -115,7 +116,10 @@ impl IndexCheck<'_> {
             let other = b.left.iter().any(|l| l.from != p.btpo_prev);
             self.claimed_by_other.insert(b.blkno, other);
         }
-        if let [d] = b.downs.as_slice() {
+        // Only the links a half-dead leaf's way up can take: from the leaf, and from pages
+        // with a single child themselves.
+        let on_chain = p.flagged(bf::BTP_HALF_DEAD) || p.ndownlinks == 1;
+        if let ([d], true) = (b.downs.as_slice(), on_chain) {
             if d.siblings == 1 {
                 self.single_parent.insert(b.blkno, d.parent);
             }

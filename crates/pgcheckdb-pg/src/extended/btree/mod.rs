@@ -175,7 +175,8 @@ pub struct IndexCheck<'a> {
     claimed_by_other: HashMap<u32, bool>,
     /// Half-dead leaves whose top parent must lead down to them: (leaf, top parent, level).
     chains: Vec<(u32, u32, u32)>,
-    /// For a page whose parent has only one downlink: that parent.
+    /// For a half-dead leaf or a page with one child, whose parent has only one downlink:
+    /// that parent (few: such chains exist while a subtree is being deleted).
     single_parent: HashMap<u32, u32>,
     damaged: HashSet<u32>,
     levels: BTreeMap<u32, LevelCount>,
