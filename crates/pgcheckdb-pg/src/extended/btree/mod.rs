@@ -275,16 +275,14 @@ impl<'a> IndexCheck<'a> {
     pub fn finish(mut self) -> IndexOutcome {
         self.flush();
         let mut out = self.resolve();
-        if self.info.ordering.is_err() {
-            if let Err(why) = &self.info.ordering {
-                out.not_order_checked = Some(format!("{why:?}"));
-            }
-        } else if self.unknown > 0 {
-            out.not_order_checked = Some(format!(
+        out.not_order_checked = match &self.info.ordering {
+            Err(why) => Some(format!("{why:?}")),
+            Ok(_) if self.unknown > 0 => Some(format!(
                 "{} key comparison(s) could not be made",
                 self.unknown
-            ));
-        }
+            )),
+            Ok(_) => None,
+        };
         out.groups = std::mem::take(&mut self.unique).groups();
         out
     }
