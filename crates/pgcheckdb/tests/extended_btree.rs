@@ -645,3 +645,165 @@ fn amcheck_hits(fx: &mut Fixture, cases: &[Case]) -> BTreeSet<&'static str> {
         .map(|c| c.name)
         .collect()
 }
+
+/// The B-tree merge streams: with a small `--memory`, the peak memory of a run on a table
+/// with a text index of about 250 MB stays within a bound that does not grow with the index
+/// (the whole-index merge held every page's keys, about 60 MB here), and its findings (one
+/// injected wrong sibling link) are the same as with 1 GiB, where nothing spills.
+#[test]
+fn extended_memory_does_not_grow_with_the_index_pg17() {
+    require_binaries(17);
+    let opts = ClusterOptions::new(17, true)
+        .throwaway()
+        .setting("autovacuum", "off")
+        .setting("maintenance_work_mem", "256MB");
+    let mut cluster = Cluster::init_temp(&opts).expect("initdb");
+    cluster.start().expect("start");
+    // 352-byte keys (below the size at which index keys are compressed): ~20 per leaf page.
+    cluster
+        .psql(
+            "postgres",
+            "CREATE TABLE w (id int, s text COLLATE \"C\");
+             INSERT INTO w SELECT g, repeat(md5(g::text), 11) FROM generate_series(1, 650000) g;
+             CREATE INDEX w_s ON w (s);",
+        )
+        .expect("load");
+    let rel = cluster
+        .relation_filepath("postgres", "w_s")
+        .expect("relation path");
+    cluster.stop().expect("stop");
+    let datadir = cluster.datadir().to_path_buf();
+    let path = datadir.join(&rel);
+    let index_bytes = std::fs::metadata(&path).expect("index file").len();
+    assert!(index_bytes > 200 << 20, "index of {index_bytes} bytes");
+    let (a, c) = two_leaves_apart(&path);
+    edit(&path, a, |p| put_u32(p, NEXT, c));
+
+    // The child's peak counts this process's own peak (its memory is the child's until the
+    // child execs), so it must stay small for the measurement to mean anything.
+    let own_kb = own_peak_kb();
+    assert!(
+        own_kb < 20 << 10,
+        "the test process itself peaked at {own_kb} kB"
+    );
+    let temp = tempfile::tempdir().expect("temp dir");
+    let (small, small_rss) = verify_measured(&datadir, "16MB", temp.path());
+    let (large, large_rss) = verify_measured(&datadir, "1G", temp.path());
+    eprintln!(
+        "index {} MB: peak RSS {} MB with --memory 16MB, {} MB with --memory 1G",
+        index_bytes >> 20,
+        small_rss >> 10,
+        large_rss >> 10
+    );
+    for run in [&small, &large] {
+        assert_eq!(run.status, 2, "{run}");
+    }
+    let spilled = &small.summary.as_ref().expect("summary")["extended"];
+    assert!(
+        spilled["spill_files"].as_u64().unwrap_or(0) > 0,
+        "{spilled}"
+    );
+    let found = extended_findings(&small);
+    assert!(
+        found.contains(&(rel.clone(), a, "btree_link_invalid".to_string())),
+        "{found:?}"
+    );
+    assert_eq!(
+        found,
+        extended_findings(&large),
+        "findings differ with spills"
+    );
+    // The budget (16 MB) plus what a run needs besides the facts (buffers, catalog, code).
+    let bound_kb = 40 << 10;
+    assert!(
+        small_rss < bound_kb,
+        "peak RSS {small_rss} kB with --memory 16MB on a {} MB index (bound {bound_kb} kB)",
+        index_bytes >> 20
+    );
+}
+
+/// A live leaf A with live right siblings B and C (C not rightmost), read a page at a time
+/// (the whole index is not loaded): (A, C).
+fn two_leaves_apart(path: &Path) -> (u64, u32) {
+    let len = std::fs::metadata(path).expect("index file").len();
+    let at = |b: u64| -> Option<BtPageOpaque> {
+        let bytes = corrupt::read_block(path, b, BLCKSZ).ok()?;
+        let h = PageHeader::parse(&bytes)?;
+        let o = BtPageOpaque::parse(&bytes, h.pd_special as usize)?;
+        let live = o.btpo_flags & (bf::BTP_DELETED | bf::BTP_HALF_DEAD) == 0;
+        (live && o.is_leaf() && o.btpo_next != P_NONE).then_some(o)
+    };
+    for a in 1..len / BLCKSZ as u64 {
+        let Some(oa) = at(a).filter(|o| o.btpo_prev != P_NONE) else {
+            continue;
+        };
+        let Some(ob) = at(oa.btpo_next as u64) else {
+            continue;
+        };
+        if at(ob.btpo_next as u64).is_some() {
+            return (a, ob.btpo_next);
+        }
+    }
+    panic!("no chain of three live leaf pages");
+}
+
+/// This process's peak resident set size in kB (`VmHWM`).
+fn own_peak_kb() -> i64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/self/status")
+}
+
+/// `verify --level extended` of the index `w_s` with `--memory memory`, and the child's
+/// peak resident set size in kB (from `wait4`, which also reaps it: `Child::wait` could not
+/// give the resource usage).
+#[allow(clippy::zombie_processes)]
+fn verify_measured(datadir: &Path, memory: &str, temp: &Path) -> (Run, i64) {
+    use std::os::unix::process::ExitStatusExt;
+    let out = tempfile::NamedTempFile::new().expect("stdout file");
+    let err = tempfile::NamedTempFile::new().expect("stderr file");
+    let child = std::process::Command::new(bin())
+        .args(["verify", "-D"])
+        .arg(datadir)
+        .args(["--level", "extended", "--format", "json", "--no-progress"])
+        .args(["-j", "2", "-d", "postgres", "-i", "w_s", "--memory", memory])
+        .arg("--temp-dir")
+        .arg(temp)
+        .env_remove("PGDATA")
+        .stdout(out.reopen().expect("stdout"))
+        .stderr(err.reopen().expect("stderr"))
+        .spawn()
+        .expect("run pgcheckdb");
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = child.id() as libc::pid_t;
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(waited, pid, "wait4: {}", std::io::Error::last_os_error());
+    let stdout = std::fs::read_to_string(out.path()).expect("read stdout");
+    let stderr = std::fs::read_to_string(err.path()).expect("read stderr");
+    let code = std::process::ExitStatus::from_raw(status)
+        .code()
+        .unwrap_or(-1);
+    let mut run = Run {
+        status: code,
+        stdout,
+        stderr,
+        findings: Vec::new(),
+        summary: None,
+    };
+    for line in run.stdout.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        match v["type"].as_str() {
+            Some("finding") => run.findings.push(v),
+            Some("summary") => run.summary = Some(v),
+            _ => {}
+        }
+    }
+    (run, usage.ru_maxrss)
+}

@@ -5,7 +5,10 @@
 use std::sync::atomic::Ordering;
 
 use super::allindexed::probe::{insert_leaf, probe_heap, Scratch};
-use super::facts::{Downlink, Family, MetaFact, PageFact, RunPlace, UniqueRun, Writer};
+use super::btree::records::{
+    damaged_record, inner_run_record, page_records, run_record, DownlinkView, PageView, Rec, RunRec,
+};
+use super::facts::{Family, MetaFact, RunPlace, Writer};
 use super::heap::live_roots;
 use super::plan::{ExtendedPlan, HeapInfo, IndexInfo, Role, UniqueSpec};
 use super::spill::{RunBuilder, Runs};
@@ -95,7 +98,7 @@ impl<'a> Emitter<'a> {
                 if sound {
                     self.btree_page(info, blkno, page);
                 } else {
-                    Writer::start(&mut self.buf, info.fork as u32, Family::Damaged, blkno);
+                    damaged_record(info.fork as u32, blkno, &mut self.buf);
                     self.runs.push(&self.buf);
                 }
             }
@@ -293,14 +296,10 @@ impl<'a> Emitter<'a> {
             return;
         }
         line_pointers_into(page, &h, &mut self.items);
-        let fact = page_fact(page, blkno, &opaque, &self.items);
-        fact.write(&mut Writer::start(
-            &mut self.buf,
-            unit,
-            Family::BtreePage,
-            blkno,
-        ));
-        self.runs.push(&self.buf);
+        let view = page_view(page, &opaque, &self.items);
+        let runs = &mut self.runs;
+        let keys = info.ordering.is_ok();
+        page_records(unit, blkno, &view, keys, &mut self.buf, |r| runs.push(r));
         let live_leaf =
             opaque.is_leaf() && opaque.btpo_flags & (bf::BTP_DELETED | bf::BTP_HALF_DEAD) == 0;
         if let (Some(a), true) = (&info.all_indexed, live_leaf) {
@@ -319,16 +318,42 @@ impl<'a> Emitter<'a> {
             }
         }
         if let (Some(spec), true) = (&info.unique, live_leaf) {
-            let runs = unique_runs(page, blkno, &opaque, &self.items, spec, self.plan.max_align);
-            for run in runs {
-                run.write(&mut Writer::start(
-                    &mut self.buf,
-                    unit,
-                    Family::UniqueRun,
+            let found = unique_runs(page, &opaque, &self.items, spec, self.plan.max_align);
+            for (place, offnum, key, tids) in found {
+                let run = RunRec {
                     blkno,
-                ));
-                self.runs.push(&self.buf);
+                    level: opaque.btpo_level,
+                    place,
+                    offnum,
+                    key: &key,
+                    tids,
+                };
+                self.push_run(unit, &run, opaque.btpo_next);
             }
+        }
+    }
+
+    /// A unique index's run: its first run at its own block, its last run at its right
+    /// sibling's (to meet that page's first run), an inner one on its own.
+    fn push_run(&mut self, unit: u32, run: &RunRec<'_>, next: u32) {
+        let (first, last) = match run.place {
+            RunPlace::Inner => {
+                inner_run_record(unit, run, &mut self.buf);
+                self.runs.push(&self.buf);
+                return;
+            }
+            RunPlace::First => (true, false),
+            RunPlace::Last => (false, true),
+            RunPlace::Whole => (true, next != P_NONE),
+        };
+        if first {
+            run_record(unit, run.blkno, Rec::FirstRun, run, &mut self.buf);
+            self.runs.push(&self.buf);
+        }
+        if last {
+            let at = if next == P_NONE { run.blkno } else { next };
+            run_record(unit, at, Rec::LastRun, run, &mut self.buf);
+            self.runs.push(&self.buf);
         }
     }
 }
@@ -351,15 +376,15 @@ fn first_data_key(o: &BtPageOpaque) -> u16 {
     }
 }
 
-/// The page's fact: opaque data, high key, first and last data items, downlinks.
-fn page_fact(page: &[u8], blkno: u32, o: &BtPageOpaque, items: &[ItemId]) -> PageFact {
-    let mut f = PageFact {
-        blkno,
+/// What the facts need of a page: opaque data, high key, first and last data items,
+/// downlinks, all borrowed from the page.
+fn page_view<'p>(page: &'p [u8], o: &BtPageOpaque, items: &[ItemId]) -> PageView<'p> {
+    let mut f = PageView {
         btpo_prev: o.btpo_prev,
         btpo_next: o.btpo_next,
         btpo_level: o.btpo_level,
         btpo_flags: o.btpo_flags,
-        ..PageFact::default()
+        ..PageView::default()
     };
     if o.btpo_flags & bf::BTP_DELETED != 0 {
         if o.btpo_flags & bf::BTP_HAS_FULLXID != 0 {
@@ -372,16 +397,16 @@ fn page_fact(page: &[u8], blkno: u32, o: &BtPageOpaque, items: &[ItemId]) -> Pag
         return f;
     }
     if o.btpo_next != P_NONE {
-        f.high_key = item(page, items, P_HIKEY).unwrap_or_default().to_vec();
+        f.high_key = item(page, items, P_HIKEY).unwrap_or_default();
         if o.btpo_flags & bf::BTP_HALF_DEAD != 0 {
-            f.top_parent = ItemPointer::parse(&f.high_key, 0).map(|p| p.block);
+            f.top_parent = ItemPointer::parse(f.high_key, 0).map(|p| p.block);
         }
     }
     let first = first_data_key(o);
     let last = items.len() as u16;
     if last >= first {
-        f.first_item = item(page, items, first).unwrap_or_default().to_vec();
-        f.last_item = item(page, items, last).unwrap_or_default().to_vec();
+        f.first_item = item(page, items, first).unwrap_or_default();
+        f.last_item = item(page, items, last).unwrap_or_default();
     }
     if !o.is_leaf() {
         for offnum in first..=last {
@@ -389,10 +414,10 @@ fn page_fact(page: &[u8], blkno: u32, o: &BtPageOpaque, items: &[ItemId]) -> Pag
                 continue;
             };
             if let Some(p) = ItemPointer::parse(t, 0) {
-                f.downlinks.push(Downlink {
+                f.downlinks.push(DownlinkView {
                     offnum,
                     child: p.block,
-                    item: t.to_vec(),
+                    item: t,
                 });
             }
         }
@@ -436,14 +461,16 @@ impl Entry<'_> {
 /// The runs of byte-equal keys of a unique index's leaf page: the first and last runs always
 /// (they may continue on the siblings), inner runs when they hold two or more TIDs. Entries are
 /// compared in place; only the runs kept are copied.
+/// A run found: where it sits, its first entry's offset, its key, its heap TIDs.
+type FoundRun = (RunPlace, u16, Vec<u8>, Vec<(u32, u16, u16)>);
+
 fn unique_runs(
     page: &[u8],
-    blkno: u32,
     o: &BtPageOpaque,
     items: &[ItemId],
     spec: &UniqueSpec,
     max_align: usize,
-) -> Vec<UniqueRun> {
+) -> Vec<FoundRun> {
     let mut entries: Vec<Entry<'_>> = Vec::new();
     for offnum in first_data_key(o)..=items.len() as u16 {
         if items[offnum as usize - 1].lp_flags == LpFlags::Dead {
@@ -483,13 +510,7 @@ fn unique_runs(
         for e in group {
             e.push_tids(&mut tids);
         }
-        runs.push(UniqueRun {
-            blkno,
-            place,
-            offnum: group[0].offnum,
-            key,
-            tids,
-        });
+        runs.push((place, group[0].offnum, key, tids));
     }
     runs
 }

@@ -2,6 +2,8 @@
 //! record is `unit (u32 BE) | family (u8) | block (u32 BE) | body`, so that sorting records by
 //! bytes groups them by relation fork, then family, then block. Bodies carry the index tuple
 //! items the checks need (high key, first and last data items, pivot tuples), never the page.
+//! The B-tree records of one block (its own fact and what other pages claim about it) are
+//! described in [`super::btree::records`].
 
 /// The family of a fact (its second field).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -9,11 +11,14 @@
 pub enum Family {
     /// The B-tree metapage (`BTMetaPageData`).
     BtreeMeta = 0,
-    /// One B-tree page: opaque data, bounding items, downlinks.
+    /// Everything about one B-tree block: the page's own fact (or its damaged mark) and what
+    /// its siblings, parents and half-dead children claim about it
+    /// ([`super::btree::records::Rec`]).
     BtreePage = 1,
     /// A page that failed the physical or standard checks: nothing is concluded from it.
+    /// (B-tree pages carry their damaged mark in [`Family::BtreePage`], to meet the claims.)
     Damaged = 2,
-    /// A run of equal keys of a unique index's leaf page, with its heap TIDs.
+    /// A run of equal keys inside a unique index's leaf page with two or more heap TIDs.
     UniqueRun = 3,
     /// The heap line pointers whose HOT chain holds a live tuple.
     HeapLive = 4,
@@ -191,89 +196,6 @@ impl MetaFact {
     }
 }
 
-/// One downlink of an internal page: the pivot tuple at `offnum` pointing at `child`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Downlink {
-    pub offnum: u16,
-    pub child: u32,
-    /// The whole pivot tuple (`IndexTupleData` and key).
-    pub item: Vec<u8>,
-}
-
-/// One B-tree page (not the metapage) as a fact.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PageFact {
-    pub blkno: u32,
-    pub btpo_prev: u32,
-    pub btpo_next: u32,
-    pub btpo_level: u32,
-    pub btpo_flags: u16,
-    /// The full transaction id a deleted page stores (PostgreSQL 14+, `BTP_HAS_FULLXID`).
-    pub safexid: Option<u64>,
-    /// A half-dead leaf's top parent link (the block in its high key's `t_tid`).
-    pub top_parent: Option<u32>,
-    /// The high key item (empty on the rightmost page of a level).
-    pub high_key: Vec<u8>,
-    /// First and last data items (leaf: keys; internal: the first is "minus infinity" on the
-    /// leftmost page only).
-    pub first_item: Vec<u8>,
-    pub last_item: Vec<u8>,
-    pub downlinks: Vec<Downlink>,
-}
-
-impl PageFact {
-    pub fn write(&self, w: &mut Writer<'_>) {
-        w.u32(self.btpo_prev)
-            .u32(self.btpo_next)
-            .u32(self.btpo_level)
-            .u16(self.btpo_flags);
-        match self.safexid {
-            Some(x) => w.u8(1).u64(x),
-            None => w.u8(0),
-        };
-        match self.top_parent {
-            Some(t) => w.u8(1).u32(t),
-            None => w.u8(0),
-        };
-        w.bytes(&self.high_key)
-            .bytes(&self.first_item)
-            .bytes(&self.last_item)
-            .u16(self.downlinks.len() as u16);
-        for d in &self.downlinks {
-            w.u16(d.offnum).u32(d.child).bytes(&d.item);
-        }
-    }
-
-    pub fn read(blkno: u32, r: &mut Reader<'_>) -> Option<PageFact> {
-        let mut p = PageFact {
-            blkno,
-            btpo_prev: r.u32()?,
-            btpo_next: r.u32()?,
-            btpo_level: r.u32()?,
-            btpo_flags: r.u16()?,
-            ..PageFact::default()
-        };
-        if r.u8()? == 1 {
-            p.safexid = Some(r.u64()?);
-        }
-        if r.u8()? == 1 {
-            p.top_parent = Some(r.u32()?);
-        }
-        p.high_key = r.bytes()?.to_vec();
-        p.first_item = r.bytes()?.to_vec();
-        p.last_item = r.bytes()?.to_vec();
-        let n = r.u16()?;
-        for _ in 0..n {
-            p.downlinks.push(Downlink {
-                offnum: r.u16()?,
-                child: r.u32()?,
-                item: r.bytes()?.to_vec(),
-            });
-        }
-        Some(p)
-    }
-}
-
 /// Where a run of equal keys sits on its leaf page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -288,88 +210,37 @@ pub enum RunPlace {
     Whole = 3,
 }
 
-/// A run of entries with byte-equal keys on a unique index's leaf page.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UniqueRun {
-    pub blkno: u32,
-    pub place: RunPlace,
-    /// Offset number of the run's first entry.
-    pub offnum: u16,
-    pub key: Vec<u8>,
-    /// Heap TIDs (block, offset), with the offset number of the entry holding each.
-    pub tids: Vec<(u32, u16, u16)>,
-}
-
-impl UniqueRun {
-    pub fn write(&self, w: &mut Writer<'_>) {
-        w.u8(self.place as u8)
-            .u16(self.offnum)
-            .bytes(&self.key)
-            .u16(self.tids.len() as u16);
-        for &(b, o, at) in &self.tids {
-            w.u32(b).u16(o).u16(at);
-        }
-    }
-
-    pub fn read(blkno: u32, r: &mut Reader<'_>) -> Option<UniqueRun> {
-        let place = match r.u8()? {
-            0 => RunPlace::Inner,
-            1 => RunPlace::First,
-            2 => RunPlace::Last,
-            3 => RunPlace::Whole,
-            _ => return None,
-        };
-        let offnum = r.u16()?;
-        let key = r.bytes()?.to_vec();
-        let n = r.u16()?;
-        let mut tids = Vec::with_capacity(n as usize);
-        for _ in 0..n {
-            tids.push((r.u32()?, r.u16()?, r.u16()?));
-        }
-        Some(UniqueRun {
-            blkno,
-            place,
-            offnum,
-            key,
-            tids,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn page_facts_round_trip_and_sort_by_unit_then_block() {
-        let p = PageFact {
-            blkno: 7,
-            btpo_prev: 3,
-            btpo_next: 9,
-            btpo_level: 1,
-            btpo_flags: 0,
-            safexid: Some(1 << 40),
-            top_parent: None,
-            high_key: vec![1, 2, 3],
-            first_item: vec![4],
-            last_item: vec![],
-            downlinks: vec![Downlink {
-                offnum: 2,
-                child: 11,
-                item: vec![9; 16],
-            }],
+    fn meta_facts_round_trip_and_sort_by_unit_then_block() {
+        let m = MetaFact {
+            root: 3,
+            level: 1,
+            fastroot: 3,
+            fastlevel: 1,
+            version: 4,
         };
         let mut buf = Vec::new();
-        p.write(&mut Writer::start(&mut buf, 5, Family::BtreePage, 7));
+        m.write(&mut Writer::start(&mut buf, 5, Family::BtreeMeta, 0));
         let (head, mut r) = Reader::open(&buf).unwrap();
-        assert_eq!(head.unit, 5);
-        assert_eq!(head.family, Family::BtreePage);
-        assert_eq!(PageFact::read(head.blkno, &mut r), Some(p));
+        assert_eq!(
+            (head.unit, head.family, head.blkno),
+            (5, Family::BtreeMeta, 0)
+        );
+        assert_eq!(MetaFact::read(&mut r), Some(m));
+        let mut page = Vec::new();
+        Writer::start(&mut page, 5, Family::BtreePage, 7);
         let mut other = Vec::new();
         Writer::start(&mut other, 5, Family::BtreePage, 300);
-        assert!(buf < other, "block 7 sorts before block 300");
+        assert!(
+            buf < page && page < other,
+            "meta, then block 7, then block 300"
+        );
         // A truncated record reads as nothing, never a panic.
-        let (head, mut r) = Reader::open(&buf[..20]).unwrap();
-        assert_eq!(PageFact::read(head.blkno, &mut r), None);
+        let (_, mut r) = Reader::open(&buf[..12]).unwrap();
+        assert_eq!(MetaFact::read(&mut r), None);
     }
 }

@@ -9,13 +9,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::btree::{check_index, IndexFacts, Problem};
+use super::btree::{IndexCheck, Problem};
 use super::plan::{ExtendedPlan, IndexInfo};
 use super::report::block_finding;
 use super::spill::Runs;
 use super::tids::merge::check_tids;
 use super::toast::merge::{check_toasts, unread_forks};
-use super::unique::{candidate_groups, collect_live, needed_blocks, violations, Group};
+use super::unique::{collect_live, needed_blocks, violations, Group};
 use super::{ExtendedSummary, NotOrderCheckedIndex};
 use crate::finding::{Finding, Severity};
 use crate::verify::{Plan, VerifyReport};
@@ -168,19 +168,14 @@ fn check_one(
     info: &IndexInfo,
     next_full_xid: Option<u64>,
 ) -> std::io::Result<IndexResult> {
-    let mut facts = IndexFacts::default();
-    runs.for_each_in_unit(info.fork as u32, |r| facts.add(r))?;
-    let outcome = check_index(&facts, info, next_full_xid);
-    let groups = if info.unique.is_some() {
-        candidate_groups(&facts)
-    } else {
-        Vec::new()
-    };
+    let mut check = IndexCheck::new(info, next_full_xid);
+    runs.for_each_in_unit(info.fork as u32, |r| check.add(r))?;
+    let outcome = check.finish();
     Ok(IndexResult {
         fork: info.fork,
         problems: outcome.problems,
         not_order_checked: outcome.not_order_checked,
-        groups,
+        groups: outcome.groups,
     })
 }
 

@@ -4,19 +4,22 @@
 //! key columns and key data) are equal under every built-in deterministic operator class, since
 //! equality is reflexive; keys that are equal with different bytes (`1.0` and `1.00` in numeric,
 //! `-0` and `0` in float) are missed, never invented. Equal keys sit next to each other in the
-//! leaf level, so each leaf page gives its runs of equal keys ([`super::facts::UniqueRun`]); the
-//! last run of a page joins the first run of its right sibling when their keys are equal. Each
-//! group with two or more heap TIDs is then joined with the heap's liveness facts.
+//! leaf level, so each leaf page gives its runs of equal keys: its first run at its own block,
+//! its last run at its right sibling's block, where the stream brings them together; the
+//! runs that join, and those with two or more heap TIDs, are kept (few: a unique index has
+//! duplicates only of dead rows). Each group with two or more heap TIDs is then joined with
+//! the heap's liveness facts.
 
 use std::collections::{HashMap, HashSet};
 
 use serde_json::json;
 
-use super::btree::{IndexFacts, Problem};
-use super::facts::{Family, Reader, RunPlace, UniqueRun};
+use super::btree::block::Block;
+use super::btree::records::RunRec;
+use super::btree::Problem;
+use super::facts::{Family, Reader, RunPlace};
 use super::heap::is_live;
 use crate::finding::FindingKind as K;
-use crate::layout::btree::flags as bf;
 
 /// One heap TID of a group, with the index entry holding it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,78 +36,103 @@ pub struct Group {
     pub tids: Vec<GroupTid>,
 }
 
-/// The groups of equal keys with two or more heap TIDs.
-pub fn candidate_groups(f: &IndexFacts) -> Vec<Group> {
-    let tids_of = |r: &UniqueRun| -> Vec<GroupTid> {
-        r.tids
-            .iter()
-            .map(|&(b, o, at)| GroupTid {
-                heap_block: b,
-                heap_offset: o,
-                index_block: r.blkno,
-                index_offset: at,
-            })
-            .collect()
-    };
-    let mut groups = Vec::new();
-    // Edge runs (a page's first and last runs; a page with one run has one) are joined with
-    // their right sibling's first run when the keys are equal: union-find over the edge runs.
-    let mut edge: Vec<&UniqueRun> = Vec::new();
-    let mut first_of: HashMap<u32, usize> = HashMap::new();
-    let mut last_of: HashMap<u32, usize> = HashMap::new();
-    for r in &f.runs {
-        if r.place == RunPlace::Inner {
-            groups.push(Group { tids: tids_of(r) });
-            continue;
-        }
-        let id = edge.len();
-        edge.push(r);
-        if matches!(r.place, RunPlace::First | RunPlace::Whole) {
-            first_of.insert(r.blkno, id);
-        }
-        if matches!(r.place, RunPlace::Last | RunPlace::Whole) {
-            last_of.insert(r.blkno, id);
-        }
+/// A page's edge run: (leaf block, 0 for its first or only run, 1 for its last).
+type RunId = (u32, u8);
+
+/// The runs of one unique index kept from the stream, joined across right siblings
+/// (union-find over the edge runs that join or hold two or more TIDs).
+#[derive(Debug, Default)]
+pub struct UniqueJoin {
+    ids: HashMap<RunId, usize>,
+    parent: Vec<usize>,
+    tids: Vec<Vec<GroupTid>>,
+    inner: Vec<Group>,
+}
+
+fn tids_of(r: &RunRec<'_>) -> Vec<GroupTid> {
+    r.tids
+        .iter()
+        .map(|&(b, o, at)| GroupTid {
+            heap_block: b,
+            heap_offset: o,
+            index_block: r.blkno,
+            index_offset: at,
+        })
+        .collect()
+}
+
+impl UniqueJoin {
+    /// An inner run (two or more TIDs, not at a page's edge): a group of its own.
+    pub fn inner(&mut self, r: &RunRec<'_>) {
+        self.inner.push(Group { tids: tids_of(r) });
     }
-    let mut parent: Vec<usize> = (0..edge.len()).collect();
-    fn root(parent: &mut [usize], mut x: usize) -> usize {
-        while parent[x] != x {
-            parent[x] = parent[parent[x]];
-            x = parent[x];
+
+    /// The runs met at one block: the page's first run and the last runs of the pages naming
+    /// it as right sibling; a last run joins the first run when both pages are live leaves,
+    /// linked both ways, and the keys are equal.
+    pub(crate) fn block(&mut self, b: &Block<'_>) {
+        let first = b.first_run.as_ref().map(|f| ((b.blkno, 0u8), f));
+        if let Some((id, f)) = first {
+            if f.tids.len() > 1 {
+                self.keep(id, f);
+            }
         }
-        x
-    }
-    for (&blkno, &l) in &last_of {
-        let Some(next) = f.pages.get(&blkno).map(|p| p.btpo_next) else {
-            continue;
-        };
-        if let Some(&n) = first_of.get(&next) {
-            if edge[n].key == edge[l].key && linked(f, blkno, next) {
-                let (a, b) = (root(&mut parent, l), root(&mut parent, n));
-                parent[a] = b;
+        let page = b.live().filter(|p| p.btpo_level == 0);
+        for l in &b.last_runs {
+            let id = (l.blkno, (l.place != RunPlace::Whole) as u8);
+            if l.place == RunPlace::Last && l.tids.len() > 1 {
+                self.keep(id, l);
+            }
+            let Some((fid, f)) = first else {
+                continue;
+            };
+            let linked =
+                l.blkno != b.blkno && l.level == 0 && page.is_some_and(|p| p.btpo_prev == l.blkno);
+            if linked && f.key == l.key {
+                let a = self.keep(id, l);
+                let c = self.keep(fid, f);
+                let (ra, rc) = (self.root(a), self.root(c));
+                self.parent[ra] = rc;
             }
         }
     }
-    let mut by_root: HashMap<usize, Vec<GroupTid>> = HashMap::new();
-    for (id, r) in edge.iter().enumerate() {
-        let top = root(&mut parent, id);
-        by_root.entry(top).or_default().extend(tids_of(r));
-    }
-    let mut joined: Vec<Vec<GroupTid>> = by_root.into_values().collect();
-    joined.sort_by_key(|t| t.first().map(|x| (x.index_block, x.index_offset)));
-    groups.extend(joined.into_iter().map(|tids| Group { tids }));
-    groups.retain(|g| g.tids.len() > 1);
-    groups
-}
 
-/// Pages `a` and `b` are live right siblings of the leaf level.
-fn linked(f: &IndexFacts, a: u32, b: u32) -> bool {
-    let live = |x: u32| {
-        f.pages
-            .get(&x)
-            .filter(|p| p.btpo_flags & bf::BTP_DELETED == 0 && p.btpo_level == 0)
-    };
-    matches!((live(a), live(b)), (Some(pa), Some(pb)) if pa.btpo_next == b && pb.btpo_prev == a)
+    fn keep(&mut self, id: RunId, r: &RunRec<'_>) -> usize {
+        if let Some(&i) = self.ids.get(&id) {
+            return i;
+        }
+        let i = self.parent.len();
+        self.ids.insert(id, i);
+        self.parent.push(i);
+        self.tids.push(tids_of(r));
+        i
+    }
+
+    fn root(&mut self, mut x: usize) -> usize {
+        while self.parent[x] != x {
+            self.parent[x] = self.parent[self.parent[x]];
+            x = self.parent[x];
+        }
+        x
+    }
+
+    /// The groups with two or more heap TIDs: inner runs, and joined edge runs in block order.
+    pub fn groups(mut self) -> Vec<Group> {
+        let mut ids: Vec<(RunId, usize)> = self.ids.iter().map(|(&k, &v)| (k, v)).collect();
+        ids.sort_unstable();
+        let mut by_root: HashMap<usize, Vec<GroupTid>> = HashMap::new();
+        for (_, i) in ids {
+            let top = self.root(i);
+            let tids = std::mem::take(&mut self.tids[i]);
+            by_root.entry(top).or_default().extend(tids);
+        }
+        let mut joined: Vec<Vec<GroupTid>> = by_root.into_values().collect();
+        joined.sort_by_key(|t| t.first().map(|x| (x.index_block, x.index_offset)));
+        let mut groups = self.inner;
+        groups.extend(joined.into_iter().map(|tids| Group { tids }));
+        groups.retain(|g| g.tids.len() > 1);
+        groups
+    }
 }
 
 /// The heap blocks the groups of one heap need.
@@ -169,51 +197,25 @@ pub fn violations(groups: &[Group], live: &HashMap<u32, Vec<u8>>) -> Vec<Problem
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::extended::facts::PageFact;
 
-    fn leaf(blkno: u32, prev: u32, next: u32) -> PageFact {
-        PageFact {
-            blkno,
-            btpo_prev: prev,
-            btpo_next: next,
-            btpo_flags: bf::BTP_LEAF,
-            ..PageFact::default()
-        }
-    }
-
-    fn run(blkno: u32, place: RunPlace, key: u8, tids: &[(u32, u16)]) -> UniqueRun {
-        UniqueRun {
-            blkno,
-            place,
-            offnum: 2,
-            key: vec![0, 0, 0, 0, key],
-            tids: tids.iter().map(|&(b, o)| (b, o, 2)).collect(),
+    fn tid(heap: (u32, u16), index: (u32, u16)) -> GroupTid {
+        GroupTid {
+            heap_block: heap.0,
+            heap_offset: heap.1,
+            index_block: index.0,
+            index_offset: index.1,
         }
     }
 
     #[test]
-    fn equal_keys_join_across_right_siblings_only() {
-        let mut f = IndexFacts::default();
-        for p in [leaf(1, 0, 2), leaf(2, 1, 3), leaf(3, 2, 0)] {
-            f.pages.insert(p.blkno, p);
-        }
-        // Key 7 ends page 1, fills page 2 and starts page 3; key 9 ends page 3 alone.
-        f.runs = vec![
-            run(1, RunPlace::First, 5, &[(10, 1)]),
-            run(1, RunPlace::Last, 7, &[(10, 2)]),
-            run(2, RunPlace::Whole, 7, &[(11, 1)]),
-            run(3, RunPlace::First, 7, &[(12, 1)]),
-            run(3, RunPlace::Last, 9, &[(12, 2)]),
-        ];
-        let groups = candidate_groups(&f);
-        assert_eq!(groups.len(), 1, "{groups:?}");
-        let heap: Vec<(u32, u16)> = groups[0]
-            .tids
-            .iter()
-            .map(|t| (t.heap_block, t.heap_offset))
-            .collect();
-        assert_eq!(heap, vec![(10, 2), (11, 1), (12, 1)]);
-        // Both live: one violation, at the second live entry's page.
+    fn a_group_with_two_live_tuples_is_a_violation_at_the_second() {
+        let groups = vec![Group {
+            tids: vec![
+                tid((10, 2), (1, 9)),
+                tid((11, 1), (2, 2)),
+                tid((12, 1), (3, 2)),
+            ],
+        }];
         let live: HashMap<u32, Vec<u8>> = [(10, vec![0b10]), (11, vec![0b1])].into_iter().collect();
         let v = violations(&groups, &live);
         assert_eq!(v.len(), 1);
@@ -224,9 +226,11 @@ mod tests {
         // One of them dead: nothing.
         let live: HashMap<u32, Vec<u8>> = [(10, vec![0b10])].into_iter().collect();
         assert!(violations(&groups, &live).is_empty());
-        // Pages that are not right siblings do not join.
-        f.pages.get_mut(&2).unwrap().btpo_prev = 3;
-        let groups = candidate_groups(&f);
-        assert!(groups.iter().all(|g| g.tids.len() < 3), "{groups:?}");
+        // The same heap tuple named twice (a posting list split across pages) is one tuple.
+        let twice = vec![Group {
+            tids: vec![tid((10, 2), (1, 9)), tid((10, 2), (2, 2))],
+        }];
+        let live: HashMap<u32, Vec<u8>> = [(10, vec![0b10])].into_iter().collect();
+        assert!(violations(&twice, &live).is_empty());
     }
 }

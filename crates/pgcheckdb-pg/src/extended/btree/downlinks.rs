@@ -1,42 +1,29 @@
-//! Downlinks of a B-tree: one per page but the root, to a live page one level down whose high
-//! key is the parent's next separator; the half-dead page rules.
-
-use std::collections::HashSet;
+//! Downlinks of a B-tree, checked at the child's block: one per page but the root, to a live
+//! page one level down whose high key is the parent's next separator.
 
 use serde_json::{json, Value};
 
-use super::{deleted, flagged, Check, INVALID_BLOCK, PIVOT_KEY_FROM};
-use crate::extended::facts::PageFact;
+use super::block::Block;
+use super::records::{Bound, DownlinkRec, PageRec, PIVOT_KEY_FROM};
+use super::{IndexCheck, Phase, Unless, Where, INVALID_BLOCK};
 use crate::finding::FindingKind as K;
 use crate::layout::btree::{flags as bf, P_NONE};
 
-impl Check<'_> {
-    /// Every downlink points at a live page one level down whose high key is the parent's next
-    /// separator; every live page but the root has exactly one downlink.
-    pub(super) fn downlinks(&mut self) {
-        let parents: Vec<&PageFact> = self
-            .live_pages()
-            .into_iter()
-            .filter(|p| !p.downlinks.is_empty())
-            .collect();
-        for p in &parents {
-            for i in 0..p.downlinks.len() {
-                self.downlink(p, i);
-            }
-        }
-        self.downlink_counts();
-    }
-
-    pub(super) fn downlink(&mut self, p: &PageFact, i: usize) {
-        let d = &p.downlinks[i];
-        let child_blk = d.child;
-        let Some(child) = self.live(child_blk) else {
-            if self.deleted_but_linked(child_blk, |_| true, p.blkno, "downlink") {
+impl IndexCheck<'_> {
+    /// Downlink `d` points at this block: a live page one level down whose high key is the
+    /// parent's next separator.
+    pub(super) fn downlink(&mut self, child: &Block<'_>, d: &DownlinkRec<'_>) {
+        let w = Where::new(Phase::Downlinks, d.parent, d.index as u32);
+        let child_blk = child.blkno;
+        let Some(c) = child.live() else {
+            let agrees = child.deleted().is_some();
+            if self.deleted_but_linked(w.clone(), child, agrees, d.parent, "downlink") {
                 return;
             }
-            if let Some(why) = self.not_live_reason(child_blk) {
-                self.report(
-                    p.blkno,
+            if let Some(why) = child.not_live_reason() {
+                self.candidate(
+                    w.level(d.parent_level),
+                    d.parent,
                     K::BtreeDownlinkInvalid,
                     format!(
                         "downlink at offset {} points at block {child_blk}, but {why}",
@@ -47,33 +34,30 @@ impl Check<'_> {
             }
             return;
         };
-        if child.btpo_level + 1 != p.btpo_level {
-            self.level_mismatch(p, child);
+        let level_ok = c.btpo_level.wrapping_add(1) == d.parent_level;
+        if !level_ok {
+            self.level_mismatch(w.clone(), child, c, d);
         }
-        if flagged(child, bf::BTP_INCOMPLETE_SPLIT | bf::BTP_HALF_DEAD)
-            || child.btpo_next == P_NONE
-            || child.btpo_level + 1 != p.btpo_level
+        if c.flagged(bf::BTP_INCOMPLETE_SPLIT | bf::BTP_HALF_DEAD)
+            || c.btpo_next == P_NONE
+            || !level_ok
         {
             return;
         }
-        let separator: Option<&[u8]> = match p.downlinks.get(i + 1) {
-            Some(next) => Some(&next.item),
-            None if p.btpo_next != P_NONE => Some(&p.high_key),
-            None => None,
-        };
-        let tail = |t: &[u8]| t.get(PIVOT_KEY_FROM..).map(<[u8]>::to_vec);
-        let matches =
-            separator.is_some_and(|s| tail(s).is_some() && tail(s) == tail(&child.high_key));
+        let matches = d
+            .expected_high
+            .is_some_and(|e| c.high_key.get(PIVOT_KEY_FROM..) == Some(e));
         if !matches {
-            let bound = match separator {
-                Some(_) if i + 1 < p.downlinks.len() => {
-                    format!("the pivot at offset {}", p.downlinks[i + 1].offnum)
+            let bound = match d.bound {
+                Bound::NextPivot => format!("the pivot at offset {}", d.bound_offnum),
+                Bound::ParentHighKey => "the parent's high key".to_string(),
+                Bound::Nothing => {
+                    "nothing (the parent is the rightmost page of its level)".to_string()
                 }
-                Some(_) => "the parent's high key".to_string(),
-                None => "nothing (the parent is the rightmost page of its level)".to_string(),
             };
-            self.report(
-                p.blkno,
+            self.candidate(
+                w.level(d.parent_level),
+                d.parent,
                 K::BtreeDownlinkInvalid,
                 format!(
                     "downlink at offset {} points at block {child_blk}, whose high key differs from {bound}: the downlink names the wrong child or the child's high key is wrong",
@@ -85,27 +69,36 @@ impl Check<'_> {
     }
 
     /// A child whose level is not its parent's minus one: the child is blamed when its
-    /// siblings have the level the parent expects, otherwise the parent.
-    pub(super) fn level_mismatch(&mut self, p: &PageFact, child: &PageFact) {
-        let expected = p.btpo_level.wrapping_sub(1);
-        let sibling_levels: Vec<u32> = [child.btpo_prev, child.btpo_next]
+    /// siblings (those that name it back) have the level the parent expects, otherwise the
+    /// parent.
+    fn level_mismatch(&mut self, w: Where, b: &Block<'_>, c: &PageRec<'_>, d: &DownlinkRec<'_>) {
+        let expected = d.parent_level.wrapping_sub(1);
+        let left = b
+            .left
             .iter()
-            .filter_map(|&s| self.live(s).map(|x| x.btpo_level))
-            .collect();
-        let child_is_odd = sibling_levels.contains(&expected);
+            .filter(|l| l.from == c.btpo_prev)
+            .map(|l| l.level);
+        let right = b
+            .right
+            .iter()
+            .filter(|r| r.from == c.btpo_next)
+            .map(|r| r.level);
+        let child_is_odd = left.chain(right).any(|l| l == expected);
         if child_is_odd {
-            self.report(
-                child.blkno,
+            self.candidate(
+                w.level(c.btpo_level),
+                b.blkno,
                 K::BtreeLevelInvalid,
-                format!("page has level {}, but its parent block {} (level {}) and its siblings are at level {expected}", child.btpo_level, p.blkno, p.btpo_level),
-                json!({"btpo_level": child.btpo_level, "expected_level": expected, "other_block": p.blkno}),
+                format!("page has level {}, but its parent block {} (level {}) and its siblings are at level {expected}", c.btpo_level, d.parent, d.parent_level),
+                json!({"btpo_level": c.btpo_level, "expected_level": expected, "other_block": d.parent}),
             );
         } else {
-            self.report(
-                p.blkno,
+            self.candidate(
+                w.level(d.parent_level),
+                d.parent,
                 K::BtreeLevelInvalid,
-                format!("page has level {}, but its child block {} has level {}", p.btpo_level, child.blkno, child.btpo_level),
-                json!({"btpo_level": p.btpo_level, "child_level": child.btpo_level, "other_block": child.blkno}),
+                format!("page has level {}, but its child block {} has level {}", d.parent_level, b.blkno, c.btpo_level),
+                json!({"btpo_level": d.parent_level, "child_level": c.btpo_level, "other_block": b.blkno}),
             );
         }
     }
@@ -113,149 +106,58 @@ impl Check<'_> {
     /// Exactly one downlink per live page, with nbtree's exceptions: the root, the right half
     /// of an incomplete split, a half-dead leaf that is its own top parent and the top parent
     /// of a half-dead leaf.
-    pub(super) fn downlink_counts(&mut self) {
-        let Some(meta) = self.f.meta else {
+    pub(super) fn downlink_count(&mut self, b: &Block<'_>) {
+        let (Some(meta), Some(c)) = (self.meta, b.live()) else {
             return;
         };
-        let tops: HashSet<u32> = self
-            .f
-            .pages
-            .values()
-            .filter(|p| !deleted(p) && flagged(p, bf::BTP_HALF_DEAD))
-            .filter_map(|p| {
-                p.top_parent
-                    .map(|t| if t == INVALID_BLOCK { p.blkno } else { t })
-            })
-            .collect();
-        let pages = self.live_pages();
-        for c in &pages {
-            let links = self.downlinks_to.get(&c.blkno).cloned().unwrap_or_default();
-            if c.blkno == meta.root {
-                continue;
-            }
-            if links.is_empty() {
-                let right_half = self
-                    .live(c.btpo_prev)
-                    .is_some_and(|l| flagged(l, bf::BTP_INCOMPLETE_SPLIT));
-                // A downlink may sit on a damaged page, and the root level has none.
-                if right_half
-                    || tops.contains(&c.blkno)
-                    || !self.f.damaged.is_empty()
-                    || c.btpo_level >= meta.level
-                {
-                    continue;
+        if b.blkno == meta.root {
+            return;
+        }
+        let w = Where::new(Phase::DownlinkCounts, b.blkno, 0).level(c.btpo_level);
+        match b.downs.len() {
+            0 => {
+                let right_half = b
+                    .left
+                    .iter()
+                    .any(|l| l.from == c.btpo_prev && l.flags & bf::BTP_INCOMPLETE_SPLIT != 0);
+                let own_top = c.flagged(bf::BTP_HALF_DEAD) && c.top_parent == Some(INVALID_BLOCK);
+                // The root level has none.
+                if right_half || own_top || !b.tops.is_empty() || c.btpo_level >= meta.level {
+                    return;
                 }
-                self.report(
-                    c.blkno,
+                // A downlink may sit on a damaged page.
+                self.candidate(
+                    w.unless(Unless::AnyDamaged),
+                    b.blkno,
                     K::BtreeDownlinkInvalid,
                     format!("no page of level {} has a downlink to this page (btpo_prev {}, btpo_next {})", c.btpo_level + 1, c.btpo_prev, c.btpo_next),
                     json!({"btpo_prev": c.btpo_prev, "btpo_next": c.btpo_next, "other_block": c.btpo_prev}),
                 );
-            } else if links.len() > 1 {
-                let from: Vec<Value> = links
+            }
+            1 => {}
+            n => {
+                let from: Vec<Value> = b
+                    .downs
                     .iter()
-                    .map(|&(pb, i)| json!({"block": pb, "offset": self.f.pages[&pb].downlinks[i].offnum}))
+                    .map(|d| json!({"block": d.parent, "offset": d.offnum}))
                     .collect();
-                let already = links
+                let parents: Vec<u32> = b.downs.iter().map(|d| d.parent).collect();
+                let list = parents
                     .iter()
-                    .any(|&(pb, _)| self.reported.contains(&(pb, K::BtreeDownlinkInvalid)));
-                if !already {
-                    let (pb, _) = links[1];
-                    self.report(
-                        c.blkno,
-                        K::BtreeDownlinkInvalid,
-                        format!(
-                            "{} downlinks point at this page (from blocks {}), a page has one",
-                            links.len(),
-                            links
-                                .iter()
-                                .map(|l| l.0.to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                        json!({"downlinks": from, "other_block": pb}),
-                    );
-                }
-            }
-        }
-    }
-
-    /// A half-dead leaf's high key names its top parent: itself (InvalidBlockNumber), and then
-    /// it has no downlink; or an internal page without a downlink whose single-child chain
-    /// leads down to the leaf.
-    pub(super) fn half_dead(&mut self) {
-        let halves: Vec<&PageFact> = self
-            .live_pages()
-            .into_iter()
-            .filter(|p| flagged(p, bf::BTP_HALF_DEAD))
-            .collect();
-        for l in &halves {
-            let Some(top) = l.top_parent else {
-                continue;
-            };
-            if let Some(links) = self.downlinks_to.get(&l.blkno).cloned() {
-                if top == INVALID_BLOCK {
-                    let (pb, _) = links[0];
-                    self.report(
-                        l.blkno,
-                        K::BtreeDownlinkInvalid,
-                        format!("half-dead page is its own top parent but block {pb} still has a downlink to it"),
-                        json!({"top_parent": top, "other_block": pb}),
-                    );
-                    continue;
-                }
-            }
-            if top == INVALID_BLOCK {
-                continue;
-            }
-            if let Some(why) = self.top_parent_problem(l, top) {
-                self.report(
-                    l.blkno,
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let other = parents[1];
+                self.candidate(
+                    w.unless(Unless::ParentReported(parents)),
+                    b.blkno,
                     K::BtreeDownlinkInvalid,
-                    format!("half-dead page names block {top} as its top parent, but {why}"),
-                    json!({"top_parent": top, "other_block": top}),
+                    format!(
+                        "{n} downlinks point at this page (from blocks {list}), a page has one"
+                    ),
+                    json!({"downlinks": from, "other_block": other}),
                 );
             }
         }
-    }
-
-    pub(super) fn top_parent_problem(&self, leaf: &PageFact, top: u32) -> Option<String> {
-        if self.f.damaged.contains(&top) {
-            return None;
-        }
-        let Some(t) = self.live(top) else {
-            return self.not_live_reason(top);
-        };
-        if let Some(links) = self.downlinks_to.get(&top) {
-            return Some(format!(
-                "block {top} still has a downlink from block {}",
-                links[0].0
-            ));
-        }
-        let mut at = t;
-        for _ in 0..=t.btpo_level {
-            if at.blkno == leaf.blkno {
-                return None;
-            }
-            match at.downlinks.as_slice() {
-                [only] => match self.live(only.child) {
-                    Some(next) => at = next,
-                    None => return None,
-                },
-                _ => {
-                    return Some(format!(
-                        "block {} on the way down has {} downlinks, not one",
-                        at.blkno,
-                        at.downlinks.len()
-                    ))
-                }
-            }
-        }
-        (at.blkno != leaf.blkno).then(|| {
-            format!(
-                "its single-child chain does not lead to block {}",
-                leaf.blkno
-            )
-        })
     }
 }

@@ -1,60 +1,59 @@
-//! The links of a B-tree: the metapage's root and fast root, sibling links both ways, each
-//! level one chain, deleted pages unlinked and not from the future.
-
-use std::collections::{BTreeMap, HashSet};
+//! The links of a B-tree, checked where the stream meets their target block: the metapage's
+//! root and fast root, sibling links both ways, deleted pages unlinked and not from the future.
 
 use serde_json::json;
 
-use super::{deleted, flagged, Check};
-use crate::extended::facts::PageFact;
+use super::block::Block;
+use super::records::{LeftRec, RightRec};
+use super::{IndexCheck, Phase, PrevMismatch, Unless, Where};
 use crate::finding::FindingKind as K;
 use crate::layout::btree::{flags as bf, P_NONE};
 
-impl Check<'_> {
+impl IndexCheck<'_> {
     /// A deleted page (PostgreSQL 14+, `BTP_HAS_FULLXID`) stores the next full transaction id
     /// of the moment it was deleted; a value newer than the cluster's `nextXid` is impossible.
-    pub(super) fn deleted_xids(&mut self, next: u64) {
-        let future: Vec<(u32, u64)> = self
-            .f
-            .pages
-            .values()
-            .filter(|p| deleted(p))
-            .filter_map(|p| p.safexid.filter(|&x| x > next).map(|x| (p.blkno, x)))
-            .collect();
-        for (blkno, x) in future {
-            self.report(
-                blkno,
-                K::XidInvalid,
-                format!(
-                    "deleted page's stored transaction id {} (epoch {}) is newer than nextXid {} (epoch {})",
-                    x as u32,
-                    x >> 32,
-                    next as u32,
-                    next >> 32
-                ),
-                json!({"safexid": x, "next_full_xid": next}),
-            );
-        }
+    pub(super) fn deleted_xid(&mut self, b: &Block<'_>) {
+        let (Some(next), Some(p)) = (self.next_full_xid, b.deleted()) else {
+            return;
+        };
+        let Some(x) = p.safexid.filter(|&x| x > next) else {
+            return;
+        };
+        self.candidate(
+            Where::new(Phase::DeletedXids, b.blkno, 0).level(p.btpo_level),
+            b.blkno,
+            K::XidInvalid,
+            format!(
+                "deleted page's stored transaction id {} (epoch {}) is newer than nextXid {} (epoch {})",
+                x as u32,
+                x >> 32,
+                next as u32,
+                next >> 32
+            ),
+            json!({"safexid": x, "next_full_xid": next}),
+        );
     }
 
-    /// A link from live page `from` to a deleted page whose own links still agree with it: the
-    /// deleted flag is the odd fact (a deleted page is unlinked from its siblings and parent
-    /// in the same step), so it is reported at the deleted page.
+    /// A link from live page `from` to deleted page `b` whose own link (`agrees`) still
+    /// returns it: the deleted flag is the odd fact (a deleted page is unlinked from its
+    /// siblings and parent in the same step), so it is reported at the deleted page.
     pub(super) fn deleted_but_linked(
         &mut self,
-        target: u32,
-        agrees: impl Fn(&PageFact) -> bool,
+        w: Where,
+        b: &Block<'_>,
+        agrees: bool,
         from: u32,
         link: &str,
     ) -> bool {
-        let Some(d) = self.f.pages.get(&target).filter(|p| deleted(p)) else {
+        let Some(d) = b.deleted() else {
             return false;
         };
-        if !agrees(d) {
+        if !agrees {
             return false;
         }
-        self.report(
-            target,
+        self.candidate(
+            w.level(d.btpo_level),
+            b.blkno,
             K::BtreeLinkInvalid,
             format!("page is flagged deleted, but block {from} still points at it ({link}); a deleted page is unlinked from its siblings and parent"),
             json!({"btpo_flags": d.btpo_flags, "other_block": from, "link": link}),
@@ -62,60 +61,58 @@ impl Check<'_> {
         true
     }
 
-    pub(super) fn metapage(&mut self) {
-        let Some(meta) = self.f.meta else {
+    /// The metapage's view of this block: it is the root or fast root the metapage names, at
+    /// the level it records; no page is above the root's level or flagged root but another.
+    pub(super) fn metapage_block(&mut self, b: &Block<'_>) {
+        let Some(meta) = self.meta else {
             return;
         };
-        if meta.root != P_NONE {
-            self.meta_target("root", meta.root, meta.level, true);
+        if meta.root != P_NONE && b.blkno == meta.root {
+            self.root_seen = true;
+            self.meta_target(b, "root", meta.level, true, 0);
         }
-        if meta.fastroot != P_NONE {
-            self.meta_target("fast root", meta.fastroot, meta.fastlevel, false);
+        if meta.fastroot != P_NONE && b.blkno == meta.fastroot {
+            self.fastroot_seen = true;
+            self.meta_target(b, "fast root", meta.fastlevel, false, 1);
         }
-        let pages: Vec<(u32, u32, u16)> = self
-            .f
-            .pages
-            .values()
-            .filter(|p| !deleted(p))
-            .map(|p| (p.blkno, p.btpo_level, p.btpo_flags))
-            .collect();
-        for (blkno, level, flags) in pages {
-            if meta.root != P_NONE && level > meta.level {
-                self.report(
-                    blkno,
-                    K::BtreeLevelInvalid,
-                    format!("page has level {level}, above the root's level {} (metapage root is block {})", meta.level, meta.root),
-                    json!({"btpo_level": level, "other_block": 0, "btm_root": meta.root, "btm_level": meta.level}),
-                );
-            }
-            if flags & bf::BTP_ROOT != 0 && blkno != meta.root {
-                self.report(
-                    blkno,
-                    K::BtreeLinkInvalid,
-                    format!("page is flagged BTP_ROOT but the metapage (block 0) names block {} as the root", meta.root),
-                    json!({"other_block": 0, "btm_root": meta.root}),
-                );
-            }
+        let Some(p) = b.live() else {
+            return;
+        };
+        let (blkno, level) = (b.blkno, p.btpo_level);
+        if meta.root != P_NONE && level > meta.level {
+            self.candidate(
+                Where::new(Phase::Metapage, blkno, 2).level(level),
+                blkno,
+                K::BtreeLevelInvalid,
+                format!("page has level {level}, above the root's level {} (metapage root is block {})", meta.level, meta.root),
+                json!({"btpo_level": level, "other_block": 0, "btm_root": meta.root, "btm_level": meta.level}),
+            );
+        }
+        if p.flagged(bf::BTP_ROOT) && blkno != meta.root {
+            self.candidate(
+                Where::new(Phase::Metapage, blkno, 3).level(level),
+                blkno,
+                K::BtreeLinkInvalid,
+                format!("page is flagged BTP_ROOT but the metapage (block 0) names block {} as the root", meta.root),
+                json!({"other_block": 0, "btm_root": meta.root}),
+            );
         }
     }
 
-    /// The metapage's root or fast root `target` must be a live page of `level`; the root must
+    /// The metapage's root or fast root `b` must be a live page of `level`; the root must
     /// also be flagged and have no siblings (unless its split is incomplete).
-    pub(super) fn meta_target(&mut self, what: &str, target: u32, level: u32, is_root: bool) {
-        let detail = json!({"other_block": target, "btm_level": level});
-        let Some(p) = self.live(target) else {
-            if let Some(why) = self.not_live_reason(target) {
-                self.report(
-                    0,
-                    K::BtreeLinkInvalid,
-                    format!("metapage {what} is block {target}, but {why}"),
-                    detail,
-                );
+    fn meta_target(&mut self, b: &Block<'_>, what: &str, level: u32, is_root: bool, sub: u32) {
+        let target = b.blkno;
+        let w = Where::new(Phase::Metapage, 0, sub);
+        let Some(p) = b.live() else {
+            if let Some(why) = b.not_live_reason() {
+                self.meta_target_missing(what, target, level, sub, why);
             }
             return;
         };
         if p.btpo_level != level {
-            self.report(
+            self.candidate(
+                w.clone(),
                 0,
                 K::BtreeLevelInvalid,
                 format!(
@@ -125,12 +122,13 @@ impl Check<'_> {
                 json!({"other_block": target, "btm_level": level, "btpo_level": p.btpo_level}),
             );
         }
-        let incomplete = flagged(p, bf::BTP_INCOMPLETE_SPLIT);
+        let incomplete = p.flagged(bf::BTP_INCOMPLETE_SPLIT);
         if is_root && !incomplete {
-            let not_root = !flagged(p, bf::BTP_ROOT);
+            let not_root = !p.flagged(bf::BTP_ROOT);
             let siblings = p.btpo_prev != P_NONE || p.btpo_next != P_NONE;
             if not_root || siblings {
-                self.report(
+                self.candidate(
+                    w,
                     0,
                     K::BtreeLinkInvalid,
                     format!(
@@ -143,29 +141,38 @@ impl Check<'_> {
         }
     }
 
-    /// `btpo_next` and `btpo_prev` agree both ways; the page whose link no neighbour supports
-    /// is blamed.
-    pub(super) fn siblings(&mut self) {
-        let live = self.live_pages();
-        for a in &live {
-            if a.btpo_next != P_NONE {
-                self.next_link(a);
-            }
-            if a.btpo_prev != P_NONE {
-                self.prev_link(a);
-            }
-        }
+    /// The metapage names a root or fast root that is not a live page.
+    pub(super) fn meta_target_missing(
+        &mut self,
+        what: &str,
+        target: u32,
+        level: u32,
+        sub: u32,
+        why: String,
+    ) {
+        self.candidate(
+            Where::new(Phase::Metapage, 0, sub),
+            0,
+            K::BtreeLinkInvalid,
+            format!("metapage {what} is block {target}, but {why}"),
+            json!({"other_block": target, "btm_level": level}),
+        );
     }
 
-    pub(super) fn next_link(&mut self, a: &PageFact) {
-        let b_blk = a.btpo_next;
-        let Some(b) = self.live(b_blk) else {
-            if self.deleted_but_linked(b_blk, |d| d.btpo_prev == a.blkno, a.blkno, "btpo_next") {
+    /// Live page `a.from` names this block `b` as `btpo_next`: `b` must name it back. When it
+    /// does not, the page whose link no neighbour supports is blamed.
+    pub(super) fn next_link(&mut self, b: &Block<'_>, a: &LeftRec) {
+        let w = Where::new(Phase::Siblings, a.from, 0);
+        let b_blk = b.blkno;
+        let Some(bp) = b.live() else {
+            let agrees = b.deleted().is_some_and(|d| d.btpo_prev == a.from);
+            if self.deleted_but_linked(w.clone(), b, agrees, a.from, "btpo_next") {
                 return;
             }
-            if let Some(why) = self.not_live_reason(b_blk) {
-                self.report(
-                    a.blkno,
+            if let Some(why) = b.not_live_reason() {
+                self.candidate(
+                    w.level(a.level),
+                    a.from,
                     K::BtreeLinkInvalid,
                     format!("btpo_next is {b_blk}, but {why}"),
                     json!({"btpo_next": b_blk, "other_block": b_blk}),
@@ -173,41 +180,46 @@ impl Check<'_> {
             }
             return;
         };
-        if b.btpo_prev == a.blkno {
+        if bp.btpo_prev == a.from {
             return;
         }
-        let c_blk = b.btpo_prev;
-        if self.f.damaged.contains(&c_blk) {
-            return;
-        }
-        let c_supports_b = self.live(c_blk).is_some_and(|c| c.btpo_next == b_blk);
-        let detail = json!({"btpo_next": b_blk, "other_block": b_blk, "other_btpo_prev": c_blk});
-        if c_supports_b {
-            self.report(
-                a.blkno,
+        let c_blk = bp.btpo_prev;
+        let w = w.unless(Unless::Damaged(c_blk));
+        // Block C names B as its right sibling too.
+        if b.left.iter().any(|l| l.from == c_blk) {
+            self.candidate(
+                w.level(a.level),
+                a.from,
                 K::BtreeLinkInvalid,
                 format!("btpo_next is {b_blk}, but block {b_blk}'s btpo_prev is {c_blk}, whose btpo_next is {b_blk}"),
-                detail,
+                json!({"btpo_next": b_blk, "other_block": b_blk, "other_btpo_prev": c_blk}),
             );
         } else {
-            self.report(
+            self.candidate(
+                w.level(bp.btpo_level),
                 b_blk,
                 K::BtreeLinkInvalid,
-                format!("btpo_prev is {c_blk}, but block {} has btpo_next {b_blk} and block {c_blk} does not", a.blkno),
-                json!({"btpo_prev": c_blk, "other_block": a.blkno}),
+                format!("btpo_prev is {c_blk}, but block {} has btpo_next {b_blk} and block {c_blk} does not", a.from),
+                json!({"btpo_prev": c_blk, "other_block": a.from}),
             );
         }
     }
 
-    pub(super) fn prev_link(&mut self, b: &PageFact) {
-        let c_blk = b.btpo_prev;
-        let Some(c) = self.live(c_blk) else {
-            if self.deleted_but_linked(c_blk, |d| d.btpo_next == b.blkno, b.blkno, "btpo_prev") {
+    /// Live page `r.from` names this block `c` as `btpo_prev`: `c` must name it back. When it
+    /// does not, who is blamed also depends on the claims `r.from` received, so the decision
+    /// waits for the end of the stream.
+    pub(super) fn prev_link(&mut self, c: &Block<'_>, r: &RightRec<'_>) {
+        let w = Where::new(Phase::Siblings, r.from, 1);
+        let c_blk = c.blkno;
+        let Some(cp) = c.live() else {
+            let agrees = c.deleted().is_some_and(|d| d.btpo_next == r.from);
+            if self.deleted_but_linked(w.clone(), c, agrees, r.from, "btpo_prev") {
                 return;
             }
-            if let Some(why) = self.not_live_reason(c_blk) {
-                self.report(
-                    b.blkno,
+            if let Some(why) = c.not_live_reason() {
+                self.candidate(
+                    w.level(r.level),
+                    r.from,
                     K::BtreeLinkInvalid,
                     format!("btpo_prev is {c_blk}, but {why}"),
                     json!({"btpo_prev": c_blk, "other_block": c_blk}),
@@ -215,93 +227,47 @@ impl Check<'_> {
             }
             return;
         };
-        if c.btpo_next == b.blkno {
+        if cp.btpo_next == r.from {
             return;
         }
-        let d_blk = c.btpo_next;
-        if self.f.damaged.contains(&d_blk) {
-            return;
-        }
-        let d_supports_c = self.live(d_blk).is_some_and(|d| d.btpo_prev == c_blk);
-        // Another page whose btpo_next is B also says B's btpo_prev is the wrong link.
-        let b_claimed = self
-            .next_from
-            .get(&b.blkno)
-            .is_some_and(|from| from.iter().any(|&a| a != c_blk));
-        if d_supports_c || b_claimed {
-            self.report(
-                b.blkno,
-                K::BtreeLinkInvalid,
-                format!("btpo_prev is {c_blk}, but block {c_blk}'s btpo_next is {d_blk}, whose btpo_prev is {c_blk}"),
-                json!({"btpo_prev": c_blk, "other_block": c_blk, "other_btpo_next": d_blk}),
-            );
-        } else {
-            self.report(
-                c_blk,
-                K::BtreeLinkInvalid,
-                format!("btpo_next is {d_blk}, but block {} has btpo_prev {c_blk} and block {d_blk} does not", b.blkno),
-                json!({"btpo_next": d_blk, "other_block": b.blkno}),
-            );
-        }
+        let d = cp.btpo_next;
+        self.prev_mismatches.push(PrevMismatch {
+            b: r.from,
+            b_level: r.level,
+            c: c_blk,
+            c_level: cp.btpo_level,
+            d,
+            d_supports_c: c.right.iter().any(|x| x.from == d),
+        });
     }
 
-    /// Each level is one chain: walking `btpo_next` from the page with `btpo_prev` P_NONE
-    /// reaches every live page of the level. Reported once per level, and only when no link of
-    /// the level was reported already.
-    pub(super) fn levels(&mut self) {
-        let mut by_level: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-        for p in self.f.pages.values().filter(|p| !deleted(p)) {
-            by_level.entry(p.btpo_level).or_default().push(p.blkno);
-        }
-        if !self.f.damaged.is_empty() {
+    /// Decides a [`PrevMismatch`] once every block has passed.
+    pub(super) fn prev_mismatch(&mut self, m: &PrevMismatch) {
+        if self.damaged.contains(&m.d) {
             return;
         }
-        // Levels where a page (live or deleted) was already reported: the walk would only
-        // repeat that finding.
-        let reported_levels: HashSet<u32> = self
-            .reported
-            .iter()
-            .filter_map(|r| self.f.pages.get(&r.0).map(|p| p.btpo_level))
-            .collect();
-        for (level, blocks) in by_level {
-            if reported_levels.contains(&level) {
-                continue;
-            }
-            let leftmost: Vec<u32> = blocks
-                .iter()
-                .copied()
-                .filter(|&b| self.live(b).is_some_and(|p| p.btpo_prev == P_NONE))
-                .collect();
-            let Some(&start) = leftmost.first() else {
-                self.report(
-                    blocks[0],
-                    K::BtreeLinkInvalid,
-                    format!("no page of level {level} has btpo_prev P_NONE: the level has no leftmost page"),
-                    json!({"level": level, "pages": blocks.len()}),
-                );
-                continue;
-            };
-            let mut seen = HashSet::new();
-            let mut at = start;
-            while at != P_NONE && seen.insert(at) {
-                match self.live(at) {
-                    Some(p) => at = p.btpo_next,
-                    None => break,
-                }
-            }
-            let missing: Vec<u32> = blocks
-                .iter()
-                .copied()
-                .filter(|b| !seen.contains(b))
-                .collect();
-            if let Some(&first) = missing.first() {
-                self.report(
-                    first,
-                    K::BtreeLinkInvalid,
-                    format!("page is not reached from the leftmost page {start} of level {level} by following btpo_next ({} page(s) of the level are not)", missing.len()),
-                    json!({"level": level, "other_block": start, "unreached": missing.len(), "leftmost_pages": leftmost}),
-                );
-            }
+        let (b, c, d) = (m.b, m.c, m.d);
+        // Another page whose btpo_next is B also says B's btpo_prev is the wrong link.
+        let b_claimed = self.claimed_by_other.get(&b).copied().unwrap_or(false);
+        let w = Where::new(Phase::Siblings, b, 1);
+        if m.d_supports_c || b_claimed {
+            self.candidate(
+                w.level(m.b_level),
+                b,
+                K::BtreeLinkInvalid,
+                format!(
+                    "btpo_prev is {c}, but block {c}'s btpo_next is {d}, whose btpo_prev is {c}"
+                ),
+                json!({"btpo_prev": c, "other_block": c, "other_btpo_next": d}),
+            );
+        } else {
+            self.candidate(
+                w.level(m.c_level),
+                c,
+                K::BtreeLinkInvalid,
+                format!("btpo_next is {d}, but block {b} has btpo_prev {c} and block {d} does not"),
+                json!({"btpo_next": d, "other_block": b}),
+            );
         }
     }
 }

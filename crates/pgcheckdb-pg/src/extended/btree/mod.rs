@@ -1,72 +1,48 @@
-//! The merge of one B-tree index's facts: the whole tree's shape, checked from the per-page
-//! facts of the scan — sibling links agree both ways, each level is one chain from a leftmost
-//! page with `btpo_prev` P_NONE to a rightmost one with `btpo_next` P_NONE, levels match
-//! between parents and children, every page but the root has exactly one downlink, half-dead
-//! and deleted pages follow nbtree's deletion rules, the metapage's root and fast root exist at
-//! the levels it records, a child's high key is the parent's next separator, and — with a
-//! comparator from [`crate::btree_order`] — keys are in order across siblings and levels.
+//! The merge of one B-tree index's facts, streamed block by block: sibling links agree both
+//! ways, each level has one leftmost and one rightmost page, levels match between parents and
+//! children, every page but the root has exactly one downlink, half-dead and deleted pages
+//! follow nbtree's deletion rules, the metapage's root and fast root exist at the levels it
+//! records, a child's high key is the parent's next separator, and — with a comparator from
+//! [`crate::btree_order`] — keys are in order across siblings and levels.
+//!
+//! The scan wrote each fact at the block it is about ([`records`]): a page's own fact, and the
+//! claims its siblings, parents and half-dead children make about it. The sorted facts of one
+//! index arrive grouped by block, so the check holds one block's facts at a time ([`block`])
+//! plus what is proportional to its findings (candidate problems, a few decisions that need a
+//! second block, the damaged pages) and to its height (per-level counters); [`resolve`] turns
+//! them into findings after the stream, in the order and with the blame rules of a check that
+//! walks the whole tree.
 //!
 //! Each finding is reported at the page holding the wrong fact where the facts tell which one
 //! it is (the other pages are named in the message and `detail`). Nothing is concluded from a
 //! page that failed its own checks: an index with such a page skips the checks that could
 //! blame a healthy page for it.
 
+pub(crate) mod block;
 mod downlinks;
 mod links;
 mod order;
+pub mod records;
+mod resolve;
 #[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::facts::{Family, MetaFact, PageFact, Reader, UniqueRun};
+use super::facts::{Family, MetaFact, Reader};
 use super::plan::IndexInfo;
+use super::unique::{Group, UniqueJoin};
+use crate::btree_order::IndexOrdering;
 use crate::finding::FindingKind as K;
-use crate::layout::btree::flags as bf;
+use records::Record;
 
 /// `InvalidBlockNumber`.
 const INVALID_BLOCK: u32 = u32::MAX;
-/// Bytes of an index tuple before `t_info`: a pivot's downlink or a high key's unused block
-/// and its `ip_posid`. Pivot keys are compared from `t_info` on, as for every B-tree version.
-const PIVOT_KEY_FROM: usize = 6;
-
-/// One index's facts, read from the merged runs.
-#[derive(Debug, Default)]
-pub struct IndexFacts {
-    pub meta: Option<MetaFact>,
-    pub pages: BTreeMap<u32, PageFact>,
-    pub damaged: HashSet<u32>,
-    pub runs: Vec<UniqueRun>,
-}
-
-impl IndexFacts {
-    /// Adds one record of this index's unit.
-    pub fn add(&mut self, record: &[u8]) {
-        let Some((head, mut r)) = Reader::open(record) else {
-            return;
-        };
-        match head.family {
-            Family::BtreeMeta => self.meta = MetaFact::read(&mut r),
-            Family::BtreePage => {
-                if let Some(p) = PageFact::read(head.blkno, &mut r) {
-                    self.pages.insert(head.blkno, p);
-                }
-            }
-            Family::Damaged => {
-                self.damaged.insert(head.blkno);
-            }
-            Family::UniqueRun => {
-                if let Some(run) = UniqueRun::read(head.blkno, &mut r) {
-                    self.runs.push(run);
-                }
-            }
-            // Heap, visibility-map and other families never share an index's unit.
-            _ => {}
-        }
-    }
-}
+/// `BTREE_NOVAC_VERSION`: the first B-tree version whose keys include the heap TID.
+const BTREE_HEAPKEYSPACE_VERSION: u32 = 4;
 
 /// A finding of the merge, before it is placed in a file: block, kind, message, detail.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,95 +59,255 @@ pub struct IndexOutcome {
     pub problems: Vec<Problem>,
     /// Why keys were not compared across pages, if they were not.
     pub not_order_checked: Option<String>,
+    /// A unique index's groups of equal keys with two or more heap TIDs.
+    pub groups: Vec<Group>,
 }
 
-fn deleted(p: &PageFact) -> bool {
-    p.btpo_flags & bf::BTP_DELETED != 0
+/// The checks in the order a whole-tree walk makes them: when two problems are found at the
+/// same page with the same kind, the one of the earlier phase is reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Phase {
+    Metapage,
+    DeletedXids,
+    Siblings,
+    Downlinks,
+    DownlinkCounts,
+    HalfDead,
+    Levels,
+    KeyOrder,
 }
 
-fn flagged(p: &PageFact, flag: u16) -> bool {
-    p.btpo_flags & flag != 0
+/// What must still hold when the stream has passed for a candidate problem to be reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Unless {
+    Nothing,
+    /// The block is damaged (its facts are unknown).
+    Damaged(u32),
+    /// Any page of the index is damaged (a downlink may sit on it).
+    AnyDamaged,
+    /// One of these parents was reported with a wrong downlink already.
+    ParentReported(Vec<u32>),
 }
 
-/// The check of one index.
-struct Check<'a> {
-    f: &'a IndexFacts,
-    info: &'a IndexInfo,
-    out: IndexOutcome,
-    /// (block, kind) already reported: one finding per page and kind.
-    reported: HashSet<(u32, K)>,
-    /// For each child block, the downlinks to it: (parent block, index in its downlinks).
-    downlinks_to: HashMap<u32, Vec<(u32, usize)>>,
-    /// For each block, the live pages whose `btpo_next` names it.
-    next_from: HashMap<u32, Vec<u32>>,
+/// A problem found in the stream, with where a whole-tree walk would have found it.
+#[derive(Debug, Clone)]
+struct Candidate {
+    phase: Phase,
+    /// The page whose check found it, then the order within that page's check.
+    at: u32,
+    sub: u32,
+    /// The level of the blamed page, when known (a level with a finding is not walked).
+    level: Option<u32>,
+    unless: Unless,
+    problem: Problem,
 }
 
-/// Checks one index from its facts.
-/// `next_full_xid` is the cluster's `nextXid` when it was shut down cleanly: a deleted page's
-/// stored xid must not be newer.
-pub fn check_index(f: &IndexFacts, info: &IndexInfo, next_full_xid: Option<u64>) -> IndexOutcome {
-    let mut c = Check {
-        f,
-        info,
-        out: IndexOutcome::default(),
-        reported: HashSet::new(),
-        downlinks_to: HashMap::new(),
-        next_from: HashMap::new(),
-    };
-    for p in c.f.pages.values().filter(|p| !deleted(p)) {
-        c.next_from.entry(p.btpo_next).or_default().push(p.blkno);
-        for (i, d) in p.downlinks.iter().enumerate() {
-            c.downlinks_to
-                .entry(d.child)
-                .or_default()
-                .push((p.blkno, i));
+/// Which check found a candidate, and what must still hold for it to be reported.
+#[derive(Debug, Clone)]
+struct Where {
+    phase: Phase,
+    at: u32,
+    sub: u32,
+    level: Option<u32>,
+    unless: Unless,
+}
+
+impl Where {
+    fn new(phase: Phase, at: u32, sub: u32) -> Where {
+        Where {
+            phase,
+            at,
+            sub,
+            level: None,
+            unless: Unless::Nothing,
         }
     }
-    c.metapage();
-    if let Some(next) = next_full_xid {
-        c.deleted_xids(next);
+
+    /// The blamed page's level.
+    fn level(mut self, level: u32) -> Where {
+        self.level = Some(level);
+        self
     }
-    c.siblings();
-    c.downlinks();
-    c.half_dead();
-    c.levels();
-    c.key_order();
-    c.out
+
+    fn unless(mut self, unless: Unless) -> Where {
+        self.unless = unless;
+        self
+    }
 }
 
-impl<'a> Check<'a> {
-    fn report(&mut self, blkno: u32, kind: K, message: String, detail: Value) {
-        if self.reported.insert((blkno, kind)) {
-            self.out.problems.push(Problem {
+/// A `btpo_prev` that its target page does not return (`c.btpo_next != b`), decided when the
+/// stream has passed: block `b` is blamed if `d` (`c`'s right sibling) points back at `c` or
+/// another page names `b` as its right sibling, else `c`.
+#[derive(Debug, Clone)]
+struct PrevMismatch {
+    b: u32,
+    b_level: u32,
+    c: u32,
+    c_level: u32,
+    d: u32,
+    d_supports_c: bool,
+}
+
+/// The leftmost and rightmost pages seen on one level.
+#[derive(Debug, Clone, Default)]
+struct LevelCount {
+    first_block: u32,
+    pages: u64,
+    /// The first two (in block order) of the pages with `btpo_prev` / `btpo_next` P_NONE,
+    /// and how many there are.
+    leftmost: (u64, Vec<u32>),
+    rightmost: (u64, Vec<u32>),
+}
+
+/// The streaming check of one index: feed it the index's records in sorted order with
+/// [`IndexCheck::add`], then [`IndexCheck::finish`].
+pub struct IndexCheck<'a> {
+    info: &'a IndexInfo,
+    next_full_xid: Option<u64>,
+    meta: Option<MetaFact>,
+    ordering: Option<Arc<IndexOrdering>>,
+    /// The records of the block being gathered.
+    group: GroupBuf,
+    found: Vec<Candidate>,
+    prev_mismatches: Vec<PrevMismatch>,
+    /// For a live page whose `btpo_prev` does not name it back: whether another page names it
+    /// as its right sibling.
+    claimed_by_other: HashMap<u32, bool>,
+    /// Half-dead leaves whose top parent must lead down to them: (leaf, top parent, level).
+    chains: Vec<(u32, u32, u32)>,
+    /// For a half-dead leaf or a page with one child, whose parent has only one downlink:
+    /// that parent (few: such chains exist while a subtree is being deleted).
+    single_parent: HashMap<u32, u32>,
+    damaged: HashSet<u32>,
+    levels: BTreeMap<u32, LevelCount>,
+    /// The metapage's root and fast root were met in the stream.
+    root_seen: bool,
+    fastroot_seen: bool,
+    /// Key comparisons the comparator could not make.
+    unknown: u64,
+    unique: UniqueJoin,
+}
+
+/// One block's records, copied from the stream.
+#[derive(Debug, Default)]
+struct GroupBuf {
+    blkno: Option<u32>,
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl<'a> IndexCheck<'a> {
+    /// `next_full_xid` is the cluster's `nextXid` when it was shut down cleanly: a deleted
+    /// page's stored xid must not be newer.
+    pub fn new(info: &'a IndexInfo, next_full_xid: Option<u64>) -> IndexCheck<'a> {
+        IndexCheck {
+            info,
+            next_full_xid,
+            meta: None,
+            ordering: info.ordering.as_ref().ok().cloned(),
+            group: GroupBuf::default(),
+            found: Vec::new(),
+            prev_mismatches: Vec::new(),
+            claimed_by_other: HashMap::new(),
+            chains: Vec::new(),
+            single_parent: HashMap::new(),
+            damaged: HashSet::new(),
+            levels: BTreeMap::new(),
+            root_seen: false,
+            fastroot_seen: false,
+            unknown: 0,
+            unique: UniqueJoin::default(),
+        }
+    }
+
+    /// Adds one record of this index's unit (records come in sorted order).
+    pub fn add(&mut self, record: &[u8]) {
+        let Some((head, mut r)) = Reader::open(record) else {
+            return;
+        };
+        match head.family {
+            Family::BtreeMeta => self.meta = MetaFact::read(&mut r),
+            Family::BtreePage => {
+                if self.group.blkno != Some(head.blkno) {
+                    self.flush();
+                    self.group.blkno = Some(head.blkno);
+                }
+                self.group.bytes.extend_from_slice(record);
+                self.group.ends.push(self.group.bytes.len());
+            }
+            Family::UniqueRun => {
+                self.flush();
+                if let Some(run) = records::read_inner_run(&mut r) {
+                    self.unique.inner(&run);
+                }
+            }
+            // Damaged marks sort with the page facts; heap, TOAST, visibility-map and TID
+            // families never share an index's unit.
+            _ => {}
+        }
+    }
+
+    /// Checks the gathered block and empties the buffer.
+    fn flush(&mut self) {
+        let Some(blkno) = self.group.blkno.take() else {
+            return;
+        };
+        let buf = std::mem::take(&mut self.group);
+        let mut recs: Vec<Record<'_>> = Vec::with_capacity(buf.ends.len());
+        let mut start = 0;
+        for &end in &buf.ends {
+            if let Some((_, mut r)) = Reader::open(&buf.bytes[start..end]) {
+                if let Some(rec) = records::read(&mut r) {
+                    recs.push(rec);
+                }
+            }
+            start = end;
+        }
+        self.block(blkno, recs);
+        self.group = GroupBuf {
+            blkno: None,
+            bytes: buf.bytes,
+            ends: buf.ends,
+        };
+        self.group.bytes.clear();
+        self.group.ends.clear();
+    }
+
+    /// The findings, after the last record.
+    pub fn finish(mut self) -> IndexOutcome {
+        self.flush();
+        let mut out = self.resolve();
+        out.not_order_checked = match &self.info.ordering {
+            Err(why) => Some(format!("{why:?}")),
+            Ok(_) if self.unknown > 0 => Some(format!(
+                "{} key comparison(s) could not be made",
+                self.unknown
+            )),
+            Ok(_) => None,
+        };
+        out.groups = std::mem::take(&mut self.unique).groups();
+        out
+    }
+
+    /// Notes a candidate problem found by the check `w`.
+    fn candidate(&mut self, w: Where, blkno: u32, kind: K, message: String, detail: Value) {
+        self.found.push(Candidate {
+            phase: w.phase,
+            at: w.at,
+            sub: w.sub,
+            level: w.level,
+            unless: w.unless,
+            problem: Problem {
                 blkno,
                 kind,
                 message,
                 detail,
-            });
-        }
+            },
+        });
     }
 
-    /// The live (not deleted) page at `blkno` (borrowed from the facts, not from the check,
-    /// so findings can be reported while it is held).
-    fn live(&self, blkno: u32) -> Option<&'a PageFact> {
-        self.f.pages.get(&blkno).filter(|p| !deleted(p))
-    }
-
-    /// What block `blkno` is, for messages about a link to it that is not a live page.
-    /// The live pages, in block order.
-    fn live_pages(&self) -> Vec<&'a PageFact> {
-        let f: &'a IndexFacts = self.f;
-        f.pages.values().filter(|p| !deleted(p)).collect()
-    }
-
-    fn not_live_reason(&self, blkno: u32) -> Option<String> {
-        if self.f.damaged.contains(&blkno) {
-            return None; // reported by its own checks; nothing concluded
-        }
-        Some(match self.f.pages.get(&blkno) {
-            Some(_) => format!("block {blkno} is a deleted page"),
-            None if blkno == 0 => "block 0 is the metapage".to_string(),
-            None => format!("block {blkno} is not a B-tree page in use (all zero or missing)"),
-        })
+    fn heapkeyspace(&self) -> bool {
+        self.meta
+            .is_some_and(|m| m.version >= BTREE_HEAPKEYSPACE_VERSION)
     }
 }

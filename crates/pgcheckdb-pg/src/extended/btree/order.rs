@@ -1,82 +1,76 @@
-//! Key order across B-tree pages, with the index's comparator from [`crate::btree_order`].
+//! Key order across B-tree pages with the index's comparator from [`crate::btree_order`],
+//! checked where the keys meet in the stream: a page's last key and high key against its
+//! right sibling's first key (at the left page's block), a parent's separator against its
+//! leaf child's first key (at the child's block).
+
+use std::cmp::Ordering;
 
 use serde_json::json;
 
-use super::Check;
+use super::block::Block;
+use super::{IndexCheck, Phase, Where};
 use crate::finding::FindingKind as K;
 
-/// `BTREE_NOVAC_VERSION`: the first B-tree version whose keys include the heap TID.
-const BTREE_HEAPKEYSPACE_VERSION: u32 = 4;
-
-impl Check<'_> {
-    /// Keys across pages with the index's comparator: a page's last key is not above its right
-    /// sibling's first key or its high key above that first key, and a parent's separator is
-    /// not above its leaf child's first key. Heap TIDs break ties only in a version 4
-    /// ("heapkeyspace") index; in versions 2 and 3 equal keys may span pages in any TID order.
-    pub(super) fn key_order(&mut self) {
-        let ordering = match &self.info.ordering {
-            Ok(o) => o.clone(),
-            Err(why) => {
-                self.out.not_order_checked = Some(format!("{why:?}"));
-                return;
-            }
+impl IndexCheck<'_> {
+    /// Heap TIDs break ties only in a version 4 ("heapkeyspace") index; in versions 2 and 3
+    /// equal keys may span pages in any TID order.
+    pub(super) fn key_order(&mut self, b: &Block<'_>) {
+        let Some(ordering) = self.ordering.clone() else {
+            return;
         };
-        let heapkeyspace = self
-            .f
-            .meta
-            .is_some_and(|m| m.version >= BTREE_HEAPKEYSPACE_VERSION);
-        let mut unknown = 0u64;
-        let pages = self.live_pages();
-        for a in &pages {
-            if let Some(b) = self.live(a.btpo_next) {
-                // An internal page's first data item is its "minus infinity" downlink, whose
-                // key columns are truncated away: its first real key is the second data item.
-                let right_first = match b.downlinks.is_empty() {
-                    true => Some(&b.first_item),
-                    false => b.downlinks.get(1).map(|d| &d.item),
-                };
-                if let Some(right_first) = right_first.filter(|k| {
-                    b.btpo_prev == a.blkno && b.btpo_level == a.btpo_level && !k.is_empty()
-                }) {
-                    for (what, left) in [("last key", &a.last_item), ("high key", &a.high_key)] {
-                        if left.is_empty() || (what == "last key" && !a.downlinks.is_empty()) {
-                            continue;
-                        }
-                        match ordering.compare_in(left, right_first, heapkeyspace) {
-                            Some(std::cmp::Ordering::Greater) => self.report(
-                                b.blkno,
-                                K::BtreeOrderInvalid,
-                                format!("first key sorts before the {what} of its left sibling block {}", a.blkno),
-                                json!({"other_block": a.blkno}),
-                            ),
-                            Some(_) => {}
-                            None => unknown += 1,
-                        }
-                    }
-                }
+        let Some(p) = b.live() else {
+            return;
+        };
+        let heapkeyspace = self.heapkeyspace();
+        for r in &b.right {
+            if r.from != p.btpo_next || r.level != p.btpo_level || r.first_key.is_empty() {
+                continue;
             }
-            for (i, d) in a.downlinks.iter().enumerate().skip(1) {
-                let Some(child) = self.live(d.child) else {
-                    continue;
-                };
-                if !child.downlinks.is_empty() || child.first_item.is_empty() || i == 0 {
+            // An internal page's last key is not compared: only its high key bounds it.
+            for (sub, what, left) in [(0, "last key", p.last), (1, "high key", p.high_key)] {
+                if left.is_empty() {
                     continue;
                 }
-                match ordering.compare_in(&d.item, &child.first_item, heapkeyspace) {
-                    Some(std::cmp::Ordering::Greater) => self.report(
-                        a.blkno,
+                match ordering.compare_in(left, r.first_key, heapkeyspace) {
+                    Some(Ordering::Greater) => self.candidate(
+                        Where::new(Phase::KeyOrder, b.blkno, sub).level(r.level),
+                        r.from,
                         K::BtreeOrderInvalid,
-                        format!("separator at offset {} sorts after the first key of its child block {}", d.offnum, child.blkno),
-                        json!({"offset": d.offnum, "other_block": child.blkno}),
+                        format!(
+                            "first key sorts before the {what} of its left sibling block {}",
+                            b.blkno
+                        ),
+                        json!({"other_block": b.blkno}),
                     ),
                     Some(_) => {}
-                    None => unknown += 1,
+                    None => self.unknown += 1,
                 }
             }
         }
-        if unknown > 0 {
-            self.out.not_order_checked =
-                Some(format!("{unknown} key comparison(s) could not be made"));
+        // A leaf child: its first key is not below the separator of its downlink (the
+        // parent's first downlink is "minus infinity").
+        if p.ndownlinks != 0 || p.first.is_empty() {
+            return;
+        }
+        for d in b
+            .downs
+            .iter()
+            .filter(|d| d.index > 0 && !d.separator.is_empty())
+        {
+            match ordering.compare_in(d.separator, p.first, heapkeyspace) {
+                Some(Ordering::Greater) => self.candidate(
+                    Where::new(Phase::KeyOrder, d.parent, 2 + d.index as u32).level(d.parent_level),
+                    d.parent,
+                    K::BtreeOrderInvalid,
+                    format!(
+                        "separator at offset {} sorts after the first key of its child block {}",
+                        d.offnum, b.blkno
+                    ),
+                    json!({"offset": d.offnum, "other_block": b.blkno}),
+                ),
+                Some(_) => {}
+                None => self.unknown += 1,
+            }
         }
     }
 }
