@@ -203,6 +203,9 @@ fn write_run(path: &Path, arena: &Arena) -> io::Result<(Vec<UnitRange>, u64)> {
     Ok((units, at))
 }
 
+/// Bytes of read buffers one unit's merge spreads over its spill files.
+const MERGE_READ_BUFFERS: usize = 4 << 20;
+
 /// Every sorted run of the scan.
 #[derive(Debug, Default)]
 pub struct Runs {
@@ -251,15 +254,24 @@ impl Runs {
                 });
             }
         }
-        for run in &self.files {
-            if let Some(&(_, start, end)) = run.units.iter().find(|u| u.0 == unit) {
-                let mut file = File::open(&run.path)?;
-                file.seek(SeekFrom::Start(start))?;
-                cursors.push(Cursor::File {
-                    reader: BufReader::with_capacity(64 << 10, file),
-                    left: end - start,
-                });
-            }
+        let spans: Vec<(&FileRun, u64, u64)> = self
+            .files
+            .iter()
+            .filter_map(|run| {
+                let &(_, start, end) = run.units.iter().find(|u| u.0 == unit)?;
+                Some((run, start, end))
+            })
+            .collect();
+        // The read buffers of one unit's merge share MERGE_READ_BUFFERS, each between 4 and
+        // 64 KiB: many spill files (a small --memory on a large cluster) get small buffers.
+        let capacity = (MERGE_READ_BUFFERS / spans.len().max(1)).clamp(4 << 10, 64 << 10);
+        for (run, start, end) in spans {
+            let mut file = File::open(&run.path)?;
+            file.seek(SeekFrom::Start(start))?;
+            cursors.push(Cursor::File {
+                reader: BufReader::with_capacity(capacity, file),
+                left: end - start,
+            });
         }
         let mut heap = BinaryHeap::new();
         for (i, c) in cursors.iter_mut().enumerate() {
