@@ -10,11 +10,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use pgcheckdb_pg::corrupt;
 use pgcheckdb_testkit::run::{self, Run};
 use pgcheckdb_testkit::{Cluster, ClusterOptions, BLCKSZ};
 
-use common::{assert_status, bin};
+use common::{assert_status, bin, edit};
 
 fn pgcheckdb(args: &[&str]) -> Run {
     run::pgcheckdb(&bin(), args, None)
@@ -399,14 +398,6 @@ fn small_cluster() -> (Cluster, PathBuf, PathBuf) {
     );
     cluster.stop().expect("stop");
     (cluster, heap, index)
-}
-
-/// Edits one block and recomputes its checksum, so only the structure checks see the damage.
-fn edit(path: &Path, block: u64, change: impl FnOnce(&mut [u8])) {
-    let mut page = corrupt::read_block(path, block, BLCKSZ).expect("read block");
-    change(&mut page);
-    corrupt::write_block(path, block, &page).expect("write block");
-    corrupt::recompute_checksum(path, block, BLCKSZ, block).expect("checksum");
 }
 
 fn datadir(cluster: &Cluster) -> String {

@@ -18,10 +18,9 @@ use pgcheckdb_pg::corrupt;
 use pgcheckdb_pg::layout::btree::{BtPageOpaque, P_NONE};
 use pgcheckdb_pg::layout::itemid::line_pointers;
 use pgcheckdb_pg::page::PageHeader;
-use pgcheckdb_testkit::run::{self, Run};
 use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ};
 
-use common::bin;
+use common::{edit, verify_extended};
 
 #[test]
 fn heap_to_index_pg14_checksums() {
@@ -117,31 +116,6 @@ impl Fixture {
             .expect("ctid (b,o)");
         (b.parse().expect("block"), o.parse().expect("offset"))
     }
-}
-
-fn verify_extended(datadir: &Path) -> Run {
-    let args = [
-        "verify".to_string(),
-        "-D".into(),
-        datadir.display().to_string(),
-        "--level".into(),
-        "extended".into(),
-        "--format".into(),
-        "json".into(),
-        "--no-progress".into(),
-        "-j".into(),
-        "2".into(),
-        "-v".into(),
-    ];
-    run::pgcheckdb(&bin(), &args, None)
-}
-
-/// Reads a block, lets `change` edit it, writes it back and recomputes its checksum.
-fn edit(path: &Path, block: u64, change: impl FnOnce(&mut [u8])) {
-    let mut page = corrupt::read_block(path, block, BLCKSZ).expect("read block");
-    change(&mut page);
-    corrupt::write_block(path, block, &page).expect("write block");
-    corrupt::recompute_checksum(path, block, BLCKSZ, block).expect("recompute checksum");
 }
 
 /// The leaf item of the B-tree at `path` whose plain `t_tid` is `tid`: (block, line pointer
@@ -251,7 +225,7 @@ fn scenario(major: u32, checksums: bool) {
     fx.cluster.stop().expect("stop");
     let datadir = fx.cluster.datadir().to_path_buf();
 
-    let clean = verify_extended(&datadir);
+    let clean = verify_extended(&datadir, &["-v"]);
     assert_eq!(clean.status, 0, "PostgreSQL {major}: healthy\n{clean}");
     assert!(
         clean.problems().is_empty(),
@@ -292,7 +266,7 @@ fn scenario(major: u32, checksums: bool) {
 
     fx.cluster.start().expect("start");
     let cases = inject(&mut fx);
-    let run = verify_extended(&datadir);
+    let run = verify_extended(&datadir, &["-v"]);
     assert_eq!(run.status, 2, "PostgreSQL {major}: damaged\n{run}");
     fx.cluster.start().expect("start");
     let heap_rel = fx.rel("h");

@@ -17,10 +17,10 @@ use pgcheckdb_pg::corrupt;
 use pgcheckdb_pg::layout::btree::{flags as bf, BtMetaPage, BtPageOpaque, P_NONE};
 use pgcheckdb_pg::layout::itemid::line_pointers;
 use pgcheckdb_pg::page::PageHeader;
-use pgcheckdb_testkit::run::{self, Run};
+use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ};
 
-use common::bin;
+use common::{bin, edit, verify_extended};
 
 #[test]
 fn extended_pg14_checksums() {
@@ -190,14 +190,6 @@ fn pages(path: &Path) -> Vec<Page> {
 fn meta(path: &Path) -> BtMetaPage {
     let bytes = corrupt::read_block(path, 0, BLCKSZ).expect("metapage");
     BtMetaPage::parse(&bytes).expect("metapage")
-}
-
-/// Reads a block, lets `change` edit it, writes it back and recomputes its checksum.
-fn edit(path: &Path, block: u64, change: impl FnOnce(&mut [u8])) {
-    let mut page = corrupt::read_block(path, block, BLCKSZ).expect("read block");
-    change(&mut page);
-    corrupt::write_block(path, block, &page).expect("write block");
-    corrupt::recompute_checksum(path, block, BLCKSZ, block).expect("recompute checksum");
 }
 
 fn put_u16(page: &mut [u8], at: usize, v: u16) {
@@ -423,26 +415,6 @@ fn inject_duplicate(fx: &mut Fixture) -> Case {
         }
     }
     panic!("no pair of adjacent plain entries in t_pkey");
-}
-
-fn verify_extended(datadir: &Path, extra: &[&str]) -> Run {
-    let mut args: Vec<String> = [
-        "verify",
-        "-D",
-        &datadir.display().to_string(),
-        "--level",
-        "extended",
-        "--format",
-        "json",
-        "--no-progress",
-        "-j",
-        "2",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    run::pgcheckdb(&bin(), &args, None)
 }
 
 /// The extended findings (kinds `btree_*` of this level) as (file, block, kind).

@@ -19,10 +19,10 @@ use pgcheckdb_pg::layout::btree::{BtPageOpaque, P_NONE};
 use pgcheckdb_pg::layout::heap::{infomask2, HeapTupleHeader};
 use pgcheckdb_pg::layout::itemid::{line_pointers, ItemId, LpFlags};
 use pgcheckdb_pg::page::PageHeader;
-use pgcheckdb_testkit::run::{self, Run};
+use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ};
 
-use common::bin;
+use common::{edit, verify_extended};
 
 #[test]
 fn tids_pg14_checksums() {
@@ -141,14 +141,6 @@ fn items(page: &[u8]) -> Vec<ItemId> {
         Some(h) if !h.is_new() => line_pointers(page, &h),
         _ => Vec::new(),
     }
-}
-
-/// Reads a block, lets `change` edit it, writes it back and recomputes its checksum.
-fn edit(path: &Path, b: u64, change: impl FnOnce(&mut [u8])) {
-    let mut page = block(path, b);
-    change(&mut page);
-    corrupt::write_block(path, b, &page).expect("write block");
-    corrupt::recompute_checksum(path, b, BLCKSZ, b).expect("recompute checksum");
 }
 
 /// Writes TID (`blk`, `off`) at byte `at` of a page (`bi_hi`, `bi_lo`, `ip_posid`).
@@ -430,26 +422,6 @@ fn inject(fx: &mut Fixture) -> Vec<Case> {
         tid: None,
     });
     cases
-}
-
-fn verify_extended(datadir: &Path, extra: &[&str]) -> Run {
-    let mut args: Vec<String> = [
-        "verify",
-        "-D",
-        &datadir.display().to_string(),
-        "--level",
-        "extended",
-        "--format",
-        "json",
-        "--no-progress",
-        "-j",
-        "2",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    run::pgcheckdb(&bin(), &args, None)
 }
 
 /// The findings of this check as (file, block, kind, heap block, heap offset).

@@ -19,10 +19,10 @@ use pgcheckdb_pg::corrupt;
 use pgcheckdb_pg::layout::heap::HeapTupleHeader;
 use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
 use pgcheckdb_pg::page::PageHeader;
-use pgcheckdb_testkit::run::{self, Run};
+use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ};
 
-use common::bin;
+use common::{edit, verify_extended};
 
 #[test]
 fn toast_pg14_checksums() {
@@ -65,12 +65,12 @@ fn random_bytes(seed: &str) -> String {
     )
 }
 
-/// 21,504 characters that compress (a random 3,584-character string six times: the period fits
-/// pglz's 4 kB history) but not below the TOAST threshold: stored compressed and external. (With
-/// a 3,200-character string a value compressed to just under the threshold now and then.)
+/// About 22,600 characters that compress but not below the TOAST threshold (stored compressed
+/// and external): 1,100 `x` (pglz gives up on a value whose first kilobyte does not compress),
+/// then a random 3,584-character string six times (its period fits pglz's 4 kB history).
 fn compressible_text(seed: &str) -> String {
     format!(
-        "repeat((SELECT string_agg(md5(random()::text || {seed} || s), '') FROM generate_series(1, 112) s), 6)"
+        "repeat('x', 1100) || repeat((SELECT string_agg(md5(random()::text || {seed} || s), '') FROM generate_series(1, 112) s), 6)"
     )
 }
 
@@ -259,14 +259,6 @@ fn pointers(path: &Path, toastrelid: u32) -> Vec<Pointer> {
     out
 }
 
-/// Reads a block, lets `change` edit it, writes it back and recomputes its checksum.
-fn edit(path: &Path, block: u64, change: impl FnOnce(&mut [u8])) {
-    let mut page = corrupt::read_block(path, block, BLCKSZ).expect("read block");
-    change(&mut page);
-    corrupt::write_block(path, block, &page).expect("write block");
-    corrupt::recompute_checksum(path, block, BLCKSZ, block).expect("recompute checksum");
-}
-
 /// A full-size middle chunk (not the first or last of its six) of a value a live row points
 /// at, whose predecessor is on the same page; from the middle of the relations, so that
 /// neither is at block 0.
@@ -424,24 +416,6 @@ fn inject(fx: &Fixture) -> Vec<Case> {
         valueid: 0,
     });
     cases
-}
-
-fn verify_extended(datadir: &Path, extra: &[&str]) -> Run {
-    let dir = datadir.display().to_string();
-    let mut args = vec![
-        "verify",
-        "-D",
-        &dir,
-        "--level",
-        "extended",
-        "--format",
-        "json",
-        "--no-progress",
-        "-j",
-        "2",
-    ];
-    args.extend_from_slice(extra);
-    run::pgcheckdb(&bin(), &args, None)
 }
 
 /// Errors and warnings as (kind, file, block).

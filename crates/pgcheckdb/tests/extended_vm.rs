@@ -19,10 +19,10 @@ use pgcheckdb_pg::corrupt;
 use pgcheckdb_pg::layout::heap::infomask as im;
 use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
 use pgcheckdb_pg::page::PageHeader;
-use pgcheckdb_testkit::run::{self, Run};
+use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
-use common::{bin, loaded_cluster};
+use common::{edit, loaded_cluster, verify_extended};
 
 #[test]
 fn vm_pg14_checksums() {
@@ -131,14 +131,6 @@ fn tuples(page: &[u8]) -> Vec<Tuple> {
             }
         })
         .collect()
-}
-
-/// Reads a block, lets `change` edit it, writes it back and recomputes its checksum.
-fn edit(path: &Path, block: u64, change: impl FnOnce(&mut [u8])) {
-    let mut page = corrupt::read_block(path, block, BLCKSZ).expect("read block");
-    change(&mut page);
-    corrupt::write_block(path, block, &page).expect("write block");
-    corrupt::recompute_checksum(path, block, BLCKSZ, block).expect("recompute checksum");
 }
 
 fn blocks(path: &Path) -> u64 {
@@ -387,28 +379,6 @@ fn inject(fx: &Fixture) -> Vec<Case> {
     cases
 }
 
-fn verify_extended(datadir: &Path) -> Run {
-    verify_extended_with(datadir, &[])
-}
-
-fn verify_extended_with(datadir: &Path, extra: &[&str]) -> Run {
-    let d = datadir.display().to_string();
-    let mut args = vec![
-        "verify",
-        "-D",
-        &d,
-        "--level",
-        "extended",
-        "--format",
-        "json",
-        "--no-progress",
-        "-j",
-        "2",
-    ];
-    args.extend_from_slice(extra);
-    run::pgcheckdb(&bin(), &args, None)
-}
-
 /// This test's findings as (file, block, kind).
 fn vm_findings(run: &Run) -> BTreeSet<(String, u64, String)> {
     run.findings
@@ -439,7 +409,7 @@ fn scenario(major: u32, checksums: bool) {
     let datadir = fx.cluster.datadir().to_path_buf();
 
     // Healthy: nothing to report, and the checks really ran.
-    let clean = verify_extended(&datadir);
+    let clean = verify_extended(&datadir, &[]);
     assert_eq!(
         clean.status, 0,
         "PostgreSQL {major}: healthy cluster\n{clean}"
@@ -460,7 +430,7 @@ fn scenario(major: u32, checksums: bool) {
     );
 
     let cases = inject(&fx);
-    let run = verify_extended(&datadir);
+    let run = verify_extended(&datadir, &[]);
     assert_eq!(run.status, 2, "PostgreSQL {major}: damaged cluster\n{run}");
     let mut expected = BTreeSet::new();
     for c in &cases {
@@ -517,7 +487,7 @@ fn scenario(major: u32, checksums: bool) {
     // The same findings when the facts spill to disk (the merge streams them back in order).
     let temp = tempfile::tempdir().expect("temp dir");
     let temp_arg = temp.path().display().to_string();
-    let small = verify_extended_with(&datadir, &["--memory", "64k", "--temp-dir", &temp_arg]);
+    let small = verify_extended(&datadir, &["--memory", "64k", "--temp-dir", &temp_arg]);
     let spilled = &small.summary.as_ref().expect("summary")["extended"];
     assert!(
         spilled["spill_files"].as_u64().unwrap_or(0) > 0,
@@ -534,7 +504,7 @@ fn scenario(major: u32, checksums: bool) {
     // On a standby shut down in recovery the heap and its map may stand at different points of
     // the WAL: the map is not compared (and the summary says why); the hint bits still are.
     mark_shut_down_in_recovery(&datadir);
-    let standby = verify_extended(&datadir);
+    let standby = verify_extended(&datadir, &[]);
     let ext = &standby.summary.as_ref().expect("summary")["extended"];
     assert!(
         ext["visibility_maps_not_checked"].as_str().is_some()

@@ -92,16 +92,36 @@ impl Arena {
         &self.bytes[start + 4..start + 4 + len]
     }
 
-    /// Bytes held, with the index.
+    /// Bytes held, with the index and the keys [`Arena::sort`] builds (so that sorting stays
+    /// within the budget too).
     fn footprint(&self) -> usize {
-        self.bytes.len() + self.starts.len() * std::mem::size_of::<usize>()
+        let per_record = std::mem::size_of::<usize>() + std::mem::size_of::<(u128, usize)>();
+        self.bytes.len() + self.starts.len() * per_record
     }
 
+    /// Sorts the records by their bytes. Each is keyed by its first 16 bytes as a big-endian
+    /// number (zero-padded), which orders like the bytes; only equal prefixes compare whole
+    /// records. An unstable sort: equal records are interchangeable.
     fn sort(&mut self) {
-        let mut starts = std::mem::take(&mut self.starts);
-        starts.sort_by(|&a, &b| self.record(a).cmp(self.record(b)));
-        self.starts = starts;
+        let mut keyed: Vec<(u128, usize)> = self
+            .starts
+            .iter()
+            .map(|&s| (prefix_key(self.record(s)), s))
+            .collect();
+        keyed.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| self.record(a.1).cmp(self.record(b.1)))
+        });
+        self.starts = keyed.into_iter().map(|(_, s)| s).collect();
     }
+}
+
+/// The first 16 bytes of a record as a big-endian number, zero-padded.
+fn prefix_key(record: &[u8]) -> u128 {
+    let mut b = [0u8; 16];
+    let n = record.len().min(16);
+    b[..n].copy_from_slice(&record[..n]);
+    u128::from_be_bytes(b)
 }
 
 /// Where one unit's records lie in a run file: `(unit, start, end)` byte offsets.
@@ -337,6 +357,33 @@ mod tests {
         let mut r = unit.to_be_bytes().to_vec();
         r.extend_from_slice(body);
         r
+    }
+
+    #[test]
+    fn arena_sorts_like_the_bytes_beyond_the_prefix_key() {
+        let records: Vec<Vec<u8>> = vec![
+            vec![1, 2, 0],
+            vec![1, 2],
+            [vec![1u8; 16], vec![9]].concat(),
+            [vec![1u8; 16], vec![3, 4]].concat(),
+            vec![1u8; 16],
+            [vec![1, 2], vec![0; 18], vec![5]].concat(),
+            vec![0xFF],
+            vec![],
+        ];
+        let mut arena = Arena::default();
+        for r in &records {
+            arena.push(r);
+        }
+        arena.sort();
+        let got: Vec<Vec<u8>> = arena
+            .starts
+            .iter()
+            .map(|&s| arena.record(s).to_vec())
+            .collect();
+        let mut expected = records.clone();
+        expected.sort();
+        assert_eq!(got, expected);
     }
 
     #[test]

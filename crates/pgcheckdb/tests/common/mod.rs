@@ -105,3 +105,33 @@ pub fn loaded_cluster(
     c.stop().unwrap_or_else(|e| panic!("stop {major}: {e}"));
     (c, paths)
 }
+
+/// `verify --level extended --format json --no-progress -j 2` on `datadir`, plus `extra`.
+pub fn verify_extended(datadir: &Path, extra: &[&str]) -> Run {
+    let dir = datadir.display().to_string();
+    let mut args = vec![
+        "verify",
+        "-D",
+        &dir,
+        "--level",
+        "extended",
+        "--format",
+        "json",
+        "--no-progress",
+        "-j",
+        "2",
+    ];
+    args.extend_from_slice(extra);
+    run::pgcheckdb(&bin(), &args, None)
+}
+
+/// Reads block `block` of the relation file at `path`, lets `change` edit it, writes it back
+/// and recomputes its checksum (so that only the edit is damage).
+pub fn edit(path: &Path, block: u64, change: impl FnOnce(&mut [u8])) {
+    use pgcheckdb_pg::corrupt;
+    use pgcheckdb_testkit::BLCKSZ;
+    let mut page = corrupt::read_block(path, block, BLCKSZ).expect("read block");
+    change(&mut page);
+    corrupt::write_block(path, block, &page).expect("write block");
+    corrupt::recompute_checksum(path, block, BLCKSZ, block).expect("recompute checksum");
+}

@@ -70,6 +70,13 @@ impl Bloom {
         }
     }
 
+    /// Reads the block a fingerprint falls in, so that a following [`Bloom::insert`] finds
+    /// it in the cache.
+    pub fn touch(&self, fingerprint: u64, heap_block: u32) {
+        let (base, _) = self.positions(fingerprint, heap_block);
+        std::hint::black_box(self.words[base].load(Ordering::Relaxed));
+    }
+
     pub fn contains(&self, fingerprint: u64, heap_block: u32) -> bool {
         let (base, bits) = self.positions(fingerprint, heap_block);
         bits.iter().all(|&bit| {

@@ -70,17 +70,9 @@ pub fn form_of(heap_attlen: i16, index_attlen: i16) -> Option<ValueForm> {
     }
 }
 
-/// Appends one column's normalised value (`None` is NULL) to `buf`.
-pub fn push_value(
-    buf: &mut Vec<u8>,
-    value: Option<&[u8]>,
-    form: ValueForm,
-) -> Result<(), Unkeyable> {
-    let Some(v) = value else {
-        buf.push(0);
-        return Ok(());
-    };
-    let payload: Cow<'_, [u8]> = match form {
+/// The normalised bytes of a present value (see the module comment).
+fn normalised(v: &[u8], form: ValueForm) -> Result<Cow<'_, [u8]>, Unkeyable> {
+    Ok(match form {
         ValueForm::Fixed => Cow::Borrowed(v),
         ValueForm::Varlena => {
             if v.first() == Some(&VARTAG_1B_E) {
@@ -91,16 +83,51 @@ pub fn push_value(
         ValueForm::CString | ValueForm::NameAsCString => {
             Cow::Borrowed(&v[..v.iter().position(|&c| c == 0).unwrap_or(v.len())])
         }
-    };
-    buf.push(1);
-    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    buf.extend_from_slice(&payload);
-    Ok(())
+    })
 }
 
-/// The hash of a normalised key.
-pub fn key_hash(normalised: &[u8]) -> u64 {
-    xxh3_64(normalised)
+/// Tags that keep a NULL and the lengths of values apart in the hash.
+const NULL_TAG: u64 = 0x6e75_6c6c_0000_0000;
+const LENGTH_TAG: u64 = 0x6c65_6e00_0000_0000;
+
+/// The hash of a normalised key, column by column, without copying the values: a value of up
+/// to 8 bytes is folded in as a word, a longer one as its xxh3 hash; then its length.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyHasher {
+    h: u64,
+}
+
+impl Default for KeyHasher {
+    fn default() -> Self {
+        KeyHasher {
+            h: 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+}
+
+impl KeyHasher {
+    /// Adds one column's value (`None` is NULL).
+    pub fn push(&mut self, value: Option<&[u8]>, form: ValueForm) -> Result<(), Unkeyable> {
+        let Some(v) = value else {
+            self.h = mix(self.h ^ NULL_TAG);
+            return Ok(());
+        };
+        let payload = normalised(v, form)?;
+        let word = match payload.len() {
+            n if n <= 8 => {
+                let mut w = [0u8; 8];
+                w[..n].copy_from_slice(&payload);
+                u64::from_le_bytes(w)
+            }
+            _ => xxh3_64(&payload),
+        };
+        self.h = mix(mix(self.h ^ word) ^ LENGTH_TAG ^ payload.len() as u64);
+        Ok(())
+    }
+
+    pub fn finish(self) -> u64 {
+        self.h
+    }
 }
 
 /// The fingerprint of one entry: its key's hash and its heap TID.
@@ -126,15 +153,28 @@ fn varlena_size(b: &[u8]) -> Option<usize> {
     Some((header >> 2) as usize).filter(|&n| n >= 4)
 }
 
-/// The stored bytes of attributes `1..=upto` of a heap tuple (`None` for NULL) into `out`,
+/// Where an attribute's stored bytes lie in its tuple.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub start: usize,
+    pub len: usize,
+}
+
+impl Span {
+    pub fn of<'t>(&self, tuple: &'t [u8]) -> Option<&'t [u8]> {
+        tuple.get(self.start..self.start + self.len)
+    }
+}
+
+/// Where the stored bytes of attributes `1..=upto` of a heap tuple lie (`None` for NULL), into `out`,
 /// walking the tuple as the server deforms it. On an error `out` holds the attributes read
 /// before it (all the tuple has when the error is [`Unkeyable::MissingAttribute`]).
-pub fn deform_into<'t>(
-    tuple: &'t [u8],
+pub fn deform_into(
+    tuple: &[u8],
     h: &HeapTupleHeader,
     attrs: &[Attribute],
     upto: usize,
-    out: &mut Vec<Option<&'t [u8]>>,
+    out: &mut Vec<Option<Span>>,
 ) -> Result<(), Unkeyable> {
     out.clear();
     let natts = (h.t_infomask2 & HEAP_NATTS_MASK) as usize;
@@ -168,7 +208,11 @@ pub fn deform_into<'t>(
             }
             _ => return Err(Unkeyable::Malformed),
         };
-        out.push(Some(data.get(off..off + len).ok_or(Unkeyable::Malformed)?));
+        data.get(off..off + len).ok_or(Unkeyable::Malformed)?;
+        out.push(Some(Span {
+            start: h.t_hoff as usize + off,
+            len,
+        }));
         off += len;
     }
     if upto > natts {
@@ -186,12 +230,12 @@ pub fn heap_only(h: &HeapTupleHeader) -> bool {
 mod tests {
     use super::*;
 
-    fn key(values: &[(Option<&[u8]>, ValueForm)]) -> Vec<u8> {
-        let mut buf = Vec::new();
+    fn key(values: &[(Option<&[u8]>, ValueForm)]) -> u64 {
+        let mut h = KeyHasher::default();
         for (v, f) in values {
-            push_value(&mut buf, *v, *f).unwrap();
+            h.push(*v, *f).unwrap();
         }
-        buf
+        h.finish()
     }
 
     #[test]
@@ -221,10 +265,9 @@ mod tests {
 
     #[test]
     fn toast_pointers_are_not_keyed() {
-        let mut buf = Vec::new();
         let pointer = [VARTAG_1B_E, 18, 0, 0];
         assert_eq!(
-            push_value(&mut buf, Some(&pointer), ValueForm::Varlena),
+            KeyHasher::default().push(Some(&pointer), ValueForm::Varlena),
             Err(Unkeyable::External)
         );
     }
@@ -236,5 +279,14 @@ mod tests {
         assert_eq!(form_of(64, -2), Some(ValueForm::NameAsCString));
         assert_eq!(form_of(8, 4), None);
         assert_ne!(fingerprint(1, 2, 3), fingerprint(1, 2, 4));
+        // A short value, its zero-padded longer form and NULL all differ.
+        assert_ne!(
+            key(&[(Some(b"ab"), ValueForm::Fixed)]),
+            key(&[(Some(b"ab\0"), ValueForm::Fixed)])
+        );
+        assert_ne!(
+            key(&[(Some(&[0u8; 4]), ValueForm::Fixed)]),
+            key(&[(None, ValueForm::Fixed)])
+        );
     }
 }

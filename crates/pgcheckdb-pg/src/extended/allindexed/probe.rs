@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::keys::{deform_into, fingerprint, key_hash, push_value, ValueForm};
+use super::keys::{deform_into, fingerprint, KeyHasher, Span, ValueForm};
 use super::{AllIndexed, Lacking};
 use crate::btree_order::tuple::{decode_into, KeyTuple};
 use crate::catalog::xact::CommitLog;
@@ -22,10 +22,10 @@ const BT_OFFSET_MASK: u16 = 0x0FFF;
 /// Size of an `ItemPointerData`.
 const SIZE_OF_ITEM_POINTER: usize = 6;
 
-/// A worker's reused buffers.
+/// A worker's reused buffer: where the current heap tuple's attributes lie.
 #[derive(Default)]
 pub struct Scratch {
-    key: Vec<u8>,
+    values: Vec<Option<Span>>,
 }
 
 /// The index side normalises a `name` column as the C string it stores.
@@ -44,11 +44,11 @@ pub fn insert_leaf(
     opaque: &BtPageOpaque,
     items: &[ItemId],
     max_align: usize,
-    scratch: &mut Scratch,
 ) {
     let first = if opaque.btpo_next == P_NONE { 1 } else { 2 };
     let mut decoded = KeyTuple::EMPTY;
     let mut entries = 0u64;
+    let mut pending: Vec<(u64, u32)> = Vec::with_capacity(items.len());
     for item in items.iter().filter(|i| i.offnum >= first) {
         // Entries the server marked dead point at tuples dead to everyone (amcheck skips
         // them too).
@@ -61,14 +61,15 @@ pub fn insert_leaf(
             idx.incomplete.store(true, Ordering::Relaxed);
             return;
         };
-        match entry_key(idx, tuple, max_align, &mut decoded, &mut scratch.key) {
-            Some(kh) => entries += insert_tids(idx, tuple, kh),
+        match entry_key(idx, tuple, max_align, &mut decoded) {
+            Some(kh) => entries += insert_tids(tuple, kh, &mut pending),
             None => {
                 idx.incomplete.store(true, Ordering::Relaxed);
                 return;
             }
         }
     }
+    insert_pending(idx, &pending);
     idx.entries.fetch_add(entries, Ordering::Relaxed);
 }
 
@@ -78,44 +79,52 @@ fn entry_key<'t>(
     tuple: &'t [u8],
     max_align: usize,
     decoded: &mut KeyTuple<'t>,
-    buf: &mut Vec<u8>,
 ) -> Option<u64> {
     decode_into(tuple, &idx.stored, max_align, decoded)?;
     if decoded.natts() != idx.columns.len() {
         return None;
     }
-    buf.clear();
+    let mut h = KeyHasher::default();
     for (i, col) in idx.columns.iter().enumerate() {
-        push_value(buf, decoded.key(i), index_form(col.form)).ok()?;
+        h.push(decoded.key(i), index_form(col.form)).ok()?;
     }
-    Some(key_hash(buf))
+    Some(h.finish())
 }
 
 /// Inserts the fingerprints of a tuple's heap TIDs (its `t_tid`, or each TID of its posting
 /// list); returns how many.
-fn insert_tids(idx: &AllIndexed, tuple: &[u8], kh: u64) -> u64 {
+fn insert_tids(tuple: &[u8], kh: u64, pending: &mut Vec<(u64, u32)>) -> u64 {
     let t_info = le_u16(tuple, 6).unwrap_or(0);
     let offset_field = le_u16(tuple, 4).unwrap_or(0);
     let posting = t_info & INDEX_ALT_TID_MASK != 0 && offset_field & BT_IS_POSTING != 0;
-    if !posting {
-        if let Some(p) = ItemPointer::parse(tuple, 0) {
-            idx.bloom
-                .insert(fingerprint(kh, p.block, p.offset), p.block);
-            return 1;
-        }
-        return 0;
-    }
-    let count = (offset_field & BT_OFFSET_MASK) as usize;
-    let start = le_u16(tuple, 2).unwrap_or(0) as usize;
+    let (count, start) = if posting {
+        (
+            (offset_field & BT_OFFSET_MASK) as usize,
+            le_u16(tuple, 2).unwrap_or(0) as usize,
+        )
+    } else {
+        (1, 0)
+    };
     let mut n = 0;
     for i in 0..count {
         if let Some(p) = ItemPointer::parse(tuple, start + i * SIZE_OF_ITEM_POINTER) {
-            idx.bloom
-                .insert(fingerprint(kh, p.block, p.offset), p.block);
+            pending.push((fingerprint(kh, p.block, p.offset), p.block));
             n += 1;
         }
     }
     n
+}
+
+/// Sets a page's fingerprints: first touches every block they fall in (independent loads
+/// the processor overlaps, where one insert after another would wait for each cache miss
+/// of an index not in table order), then sets the bits.
+fn insert_pending(idx: &AllIndexed, pending: &[(u64, u32)]) {
+    for &(fp, block) in pending {
+        idx.bloom.touch(fp, block);
+    }
+    for &(fp, block) in pending {
+        idx.bloom.insert(fp, block);
+    }
 }
 
 /// Looks up, for every certainly live tuple of a heap page, its entry in each index of the
@@ -134,30 +143,30 @@ pub fn probe_heap(
     let Some(attrs) = indexes.first().map(|i| i.heap_attrs.clone()) else {
         return;
     };
-    let mut values: Vec<Option<&[u8]>> = Vec::new();
+    let values = &mut scratch.values;
     let mut checked = vec![0u64; indexes.len()];
     let mut not_checked = vec![0u64; indexes.len()];
     for_each_live_chain(page, blkno, items, clog, |root, _member, tuple| {
         let Some(h) = HeapTupleHeader::parse(tuple) else {
             return;
         };
-        let deformed = deform_into(tuple, &h, &attrs, upto, &mut values);
+        let deformed = deform_into(tuple, &h, &attrs, upto, values);
         for (n, idx) in indexes.iter().enumerate() {
             if deformed.is_err() && idx.upto > values.len() {
                 not_checked[n] += 1;
                 continue;
             }
-            scratch.key.clear();
+            let mut h = KeyHasher::default();
             let keyed = idx.columns.iter().try_for_each(|c| {
                 let v = values.get(c.heap_attnum - 1).copied().flatten();
-                push_value(&mut scratch.key, v, c.form)
+                h.push(v.and_then(|s| s.of(tuple)), c.form)
             });
             if keyed.is_err() {
                 not_checked[n] += 1;
                 continue;
             }
             checked[n] += 1;
-            let fp = fingerprint(key_hash(&scratch.key), blkno, root);
+            let fp = fingerprint(h.finish(), blkno, root);
             if !idx.bloom.contains(fp, blkno) {
                 idx.record_lacking(Lacking {
                     heap_block: blkno,
