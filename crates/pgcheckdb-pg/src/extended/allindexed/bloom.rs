@@ -63,10 +63,18 @@ impl Bloom {
         (block * BLOCK_WORDS, bits)
     }
 
+    /// Sets the fingerprint's bits: one atomic `fetch_or` per word of the block that gets a
+    /// bit (about four of the eight for seven probes), not one per bit.
     pub fn insert(&self, fingerprint: u64, heap_block: u32) {
         let (base, bits) = self.positions(fingerprint, heap_block);
+        let mut masks = [0u64; BLOCK_WORDS];
         for bit in bits {
-            self.words[base + (bit / 64) as usize].fetch_or(1 << (bit % 64), Ordering::Relaxed);
+            masks[(bit / 64) as usize] |= 1 << (bit % 64);
+        }
+        for (word, mask) in self.words[base..base + BLOCK_WORDS].iter().zip(masks) {
+            if mask != 0 {
+                word.fetch_or(mask, Ordering::Relaxed);
+            }
         }
     }
 
