@@ -169,8 +169,8 @@ fn checkpoint_quick() {
 fn verify_scaling_quick() {
     let (dir, json) = run_quick("verify-scaling", &["--max-jobs", "2"]);
     let rows = trial_rows(&dir);
-    // pgcheckdb physical and standard at -j 1, 2; pg_checksums; pg_amcheck at -j 1, 2.
-    assert_eq!(rows.len(), 7);
+    // pgcheckdb physical, standard and extended at -j 1, 2; pg_checksums; pg_amcheck at -j 1, 2.
+    assert_eq!(rows.len(), 9);
     for row in &rows {
         let rate = num(row, "gb_per_s");
         assert!(rate > 0.001 && rate < 1000.0, "implausible rate in {row:?}");
@@ -179,6 +179,6 @@ fn verify_scaling_quick() {
     assert!(bytes > 40e6, "checked only {bytes} bytes");
     assert_eq!(
         json["chart"]["Lines"]["series"].as_array().unwrap().len(),
-        4
+        5
     );
 }

@@ -1,8 +1,9 @@
 //! The merge phase: after the scan, each index's facts are merged from the sorted runs and
 //! checked, in parallel across indexes (as many threads as scan jobs); then each table behind a
-//! unique index gives the liveness of the heap tuples its duplicate-key groups name; then each
-//! table's heap TIDs held by its indexes are checked (`tids`). The
-//! findings are placed at their files and blocks and added to the report.
+//! unique index gives the liveness of the heap tuples its duplicate-key groups name; then the
+//! heap -> index filters report what they lacked, each table's heap TIDs held by its indexes are
+//! checked (`tids`), the TOAST values against their chunks (`toast`) and the visibility maps and
+//! hint bits (`vm`). The findings are placed at their files and blocks and added to the report.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,23 +1,23 @@
 //! The extended level: checks that need more than one page, made without a second read of the
 //! data files (DBCC CHECKDB's design). The flow is plan -> scan -> facts -> merge -> findings:
 //!
-//! * [`plan`] decides, from the catalog, which files give facts: B-tree indexes (every page),
-//!   the heaps of tables with a valid unique B-tree index (tuple liveness for uniqueness), and
-//!   tables with a TOAST relation and that relation (pointers and chunks).
-//!   every heap table with its visibility map (hint bits and map bits, [`vm`]).
+//! * [`plan`] decides, from the catalog, what each file contributes: B-tree indexes (every
+//!   page), heap tables (tuple liveness for uniqueness, line-pointer summaries for the index ->
+//!   heap TIDs, TOAST pointers, visibility and hint bits), TOAST relations (chunks), visibility
+//!   maps, and hash, GiST, SP-GiST and GIN indexes (their heap TIDs).
+//! * The scan runs the indexes checked for heap -> index first ([`allindexed`]): their entries
+//!   fill a filter each that the heap pages of the second phase look their tuples up in.
 //! * During the block scan each worker turns every page that passed the physical and standard
 //!   checks into compact facts ([`emit`], encoded by [`facts`]); a page that failed them leaves
 //!   a "damaged" mark, so that nothing is concluded from it.
 //! * Facts go to sorted runs kept in memory up to a budget and spilled to a temporary
 //!   directory beyond it ([`spill`]).
 //! * After the scan, a k-way merge of the runs yields each relation's facts, and the relations
-//!   are checked in parallel: the B-tree's links, levels, downlinks and keys ([`btree`]), and
-//!   uniqueness joined with the heap's tuple liveness ([`unique`]), and every index's heap
-//!   TIDs against its table's line pointers ([`tids`]).
-//!   uniqueness joined with the heap's tuple liveness ([`unique`]), and the TOAST values of live
-//!   rows against their TOAST relation's chunks ([`toast`]).
-//!   uniqueness joined with the heap's tuple liveness ([`unique`]), and every heap table's
-//!   visibility map and commit hint bits ([`vm`]).
+//!   are checked in parallel: the B-tree's links, levels, downlinks and keys ([`btree`]),
+//!   uniqueness joined with the heap's tuple liveness ([`unique`]), every index's heap TIDs
+//!   against its table's line pointers ([`tids`]), the TOAST values of live rows against their
+//!   chunks ([`toast`]), and every heap table's visibility map and commit hint bits ([`vm`]);
+//!   heap -> index reports the entries its filters lacked ([`allindexed`]).
 
 pub mod allindexed;
 pub mod btree;
