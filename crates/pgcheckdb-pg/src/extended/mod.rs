@@ -32,6 +32,7 @@ pub mod spill;
 pub mod tids;
 pub mod toast;
 pub mod unique;
+pub mod unique_scan;
 pub mod vm;
 
 use std::path::PathBuf;

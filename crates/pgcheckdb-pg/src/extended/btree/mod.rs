@@ -26,6 +26,7 @@ pub mod records;
 mod resolve;
 #[cfg(test)]
 mod tests;
+pub mod view;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
