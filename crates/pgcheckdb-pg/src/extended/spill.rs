@@ -6,8 +6,7 @@
 //! memory and on disk) in sorted order with a k-way merge. The spill directory is private to
 //! the run and removed when the [`SpillDir`] is dropped.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::DirBuilderExt;
@@ -267,11 +266,11 @@ impl Runs {
             let lo = a.starts.partition_point(|&s| unit_of(a.record(s)) < unit);
             let hi = a.starts.partition_point(|&s| unit_of(a.record(s)) <= unit);
             if lo < hi {
-                cursors.push(Cursor::Mem {
+                cursors.push(Cursor::new(Source::Mem {
                     arena: a,
                     pos: lo,
                     end: hi,
-                });
+                }));
             }
         }
         let spans: Vec<(&FileRun, u64, u64)> = self
@@ -288,29 +287,70 @@ impl Runs {
         for (run, start, end) in spans {
             let mut file = File::open(&run.path)?;
             file.seek(SeekFrom::Start(start))?;
-            cursors.push(Cursor::File {
+            cursors.push(Cursor::new(Source::File {
                 reader: BufReader::with_capacity(capacity, file),
                 left: end - start,
-            });
+            }));
         }
-        let mut heap = BinaryHeap::new();
-        for (i, c) in cursors.iter_mut().enumerate() {
-            if let Some(r) = c.next()? {
-                heap.push(Reverse((r, i)));
-            }
-        }
-        while let Some(Reverse((record, i))) = heap.pop() {
-            f(&record);
-            if let Some(r) = cursors[i].next()? {
-                heap.push(Reverse((r, i)));
-            }
-        }
-        Ok(())
+        merge_cursors(&mut cursors, &mut f)
     }
 }
 
-/// A position in one run, limited to one unit.
-enum Cursor<'a> {
+/// Calls `f` with the records of all cursors in byte order: a binary heap of cursor numbers
+/// ordered by each cursor's current record (its 16-byte prefix key first, the whole record on
+/// equal keys). Records are read into each cursor's reused buffer: no allocation per record.
+fn merge_cursors(cursors: &mut [Cursor<'_>], f: &mut impl FnMut(&[u8])) -> io::Result<()> {
+    let mut heap: Vec<usize> = Vec::with_capacity(cursors.len());
+    for (i, c) in cursors.iter_mut().enumerate() {
+        if c.advance()? {
+            heap.push(i);
+        }
+    }
+    let less = |cursors: &[Cursor<'_>], a: usize, b: usize| {
+        let (ca, cb) = (&cursors[a], &cursors[b]);
+        (ca.key, ca.record()) < (cb.key, cb.record())
+    };
+    for i in (0..heap.len() / 2).rev() {
+        sift_down(&mut heap, i, cursors, &less);
+    }
+    while let Some(&top) = heap.first() {
+        f(cursors[top].record());
+        if !cursors[top].advance()? {
+            let last = heap.len() - 1;
+            heap.swap(0, last);
+            heap.pop();
+        }
+        sift_down(&mut heap, 0, cursors, &less);
+    }
+    Ok(())
+}
+
+/// Restores the heap order below position `i`.
+fn sift_down(
+    heap: &mut [usize],
+    mut i: usize,
+    cursors: &[Cursor<'_>],
+    less: &impl Fn(&[Cursor<'_>], usize, usize) -> bool,
+) {
+    loop {
+        let (l, r) = (2 * i + 1, 2 * i + 2);
+        let mut smallest = i;
+        if l < heap.len() && less(cursors, heap[l], heap[smallest]) {
+            smallest = l;
+        }
+        if r < heap.len() && less(cursors, heap[r], heap[smallest]) {
+            smallest = r;
+        }
+        if smallest == i {
+            return;
+        }
+        heap.swap(i, smallest);
+        i = smallest;
+    }
+}
+
+/// Where one run's records of a unit come from.
+enum Source<'a> {
     Mem {
         arena: &'a Arena,
         pos: usize,
@@ -322,30 +362,51 @@ enum Cursor<'a> {
     },
 }
 
-impl Cursor<'_> {
-    fn next(&mut self) -> io::Result<Option<Vec<u8>>> {
-        match self {
-            Cursor::Mem { arena, pos, end } => {
+/// A position in one run, limited to one unit, with its current record.
+struct Cursor<'a> {
+    source: Source<'a>,
+    buf: Vec<u8>,
+    key: u128,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(source: Source<'a>) -> Cursor<'a> {
+        Cursor {
+            source,
+            buf: Vec::new(),
+            key: 0,
+        }
+    }
+
+    fn record(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Loads the next record; `false` at the end of the unit.
+    fn advance(&mut self) -> io::Result<bool> {
+        match &mut self.source {
+            Source::Mem { arena, pos, end } => {
                 if *pos >= *end {
-                    return Ok(None);
+                    return Ok(false);
                 }
-                let r = arena.record(arena.starts[*pos]).to_vec();
+                self.buf.clear();
+                self.buf.extend_from_slice(arena.record(arena.starts[*pos]));
                 *pos += 1;
-                Ok(Some(r))
             }
-            Cursor::File { reader, left } => {
+            Source::File { reader, left } => {
                 if *left == 0 {
-                    return Ok(None);
+                    return Ok(false);
                 }
                 let mut len = [0u8; 4];
                 reader.read_exact(&mut len)?;
                 let len = u32::from_le_bytes(len) as usize;
-                let mut r = vec![0u8; len];
-                reader.read_exact(&mut r)?;
+                self.buf.resize(len, 0);
+                reader.read_exact(&mut self.buf)?;
                 *left = left.saturating_sub(4 + len as u64);
-                Ok(Some(r))
             }
         }
+        self.key = prefix_key(&self.buf);
+        Ok(true)
     }
 }
 
@@ -382,6 +443,30 @@ mod tests {
             .map(|&s| arena.record(s).to_vec())
             .collect();
         let mut expected = records.clone();
+        expected.sort();
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn records_equal_in_their_first_16_bytes_merge_in_byte_order() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = Arc::new(SpillDir::create(parent.path()).unwrap());
+        let mut all = Runs::default();
+        let mut expected = Vec::new();
+        for w in 0..4u8 {
+            let mut b = RunBuilder::new(0, dir.clone());
+            for i in 0..3000u32 {
+                // One unit, a shared 16-byte prefix, the order decided after it.
+                let mut r = rec(9, &[7u8; 12]);
+                r.extend_from_slice(&(i % 50).to_be_bytes());
+                r.push(w);
+                expected.push(r.clone());
+                b.push(&r);
+            }
+            all.absorb(b.finish());
+        }
+        let mut got = Vec::new();
+        all.for_each_in_unit(9, |r| got.push(r.to_vec())).unwrap();
         expected.sort();
         assert_eq!(got, expected);
     }
