@@ -130,7 +130,7 @@ fn manifest_file(v: &Value) -> Result<ManifestFile, String> {
 }
 
 fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())
