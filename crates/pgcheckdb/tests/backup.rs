@@ -127,6 +127,13 @@ fn clean_under_load(major: u32) {
             );
             assert_eq!(b["manifest"]["manifest_checksum_ok"], true, "{run}");
             unverified_total += b["replayed_blocks_unverified"].as_u64().unwrap_or(0);
+            eprintln!(
+                "PG {major} backup {i} {level}: {} blocks in {:.2} s, WAL {} records, {} blocks referenced",
+                run.summary()["blocks"],
+                run.summary()["seconds"].as_f64().unwrap_or(0.0),
+                b["wal_records"],
+                b["wal_blocks"]
+            );
         }
         assert!(
             pg_verifybackup(&c, &dir, &[]),
@@ -216,8 +223,18 @@ fn backups_under_load_pg14() {
 }
 
 #[test]
+fn backups_under_load_pg15() {
+    clean_under_load(15);
+}
+
+#[test]
 fn backups_under_load_pg16() {
     clean_under_load(16);
+}
+
+#[test]
+fn backups_under_load_pg17() {
+    clean_under_load(17);
 }
 
 #[test]
