@@ -143,6 +143,21 @@ fn clean_under_load(major: u32) {
     }
     eprintln!("PG {major}: {unverified_total} failing replayed block(s) set aside over 3 backups");
 
+    // The text format says it in one line.
+    let d = last.display().to_string();
+    let text = run::pgcheckdb(
+        &common::bin(),
+        &["verify", "-D", &d, "--no-progress"],
+        c.user(),
+    );
+    common::assert_status(&text, 0, "text output");
+    let line = text
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("pgcheckdb: base backup from primary (start LSN "))
+        .unwrap_or_else(|| panic!("no backup line\n{text}"));
+    assert!(line.contains("rule wal_block_set"), "{line}");
+
     // A page torn in the copy that the backup's WAL rewrites (block 0 of pgbench_branches:
     // every pgbench transaction updates it) is counted, not reported. The server computes the
     // manifest's checksum over the bytes it sent, torn or not: the manifest is removed here so
