@@ -305,7 +305,18 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         "database and relation names from the catalogs",
     );
     if let Some(backup) = &backup {
-        let mut summary = backup::set_aside(&mut report, &plan, backup);
+        let (mut summary, aside) = backup::set_aside(&mut report, &plan, backup);
+        if common.verbose {
+            for f in &aside {
+                eprintln!(
+                    "pgcheckdb: set aside (replay rewrites it): {} {} block {}: {}",
+                    f.kind.name(),
+                    f.file,
+                    f.block.map_or("-".to_string(), |b| b.to_string()),
+                    f.message
+                );
+            }
+        }
         if let Err(e) = backup::check_manifest(&datadir, &mut report, &mut summary) {
             report.tool_errors.push(e);
         }

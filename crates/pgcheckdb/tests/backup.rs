@@ -105,6 +105,9 @@ fn damage(dir: &Path, rel: &str, block: u64) {
 
 fn clean_under_load(major: u32) {
     let mut c = loaded_primary(major);
+    if std::env::var_os("PGCHECKDB_KEEP_BACKUPS").is_some() {
+        c.keep();
+    }
     let cold = c.relation_filepath("postgres", "cold").expect("cold path");
     let branches = c
         .relation_filepath("postgres", "pgbench_branches")
@@ -113,7 +116,7 @@ fn clean_under_load(major: u32) {
     let mut unverified_total = 0;
     for i in 0..3 {
         let dir = backup_under_load(&c, &format!("bk{i}"));
-        for level in ["physical", "standard"] {
+        for level in ["physical", "standard", "extended"] {
             let run = verify_backup(&c, &dir, level);
             common::assert_status(&run, 0, &format!("PG {major} backup {i} at {level}"));
             assert!(run.problems().is_empty(), "PG {major} backup {i}: {run}");
@@ -127,12 +130,31 @@ fn clean_under_load(major: u32) {
             );
             assert_eq!(b["manifest"]["manifest_checksum_ok"], true, "{run}");
             unverified_total += b["replayed_blocks_unverified"].as_u64().unwrap_or(0);
+            if b["replayed_findings_set_aside"].as_u64().unwrap_or(0) > 0 {
+                let verbose = [
+                    "verify",
+                    "-D",
+                    &dir.display().to_string(),
+                    "--level",
+                    level,
+                    "-v",
+                    "-q",
+                    "--no-progress",
+                ]
+                .map(String::from);
+                let v = run::pgcheckdb(&common::bin(), &verbose, c.user());
+                for l in v.stderr.lines().filter(|l| l.contains("set aside")) {
+                    eprintln!("  {l}");
+                }
+            }
             eprintln!(
-                "PG {major} backup {i} {level}: {} blocks in {:.2} s, WAL {} records, {} blocks referenced",
+                "PG {major} backup {i} {level}: {} blocks in {:.2} s, WAL {} records, {} blocks referenced, {} failing block(s) set aside ({} findings)",
                 run.summary()["blocks"],
                 run.summary()["seconds"].as_f64().unwrap_or(0.0),
                 b["wal_records"],
-                b["wal_blocks"]
+                b["wal_blocks"],
+                b["replayed_blocks_unverified"],
+                b["replayed_findings_set_aside"]
             );
         }
         assert!(

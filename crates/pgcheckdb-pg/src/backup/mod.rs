@@ -165,8 +165,13 @@ const NOTE_WAL_SHORT: &str = "the WAL in the backup ends before the backup's end
 const NOTE_LSN: &str = "no WAL in the backup: a failing page is set aside only when its pd_lsn is past the start LSN; a page torn while copied whose first sector (holding pd_lsn) is still the old one shows an old LSN and is reported as damage, since without the WAL nothing tells it apart";
 
 /// Takes the findings about blocks (and files) replay rewrites out of `report`, counting
-/// them; recomputes the summary's counts; returns the `backup` summary.
-pub fn set_aside(report: &mut VerifyReport, plan: &Plan, backup: &Backup) -> BackupSummary {
+/// them; recomputes the summary's counts; returns the `backup` summary and the findings set
+/// aside (for `--verbose`).
+pub fn set_aside(
+    report: &mut VerifyReport,
+    plan: &Plan,
+    backup: &Backup,
+) -> (BackupSummary, Vec<Finding>) {
     let files: HashMap<String, usize> = plan
         .dir
         .files
@@ -181,20 +186,21 @@ pub fn set_aside(report: &mut VerifyReport, plan: &Plan, backup: &Backup) -> Bac
         lsn_cache: Default::default(),
     };
     let mut unverified: HashSet<(String, u64)> = HashSet::new();
-    let mut set_aside = 0u64;
+    let mut aside = Vec::new();
     let findings = std::mem::take(&mut report.findings);
     for f in findings {
         if judge.replayed(&f) {
-            set_aside += 1;
             if let Some(block) = f.block {
                 unverified.insert((f.file.clone(), block));
             }
+            aside.push(f);
         } else {
             report.findings.push(f);
         }
     }
     recount(report);
-    summary_of(backup, unverified.len() as u64, set_aside)
+    let summary = summary_of(backup, unverified.len() as u64, aside.len() as u64);
+    (summary, aside)
 }
 
 /// Decides, finding by finding, whether replay rewrites what it is about.
