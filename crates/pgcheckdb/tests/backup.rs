@@ -138,7 +138,6 @@ fn clean_under_load(major: u32) {
                     "--level",
                     level,
                     "-v",
-                    "-q",
                     "--no-progress",
                 ]
                 .map(String::from);
