@@ -132,6 +132,14 @@ pub enum FindingKind {
     /// A tuple's commit hint bit contradicts `pg_xact`: committed while the transaction
     /// aborted, or invalid while it committed (extended level).
     HintBitInvalid,
+    /// A base backup's file differs from `backup_manifest`: size or CRC-32C checksum.
+    BackupManifestMismatch,
+    /// A file `backup_manifest` lists is missing from the backup (or cannot be opened).
+    BackupFileMissing,
+    /// A file in the backup that `backup_manifest` does not list.
+    BackupFileUnexpected,
+    /// `backup_manifest` cannot be parsed or its own checksum does not match its text.
+    BackupManifestInvalid,
 }
 
 impl FindingKind {
@@ -186,6 +194,10 @@ impl FindingKind {
             FindingKind::ToastChunksUnreferenced => "toast_chunks_unreferenced",
             FindingKind::VisibilityMapWrong => "visibility_map_wrong",
             FindingKind::HintBitInvalid => "hint_bit_invalid",
+            FindingKind::BackupManifestMismatch => "backup_manifest_mismatch",
+            FindingKind::BackupFileMissing => "backup_file_missing",
+            FindingKind::BackupFileUnexpected => "backup_file_unexpected",
+            FindingKind::BackupManifestInvalid => "backup_manifest_invalid",
         }
     }
 
@@ -239,6 +251,10 @@ impl FindingKind {
         FindingKind::ToastChunksUnreferenced,
         FindingKind::VisibilityMapWrong,
         FindingKind::HintBitInvalid,
+        FindingKind::BackupManifestMismatch,
+        FindingKind::BackupFileMissing,
+        FindingKind::BackupFileUnexpected,
+        FindingKind::BackupManifestInvalid,
     ];
 }
 

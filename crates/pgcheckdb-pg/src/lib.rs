@@ -3,6 +3,7 @@
 //!
 //! Nothing here prints or parses arguments; the binary turns these results into output.
 
+pub mod backup;
 pub mod btree_order;
 pub mod catalog;
 pub mod checksum;

@@ -5,8 +5,9 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
+use pgcheckdb_pg::backup::{self, Backup};
 use pgcheckdb_pg::catalog::Catalog;
-use pgcheckdb_pg::cluster::check_stopped;
+use pgcheckdb_pg::cluster::{check_stopped, RunningReason};
 use pgcheckdb_pg::control::{read_pg_version_file, ControlFile};
 use pgcheckdb_pg::extended::{ExtendedConfig, ExtendedPlan};
 use pgcheckdb_pg::naming::name_findings;
@@ -196,9 +197,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         &format!("data directory \"{}\"", datadir.display()),
     );
     check_pid_file(&datadir)?;
-    if let Err(reason) = check_stopped(&datadir, &control) {
-        bail!("cannot verify \"{}\" offline: {reason}", datadir.display());
-    }
+    let backup = backup_or_refusal(&datadir, &control)?;
     let level = requested_level(args);
     let extended_config = (level == Level::Extended)
         .then(|| extended_config(common, args, &datadir))
@@ -305,6 +304,25 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         "named the findings",
         "database and relation names from the catalogs",
     );
+    if let Some(backup) = &backup {
+        let (mut summary, aside) = backup::set_aside(&mut report, &plan, backup);
+        if common.verbose {
+            for f in &aside {
+                eprintln!(
+                    "pgcheckdb: set aside (replay rewrites it): {} {} block {}: {}",
+                    f.kind.name(),
+                    f.file,
+                    f.block.map_or("-".to_string(), |b| b.to_string()),
+                    f.message
+                );
+            }
+        }
+        if let Err(e) = backup::check_manifest(&datadir, &mut report, &mut summary) {
+            report.tool_errors.push(e);
+        }
+        phases.done("checked the base backup", &summary.text_line());
+        report.summary.backup = Some(summary);
+    }
     if !scope_opts.is_everything() {
         report.findings.retain(|f| scope.keeps_finding(f));
         report.summary.findings = report.findings.len() as u64;
@@ -376,6 +394,34 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         )?;
     }
     Ok(code)
+}
+
+/// Accepts a stopped cluster (`None`) or a plain base backup (its `backup_label` and WAL
+/// read); refuses anything else, naming what would check it.
+fn backup_or_refusal(datadir: &Path, control: &ControlFile) -> anyhow::Result<Option<Backup>> {
+    let reason = match check_stopped(datadir, control) {
+        Ok(()) => return Ok(None),
+        Err(reason) => reason,
+    };
+    let label = match &reason {
+        RunningReason::NotShutDown { .. } if backup::state_of_a_backup(control.state) => {
+            backup::read_label(datadir).map_err(|e| anyhow!(e))?
+        }
+        _ => None,
+    };
+    let Some(label) = label else {
+        bail!(
+            "cannot verify \"{}\" offline: {reason}; a running server needs --online (not supported yet), a crashed one must be started once and stopped cleanly, a base backup needs its backup_label",
+            datadir.display()
+        );
+    };
+    if label.incremental_from.is_some() {
+        bail!(
+            "\"{}\" is an incremental backup (backup_label has INCREMENTAL FROM LSN): its relation files hold only changed blocks; combine it with pg_combinebackup first",
+            datadir.display()
+        );
+    }
+    Ok(Some(backup::prepare(datadir, control, label)))
 }
 
 fn wants_metrics(common: &Common) -> bool {
@@ -492,6 +538,9 @@ fn print_report(
                 .cloned()
                 .collect();
             write_findings_text(&mut out, &shown, TEXT_FINDINGS_PER_PAGE)?;
+            if let (Some(b), false) = (&summary.backup, quiet) {
+                writeln!(out, "pgcheckdb: {}", b.text_line())?;
+            }
             if !quiet {
                 write_summary(&mut out, format, summary, findings)?;
             }

@@ -51,9 +51,9 @@ pub fn newest_xid(control: &ControlFile, datadir: &Path, reference: u32) -> Opti
 }
 
 /// Reads WAL bytes by LSN, one segment file in memory at a time.
-struct WalReader {
+pub(crate) struct WalReader {
     dir: PathBuf,
-    seg_size: u64,
+    pub(crate) seg_size: u64,
     /// `XLOG_BLCKSZ`, from the first segment's long page header.
     page_size: u64,
     segno: Option<u64>,
@@ -61,7 +61,7 @@ struct WalReader {
 }
 
 impl WalReader {
-    fn open(dir: PathBuf, seg_size: u64) -> Option<WalReader> {
+    pub(crate) fn open(dir: PathBuf, seg_size: u64) -> Option<WalReader> {
         if !seg_size.is_power_of_two() {
             return None;
         }
@@ -76,7 +76,12 @@ impl WalReader {
 
     /// Reads the record at `lsn` into `out` and returns its start (past a page header when `lsn`
     /// begins a page: `xl_prev` names that position) and the LSN just past it, if it is valid.
-    fn record(&mut self, lsn: u64, prev: Option<u64>, out: &mut Vec<u8>) -> Option<(u64, u64)> {
+    pub(crate) fn record(
+        &mut self,
+        lsn: u64,
+        prev: Option<u64>,
+        out: &mut Vec<u8>,
+    ) -> Option<(u64, u64)> {
         self.load(lsn / self.seg_size)?;
         let lsn = if lsn.is_multiple_of(self.page_size) {
             lsn + self.page_header(lsn)?

@@ -119,6 +119,9 @@ pub struct Summary {
     /// The extended level's facts and merge (only at that level).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extended: Option<crate::extended::ExtendedSummary>,
+    /// A base backup: its start, the rule for pages replay rewrites and the manifest check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backup: Option<crate::backup::BackupSummary>,
 }
 
 /// Everything a verification produced.

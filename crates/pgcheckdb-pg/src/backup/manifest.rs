@@ -1,0 +1,464 @@
+//! `backup_manifest`: the JSON list of files (path, size, checksum) the server wrote at the
+//! end of a base backup, closed by a SHA-256 of its own text. Checking the copy against it
+//! finds files changed, cut, lost or added after the backup was taken, which no page check
+//! can see (a whole file gone, a config file edited, a segment truncated at a block boundary).
+//!
+//! Checksums: CRC-32C (the default) and NONE are checked; SHA-224/256/384/512 file checksums
+//! are counted as not verified (their sizes still are). Like `pg_verifybackup`, `pg_wal/`
+//! and the files a restore is expected to add or edit (`postgresql.auto.conf`,
+//! `recovery.signal`, `standby.signal`) are not compared.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fs;
+use std::io::{self, Read};
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::label::Lsn;
+use super::sha256::{hex, sha256};
+use crate::finding::{Finding, FindingKind, Severity};
+
+/// The file's name in the backup's root.
+pub const MANIFEST_FILE: &str = "backup_manifest";
+
+/// Paths (relative to the root) never compared with the manifest.
+const IGNORED: &[&str] = &[
+    MANIFEST_FILE,
+    "pg_wal",
+    "postgresql.auto.conf",
+    "recovery.signal",
+    "standby.signal",
+];
+
+/// The largest manifest read (a manifest line is about 150 bytes per file).
+const MAX_MANIFEST_BYTES: u64 = 1 << 30;
+
+/// How a file's checksum was computed (`Checksum-Algorithm`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Algorithm {
+    None,
+    Crc32c,
+    /// SHA-224/256/384/512: sizes are compared, checksums are not.
+    Unsupported(String),
+}
+
+/// One `Files` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestFile {
+    pub path: String,
+    pub size: u64,
+    pub algorithm: Algorithm,
+    /// Hexadecimal, as written.
+    pub checksum: Option<String>,
+}
+
+/// A parsed manifest.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub version: u64,
+    pub files: Vec<ManifestFile>,
+    /// The highest `End-LSN` of `WAL-Ranges`: where the backup ends.
+    pub wal_end: Option<Lsn>,
+    /// `Manifest-Checksum` matches the SHA-256 of the text before its line.
+    pub checksum_ok: bool,
+}
+
+/// Parses the manifest's bytes.
+pub fn parse_manifest(bytes: &[u8]) -> Result<Manifest, String> {
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON: {e}"))?;
+    let version = v["PostgreSQL-Backup-Manifest-Version"]
+        .as_u64()
+        .ok_or("no PostgreSQL-Backup-Manifest-Version")?;
+    let files = v["Files"]
+        .as_array()
+        .ok_or("no Files list")?
+        .iter()
+        .map(manifest_file)
+        .collect::<Result<Vec<_>, _>>()?;
+    let wal_end = v["WAL-Ranges"].as_array().and_then(|ranges| {
+        ranges
+            .iter()
+            .filter_map(|r| r["End-LSN"].as_str().and_then(Lsn::parse))
+            .max()
+    });
+    let expected = v["Manifest-Checksum"]
+        .as_str()
+        .ok_or("no Manifest-Checksum")?;
+    Ok(Manifest {
+        version,
+        files,
+        wal_end,
+        checksum_ok: self_checksum(bytes).is_some_and(|c| c.eq_ignore_ascii_case(expected)),
+    })
+}
+
+/// The SHA-256 of everything up to and including the next-to-last newline: the manifest's
+/// last line carries the checksum of the lines before it.
+fn self_checksum(bytes: &[u8]) -> Option<String> {
+    if bytes.last() != Some(&b'\n') {
+        return None;
+    }
+    let body = &bytes[..bytes.len() - 1];
+    let cut = body.iter().rposition(|&b| b == b'\n')?;
+    Some(hex(&sha256(&bytes[..=cut])))
+}
+
+fn manifest_file(v: &Value) -> Result<ManifestFile, String> {
+    let path = match (v["Path"].as_str(), v["Encoded-Path"].as_str()) {
+        (Some(p), _) => p.to_string(),
+        (None, Some(hexed)) => decode_hex(hexed)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .ok_or_else(|| format!("bad Encoded-Path \"{hexed}\""))?,
+        _ => return Err("a Files entry has no Path".into()),
+    };
+    let size = v["Size"]
+        .as_u64()
+        .ok_or_else(|| format!("no Size for \"{path}\""))?;
+    let algorithm = match v["Checksum-Algorithm"].as_str() {
+        None | Some("NONE") => Algorithm::None,
+        Some("CRC32C") => Algorithm::Crc32c,
+        Some(other) => Algorithm::Unsupported(other.to_string()),
+    };
+    Ok(ManifestFile {
+        path,
+        size,
+        algorithm,
+        checksum: v["Checksum"].as_str().map(str::to_string),
+    })
+}
+
+fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// What the manifest check did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ManifestSummary {
+    pub version: u64,
+    /// Files the manifest lists.
+    pub files: u64,
+    /// Files whose size and CRC-32C checksum were compared.
+    pub checksums_verified: u64,
+    /// Files listed without a checksum (`NONE`): size only.
+    pub size_only: u64,
+    /// Files with a SHA-2 checksum: size only, checksum not verified.
+    pub checksums_not_verified: u64,
+    pub mismatched: u64,
+    pub missing: u64,
+    pub unexpected: u64,
+    pub manifest_checksum_ok: bool,
+}
+
+/// Reads and checks `backup_manifest` against the files under `root`. `Ok(None)` when the
+/// backup has no manifest.
+pub fn check(root: &Path) -> Result<Option<(ManifestSummary, Vec<Finding>)>, String> {
+    let path = root.join(MANIFEST_FILE);
+    let bytes = match pgcheckdb_scan::open::read_regular(&path, MAX_MANIFEST_BYTES) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("could not read \"{MANIFEST_FILE}\": {e}")),
+    };
+    let mut findings = Vec::new();
+    let manifest = match parse_manifest(&bytes) {
+        Ok(m) => m,
+        Err(why) => {
+            findings.push(invalid_manifest(format!(
+                "backup_manifest cannot be used: {why}"
+            )));
+            return Ok(Some((ManifestSummary::default(), findings)));
+        }
+    };
+    let mut summary = ManifestSummary {
+        version: manifest.version,
+        files: manifest.files.len() as u64,
+        manifest_checksum_ok: manifest.checksum_ok,
+        ..ManifestSummary::default()
+    };
+    if !manifest.checksum_ok {
+        findings.push(invalid_manifest(
+            "backup_manifest's own SHA-256 (Manifest-Checksum) does not match its text: the manifest was changed after the backup".into(),
+        ));
+    }
+    for f in &manifest.files {
+        if ignored(&f.path) {
+            continue;
+        }
+        if let Some(finding) = check_file(root, f, &mut summary) {
+            findings.push(finding);
+        }
+    }
+    let listed: BTreeSet<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
+    let mut on_disk = Vec::new();
+    walk(root, "", 0, &mut on_disk);
+    for rel in on_disk.iter().filter(|p| !listed.contains(p.as_str())) {
+        summary.unexpected += 1;
+        findings.push(Finding::for_file(
+            FindingKind::BackupFileUnexpected,
+            Severity::Error,
+            rel,
+            "file is in the backup but not in backup_manifest: it was added after the backup"
+                .into(),
+        ));
+    }
+    Ok(Some((summary, findings)))
+}
+
+fn invalid_manifest(message: String) -> Finding {
+    Finding::for_file(
+        FindingKind::BackupManifestInvalid,
+        Severity::Error,
+        MANIFEST_FILE,
+        message,
+    )
+}
+
+/// Whether `rel` (relative, `/`-separated) is outside the comparison.
+fn ignored(rel: &str) -> bool {
+    IGNORED
+        .iter()
+        .any(|i| rel == *i || rel.strip_prefix(i).is_some_and(|r| r.starts_with('/')))
+}
+
+/// Compares one listed file with the copy; a finding when it differs or is missing.
+fn check_file(root: &Path, f: &ManifestFile, summary: &mut ManifestSummary) -> Option<Finding> {
+    let path = root.join(&f.path);
+    let file = match pgcheckdb_scan::open::open_regular(&path, false) {
+        Ok(file) => file,
+        Err(e) => {
+            summary.missing += 1;
+            let what = if e.kind() == io::ErrorKind::NotFound {
+                "file is listed in backup_manifest but missing from the backup".to_string()
+            } else {
+                format!("file is listed in backup_manifest but cannot be read: {e}")
+            };
+            return Some(
+                Finding::for_file(
+                    FindingKind::BackupFileMissing,
+                    Severity::Error,
+                    &f.path,
+                    what,
+                )
+                .with_detail(json!({"expected_size": f.size})),
+            );
+        }
+    };
+    let (size, crc) = match size_and_crc(file, f.algorithm == Algorithm::Crc32c) {
+        Ok(x) => x,
+        Err(e) => {
+            summary.mismatched += 1;
+            return Some(mismatch(
+                f,
+                format!("could not read the file: {e}"),
+                json!({}),
+            ));
+        }
+    };
+    if size != f.size {
+        summary.mismatched += 1;
+        return Some(mismatch(
+            f,
+            format!("size is {size} bytes, backup_manifest says {}", f.size),
+            json!({"expected_size": f.size, "size": size}),
+        ));
+    }
+    match &f.algorithm {
+        Algorithm::None => summary.size_only += 1,
+        Algorithm::Unsupported(_) => summary.checksums_not_verified += 1,
+        Algorithm::Crc32c => {
+            summary.checksums_verified += 1;
+            // The server writes the finished CRC's four bytes in memory (little-endian) order.
+            let actual = hex(&crc.to_le_bytes());
+            let expected = f.checksum.as_deref().unwrap_or("");
+            if !actual.eq_ignore_ascii_case(expected) {
+                summary.mismatched += 1;
+                return Some(mismatch(
+                    f,
+                    format!("CRC-32C is {actual}, backup_manifest says {expected}"),
+                    json!({"algorithm": "CRC32C", "expected": expected, "calculated": actual}),
+                ));
+            }
+        }
+    }
+    None
+}
+
+fn mismatch(f: &ManifestFile, message: String, detail: Value) -> Finding {
+    Finding::for_file(
+        FindingKind::BackupManifestMismatch,
+        Severity::Error,
+        &f.path,
+        format!("file differs from backup_manifest: {message}"),
+    )
+    .with_detail(detail)
+}
+
+/// The file's length and (when asked) CRC-32C, read once.
+fn size_and_crc(mut file: fs::File, crc_wanted: bool) -> io::Result<(u64, u32)> {
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut size, mut crc) = (0u64, 0u32);
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => return Ok((size, crc)),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        size += n as u64;
+        if crc_wanted {
+            crc = crc32c::crc32c_append(crc, &buf[..n]);
+        }
+    }
+}
+
+/// Every regular file under `dir` (relative paths into `out`), tablespace links followed,
+/// the ignored paths left out.
+fn walk(dir: &Path, rel: &str, depth: usize, out: &mut Vec<String>) {
+    let Ok(entries) = fs::read_dir(dir.join(rel)) else {
+        return;
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    for name in names {
+        let child = if rel.is_empty() {
+            name
+        } else {
+            format!("{rel}/{name}")
+        };
+        if ignored(&child) {
+            continue;
+        }
+        let Ok(meta) = fs::metadata(dir.join(&child)) else {
+            continue;
+        };
+        if meta.is_dir() && depth < 16 {
+            walk(dir, &child, depth + 1, out);
+        } else if meta.is_file() {
+            out.push(child);
+        }
+    }
+}
+
+/// The manifest's files by path (for tests and callers that look one up).
+pub fn by_path(m: &Manifest) -> HashMap<&str, &ManifestFile> {
+    m.files.iter().map(|f| (f.path.as_str(), f)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A manifest over `files` as the server writes it, with a right or wrong self-checksum.
+    fn manifest_text(files: &[(&str, &[u8])], good: bool) -> String {
+        let mut s = String::from("{\"PostgreSQL-Backup-Manifest-Version\": 1,\n\"Files\": [\n");
+        let lines: Vec<String> = files
+            .iter()
+            .map(|(p, data)| {
+                let crc = hex(&crc32c::crc32c(data).to_le_bytes());
+                format!("{{ \"Path\": \"{p}\", \"Size\": {}, \"Last-Modified\": \"2026-01-01 00:00:00 GMT\", \"Checksum-Algorithm\": \"CRC32C\", \"Checksum\": \"{crc}\" }}", data.len())
+            })
+            .collect();
+        s += &lines.join(",\n");
+        s += "\n],\n\"WAL-Ranges\": [\n{ \"Timeline\": 1, \"Start-LSN\": \"0/2000028\", \"End-LSN\": \"0/2000100\" }\n],\n";
+        let sum = if good {
+            hex(&sha256(s.as_bytes()))
+        } else {
+            "00".repeat(32)
+        };
+        s + &format!("\"Manifest-Checksum\": \"{sum}\"}}\n")
+    }
+
+    fn kinds(findings: &[Finding]) -> Vec<(FindingKind, String)> {
+        findings.iter().map(|f| (f.kind, f.file.clone())).collect()
+    }
+
+    #[test]
+    fn a_matching_backup_is_clean_and_changes_are_findings() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        fs::create_dir_all(root.join("base/5")).expect("mkdir");
+        fs::create_dir_all(root.join("pg_wal")).expect("mkdir");
+        fs::write(root.join("PG_VERSION"), b"16\n").expect("write");
+        fs::write(root.join("base/5/16384"), vec![7u8; 8192]).expect("write");
+        fs::write(root.join("pg_wal/000000010000000000000002"), b"x").expect("write");
+        let files: &[(&str, &[u8])] = &[("PG_VERSION", b"16\n"), ("base/5/16384", &[7u8; 8192])];
+        fs::write(root.join(MANIFEST_FILE), manifest_text(files, true)).expect("write");
+        let (s, findings) = check(root).expect("check").expect("manifest");
+        assert!(findings.is_empty(), "{findings:?}");
+        assert_eq!((s.files, s.checksums_verified), (2, 2));
+        assert!(s.manifest_checksum_ok);
+        // One byte changed, a file added, a file removed.
+        let mut page = vec![7u8; 8192];
+        page[100] = 8;
+        fs::write(root.join("base/5/16384"), page).expect("write");
+        fs::write(root.join("base/5/99999"), b"").expect("write");
+        fs::remove_file(root.join("PG_VERSION")).expect("rm");
+        let (s, findings) = check(root).expect("check").expect("manifest");
+        assert_eq!(
+            kinds(&findings),
+            vec![
+                (FindingKind::BackupFileMissing, "PG_VERSION".to_string()),
+                (
+                    FindingKind::BackupManifestMismatch,
+                    "base/5/16384".to_string()
+                ),
+                (
+                    FindingKind::BackupFileUnexpected,
+                    "base/5/99999".to_string()
+                ),
+            ]
+        );
+        assert_eq!((s.missing, s.mismatched, s.unexpected), (1, 1, 1));
+        // A size change.
+        fs::write(root.join("base/5/16384"), vec![7u8; 4096]).expect("write");
+        let (_, findings) = check(root).expect("check").expect("manifest");
+        assert!(findings
+            .iter()
+            .any(|f| f.kind == FindingKind::BackupManifestMismatch && f.detail["size"] == 4096));
+    }
+
+    #[test]
+    fn the_manifest_checksum_is_checked_and_absence_is_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(check(dir.path()).expect("check").is_none());
+        fs::write(dir.path().join(MANIFEST_FILE), manifest_text(&[], false)).expect("write");
+        let (s, findings) = check(dir.path()).expect("check").expect("manifest");
+        assert!(!s.manifest_checksum_ok);
+        assert_eq!(
+            kinds(&findings),
+            vec![(
+                FindingKind::BackupManifestInvalid,
+                MANIFEST_FILE.to_string()
+            )]
+        );
+        let m = parse_manifest(manifest_text(&[], true).as_bytes()).expect("parse");
+        assert!(m.checksum_ok);
+        assert_eq!(m.wal_end, Some(Lsn(0x2000100)));
+        fs::write(dir.path().join(MANIFEST_FILE), b"{nope").expect("write");
+        let (_, findings) = check(dir.path()).expect("check").expect("manifest");
+        assert_eq!(findings[0].kind, FindingKind::BackupManifestInvalid);
+    }
+
+    #[test]
+    fn encoded_paths_and_other_algorithms() {
+        let v: Value = serde_json::from_str(
+            r#"{"Encoded-Path": "626173652f31", "Size": 3, "Checksum-Algorithm": "SHA256", "Checksum": "ab"}"#,
+        )
+        .expect("json");
+        let f = manifest_file(&v).expect("entry");
+        assert_eq!(f.path, "base/1");
+        assert_eq!(f.algorithm, Algorithm::Unsupported("SHA256".into()));
+        assert!(ignored("pg_wal/000000010000000000000001"));
+        assert!(!ignored("pg_wal2"));
+    }
+}

@@ -1,0 +1,293 @@
+//! `verify` on plain `pg_basebackup` copies taken under `pgbench` write load: accepted as
+//! backups, no false positive on pages the server wrote during the copy (the backup's WAL
+//! rewrites them), damage elsewhere found at its block, files changed after the backup found
+//! through `backup_manifest`, the page-LSN fallback without WAL, and the refusals that name
+//! `--online`. Cross-checked with `pg_verifybackup`.
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pgcheckdb_testkit::run::{self, Run};
+use pgcheckdb_testkit::{Cluster, ClusterOptions};
+use serde_json::Value;
+
+const BLCKSZ: u64 = 8192;
+
+/// A primary with data checksums, a pgbench database (scale 10) and a table pgbench never
+/// touches (`cold`), frozen and checkpointed before any backup.
+fn loaded_primary(major: u32) -> Cluster {
+    let opts = ClusterOptions::new(major, true)
+        .setting("checkpoint_timeout", "30s")
+        .setting("max_wal_size", "256MB");
+    let mut c = Cluster::init_temp(&opts).expect("initdb");
+    c.start().expect("start");
+    c.pgbench("postgres", &["-i", "-q", "-s", "10"])
+        .expect("pgbench -i");
+    c.psql(
+        "postgres",
+        "CREATE TABLE cold AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 5000) g; \
+         VACUUM FREEZE cold; CHECKPOINT;",
+    )
+    .expect("cold table");
+    c
+}
+
+/// `pg_basebackup -D <work>/<name> -Fp -c fast` plus `extra` options.
+fn base_backup(c: &Cluster, name: &str, extra: &[&str]) -> PathBuf {
+    let dir = c.make_dir(name).expect("backup dir");
+    let d = dir.display().to_string();
+    let mut args: Vec<String> = c.conn_args();
+    args.extend(["-D", &d, "-Fp", "-c", "fast"].map(String::from));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    c.run_program("pg_basebackup", &refs)
+        .expect("pg_basebackup");
+    dir
+}
+
+/// A backup taken while pgbench runs (4 clients, 8 s, the backup starting after 2 s).
+fn backup_under_load(c: &Cluster, name: &str) -> PathBuf {
+    let mut bench = c
+        .spawn_pgbench("postgres", &["-c", "4", "-j", "2", "-T", "8", "-n"])
+        .expect("pgbench");
+    std::thread::sleep(Duration::from_secs(2));
+    let dir = base_backup(c, name, &[]);
+    let status = bench.wait().expect("wait pgbench");
+    assert!(status.success(), "pgbench failed: {status}");
+    dir
+}
+
+fn verify_backup(c: &Cluster, dir: &Path, level: &str) -> Run {
+    let d = dir.display().to_string();
+    let args = [
+        "verify",
+        "-D",
+        &d,
+        "--level",
+        level,
+        "--format",
+        "json",
+        "--no-progress",
+        "-j",
+        "2",
+    ];
+    run::pgcheckdb(&common::bin(), &args, c.user())
+}
+
+fn backup_summary(run: &Run) -> &Value {
+    &run.summary()["backup"]
+}
+
+/// `pg_verifybackup` on the same copy must agree that it is intact (or not).
+fn pg_verifybackup(c: &Cluster, dir: &Path, extra: &[&str]) -> bool {
+    let mut cmd = c.command("pg_verifybackup");
+    cmd.args(extra).arg(dir);
+    cmd.output().expect("run pg_verifybackup").status.success()
+}
+
+/// Flips one byte in the middle of block `block` of `rel` in the copy.
+fn damage(dir: &Path, rel: &str, block: u64) {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.join(rel))
+        .expect("open relation file");
+    let at = block * BLCKSZ + 4000;
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at).expect("read");
+    b[0] ^= 0x5A;
+    f.write_all_at(&b, at).expect("write");
+}
+
+fn clean_under_load(major: u32) {
+    let mut c = loaded_primary(major);
+    if std::env::var_os("PGCHECKDB_KEEP_BACKUPS").is_some() {
+        c.keep();
+    }
+    let cold = c.relation_filepath("postgres", "cold").expect("cold path");
+    let branches = c
+        .relation_filepath("postgres", "pgbench_branches")
+        .expect("branches path");
+    let mut last = PathBuf::new();
+    let mut unverified_total = 0;
+    for i in 0..3 {
+        let dir = backup_under_load(&c, &format!("bk{i}"));
+        for level in ["physical", "standard", "extended"] {
+            let run = verify_backup(&c, &dir, level);
+            common::assert_status(&run, 0, &format!("PG {major} backup {i} at {level}"));
+            assert!(run.problems().is_empty(), "PG {major} backup {i}: {run}");
+            let b = backup_summary(&run);
+            assert_eq!(b["rule"], "wal_block_set", "{run}");
+            assert!(b["wal_blocks"].as_u64().unwrap_or(0) > 0, "{run}");
+            assert_eq!(b["manifest"]["mismatched"], 0, "{run}");
+            assert!(
+                b["manifest"]["checksums_verified"].as_u64().unwrap_or(0) > 100,
+                "{run}"
+            );
+            assert_eq!(b["manifest"]["manifest_checksum_ok"], true, "{run}");
+            unverified_total += b["replayed_blocks_unverified"].as_u64().unwrap_or(0);
+            if b["replayed_findings_set_aside"].as_u64().unwrap_or(0) > 0 {
+                let verbose = [
+                    "verify",
+                    "-D",
+                    &dir.display().to_string(),
+                    "--level",
+                    level,
+                    "-v",
+                    "--no-progress",
+                ]
+                .map(String::from);
+                let v = run::pgcheckdb(&common::bin(), &verbose, c.user());
+                for l in v.stderr.lines().filter(|l| l.contains("set aside")) {
+                    eprintln!("  {l}");
+                }
+            }
+            eprintln!(
+                "PG {major} backup {i} {level}: {} blocks in {:.2} s, WAL {} records, {} blocks referenced, {} failing block(s) set aside ({} findings)",
+                run.summary()["blocks"],
+                run.summary()["seconds"].as_f64().unwrap_or(0.0),
+                b["wal_records"],
+                b["wal_blocks"],
+                b["replayed_blocks_unverified"],
+                b["replayed_findings_set_aside"]
+            );
+        }
+        assert!(
+            pg_verifybackup(&c, &dir, &[]),
+            "pg_verifybackup on backup {i}"
+        );
+        last = dir;
+    }
+    eprintln!("PG {major}: {unverified_total} failing replayed block(s) set aside over 3 backups");
+
+    // The text format says it in one line.
+    let d = last.display().to_string();
+    let text = run::pgcheckdb(
+        &common::bin(),
+        &["verify", "-D", &d, "--no-progress"],
+        c.user(),
+    );
+    common::assert_status(&text, 0, "text output");
+    let line = text
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("pgcheckdb: base backup from primary (start LSN "))
+        .unwrap_or_else(|| panic!("no backup line\n{text}"));
+    assert!(line.contains("rule wal_block_set"), "{line}");
+
+    // A page torn in the copy that the backup's WAL rewrites (block 0 of pgbench_branches:
+    // every pgbench transaction updates it) is counted, not reported. The server computes the
+    // manifest's checksum over the bytes it sent, torn or not: the manifest is removed here so
+    // that only the page check speaks.
+    let bk0 = c.work_dir().join("bk0");
+    std::fs::remove_file(bk0.join("backup_manifest")).expect("rm manifest");
+    damage(&bk0, &branches, 0);
+    let run = verify_backup(&c, &bk0, "standard");
+    common::assert_status(&run, 0, "torn replayed page");
+    assert!(run.problems().is_empty(), "{run}");
+    let b = backup_summary(&run);
+    assert_eq!(b["replayed_blocks_unverified"], 1, "{run}");
+    assert!(b["manifest"].is_null(), "{run}");
+
+    // Damage in a page no WAL record of the backup names: found at its block, and the
+    // manifest sees the file changed; pg_verifybackup agrees the copy is not intact.
+    damage(&last, &cold, 1);
+    let run = verify_backup(&c, &last, "physical");
+    common::assert_status(&run, 2, "damaged backup");
+    let mut expected = std::collections::BTreeSet::new();
+    expected.insert(common::key("checksum_mismatch", &cold, 1));
+    expected.insert(run::Key::new("backup_manifest_mismatch", &cold, None));
+    common::assert_problems(&run, &expected, "damaged backup");
+    assert!(
+        !pg_verifybackup(&c, &last, &[]),
+        "pg_verifybackup must fail too"
+    );
+
+    // A file grown after the backup: a manifest finding only.
+    let pgv = last.join("PG_VERSION");
+    let mut text = std::fs::read(&pgv).expect("PG_VERSION");
+    damage(&last, &cold, 1); // undo the flip
+    text.extend_from_slice(b"\n");
+    std::fs::write(&pgv, &text).expect("write PG_VERSION");
+    let run = verify_backup(&c, &last, "physical");
+    common::assert_status(&run, 2, "grown file");
+    let mut expected = std::collections::BTreeSet::new();
+    expected.insert(run::Key::new(
+        "backup_manifest_mismatch",
+        "PG_VERSION",
+        None,
+    ));
+    common::assert_problems(&run, &expected, "grown file");
+
+    // No WAL in the backup (taken under load): the page-LSN rule, stated. A damaged page
+    // changed during the backup (pd_lsn past the start) is counted; the cold page is reported.
+    let mut bench = c
+        .spawn_pgbench("postgres", &["-c", "4", "-j", "2", "-T", "6", "-n"])
+        .expect("pgbench");
+    std::thread::sleep(Duration::from_secs(2));
+    let dir = base_backup(&c, "bk_nowal", &["-X", "none"]);
+    assert!(bench.wait().expect("wait pgbench").success(), "pgbench");
+    let run = verify_backup(&c, &dir, "physical");
+    common::assert_status(&run, 0, "-X none backup");
+    let b = backup_summary(&run);
+    assert_eq!(b["rule"], "page_lsn", "{run}");
+    assert!(b["note"].as_str().unwrap_or("").contains("pd_lsn"), "{run}");
+    assert!(pg_verifybackup(&c, &dir, &["-n"]), "pg_verifybackup -n");
+    std::fs::remove_file(dir.join("backup_manifest")).expect("rm manifest");
+    damage(&dir, &branches, 0);
+    damage(&dir, &cold, 1);
+    let run = verify_backup(&c, &dir, "physical");
+    common::assert_status(&run, 2, "-X none, damaged");
+    let mut expected = std::collections::BTreeSet::new();
+    expected.insert(common::key("checksum_mismatch", &cold, 1));
+    common::assert_problems(&run, &expected, "-X none, damaged");
+    assert_eq!(
+        backup_summary(&run)["replayed_blocks_unverified"],
+        1,
+        "{run}"
+    );
+    c.stop().expect("stop");
+}
+
+#[test]
+fn backups_under_load_pg14() {
+    clean_under_load(14);
+}
+
+#[test]
+fn backups_under_load_pg15() {
+    clean_under_load(15);
+}
+
+#[test]
+fn backups_under_load_pg16() {
+    clean_under_load(16);
+}
+
+#[test]
+fn backups_under_load_pg17() {
+    clean_under_load(17);
+}
+
+#[test]
+fn backups_under_load_pg18() {
+    clean_under_load(18);
+}
+
+#[test]
+fn running_and_crashed_clusters_are_refused_naming_online() {
+    let mut c = Cluster::init_temp(&ClusterOptions::new(16, true)).expect("initdb");
+    c.start().expect("start");
+    let run = common::verify_as(c.datadir(), 1, c.user());
+    common::assert_status(&run, 1, "running cluster");
+    assert!(run.stderr.contains("--online"), "{run}");
+    c.stop_immediate().expect("crash");
+    let run = common::verify_as(c.datadir(), 1, c.user());
+    common::assert_status(&run, 1, "crashed cluster");
+    assert!(run.stderr.contains("--online"), "{run}");
+    assert!(run.stderr.contains("not shut down cleanly"), "{run}");
+}
