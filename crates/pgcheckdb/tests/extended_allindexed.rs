@@ -20,7 +20,7 @@ use pgcheckdb_pg::layout::itemid::line_pointers;
 use pgcheckdb_pg::page::PageHeader;
 use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ};
 
-use common::{edit, verify_extended};
+use common::{amcheck_heapallindexed, edit, verify_extended};
 
 #[test]
 fn heap_to_index_pg14_checksums() {
@@ -316,28 +316,8 @@ fn scenario(major: u32, checksums: bool) {
 
     // pg_amcheck --heapallindexed on a started copy of the damaged cluster.
     fx.cluster.start().expect("start");
-    fx.cluster
-        .psql("postgres", "CREATE EXTENSION IF NOT EXISTS amcheck;")
-        .expect("amcheck");
-    let sock = fx.cluster.socket_dir().display().to_string();
-    let out = fx
-        .cluster
-        .command("pg_amcheck")
-        .args([
-            "-h",
-            &sock,
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "--heapallindexed",
-            "--parent-check",
-        ])
-        .output()
-        .expect("run pg_amcheck");
+    let (_, text) = amcheck_heapallindexed(&fx.cluster);
     fx.cluster.stop().expect("stop");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     eprintln!("PostgreSQL {major} (checksums {checksums}): case | pgcheckdb | pg_amcheck --heapallindexed");
     for c in &cases {
         let amcheck = text.contains(&format!("\"postgres.public.{}\"", c.index))

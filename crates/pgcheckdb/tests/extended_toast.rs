@@ -22,7 +22,7 @@ use pgcheckdb_pg::page::PageHeader;
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ};
 
-use common::{edit, verify_extended};
+use common::{amcheck_heapallindexed, edit, verify_extended};
 
 #[test]
 fn toast_pg14_checksums() {
@@ -545,28 +545,8 @@ fn amcheck_hits(mut fx: Fixture, cases: &[Case]) -> BTreeSet<&'static str> {
     fx.cluster
         .start()
         .expect("start damaged cluster for pg_amcheck");
-    fx.cluster
-        .psql("postgres", "CREATE EXTENSION IF NOT EXISTS amcheck;")
-        .expect("create extension amcheck");
-    let sock = fx.cluster.socket_dir().display().to_string();
-    let out = fx
-        .cluster
-        .command("pg_amcheck")
-        .args([
-            "-h",
-            &sock,
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "--heapallindexed",
-            "--parent-check",
-        ])
-        .output()
-        .expect("run pg_amcheck");
+    let (_, text) = amcheck_heapallindexed(&fx.cluster);
     fx.cluster.stop().expect("stop");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     eprintln!("--- pg_amcheck {} output ---\n{text}--- end ---", fx.major);
     cases
         .iter()

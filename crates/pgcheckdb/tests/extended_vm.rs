@@ -22,7 +22,7 @@ use pgcheckdb_pg::page::PageHeader;
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
-use common::{edit, loaded_cluster, verify_extended};
+use common::{amcheck_heapallindexed, edit, loaded_cluster, verify_extended};
 
 #[test]
 fn vm_pg14_checksums() {
@@ -594,32 +594,12 @@ fn cross_check(fx: &mut Fixture, cases: &[Case]) {
         }
         report.push((c, !visible.is_empty() || !frozen.is_empty()));
     }
-    fx.cluster
-        .psql("postgres", "CREATE EXTENSION IF NOT EXISTS amcheck;")
-        .expect("create extension amcheck");
-    let sock = fx.cluster.socket_dir().display().to_string();
-    let out = fx
-        .cluster
-        .command("pg_amcheck")
-        .args([
-            "-h",
-            &sock,
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "--heapallindexed",
-            "--parent-check",
-        ])
-        .output()
-        .expect("run pg_amcheck");
+    let (amcheck_ok, text) = amcheck_heapallindexed(&fx.cluster);
     fx.cluster.stop().expect("stop");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     eprintln!("--- pg_amcheck output ---\n{text}--- end ---");
     // amcheck trusts hint bits and does not read the visibility map: none of these is its.
     assert!(
-        out.status.success(),
+        amcheck_ok,
         "PostgreSQL {major}: pg_amcheck reported: {text}"
     );
     eprintln!("PostgreSQL {major}: case | pgcheckdb | pg_visibility | pg_amcheck");

@@ -135,3 +135,29 @@ pub fn edit(path: &Path, block: u64, change: impl FnOnce(&mut [u8])) {
     corrupt::write_block(path, block, &page).expect("write block");
     corrupt::recompute_checksum(path, block, BLCKSZ, block).expect("recompute checksum");
 }
+
+/// `pg_amcheck --heapallindexed --parent-check` on database `postgres` of the running
+/// `cluster` (amcheck created if needed); its success and its stdout and stderr together.
+pub fn amcheck_heapallindexed(cluster: &pgcheckdb_testkit::Cluster) -> (bool, String) {
+    cluster
+        .psql("postgres", "CREATE EXTENSION IF NOT EXISTS amcheck;")
+        .expect("create extension amcheck");
+    let sock = cluster.socket_dir().display().to_string();
+    let out = cluster
+        .command("pg_amcheck")
+        .args([
+            "-h",
+            &sock,
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "--heapallindexed",
+            "--parent-check",
+        ])
+        .output()
+        .expect("run pg_amcheck");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
