@@ -18,9 +18,9 @@ use pgcheckdb_pg::corrupt;
 use pgcheckdb_pg::layout::btree::{BtPageOpaque, P_NONE};
 use pgcheckdb_pg::layout::itemid::line_pointers;
 use pgcheckdb_pg::page::PageHeader;
-use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ};
+use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
-use common::{amcheck_heapallindexed, edit, verify_extended};
+use common::{amcheck_heapallindexed, assert_clean, edit, loaded_cluster, verify_extended};
 
 #[test]
 fn heap_to_index_pg14_checksums() {
@@ -80,13 +80,7 @@ struct Fixture {
 
 impl Fixture {
     fn build(major: u32, checksums: bool) -> Fixture {
-        require_binaries(major);
-        let opts = ClusterOptions::new(major, checksums)
-            .throwaway()
-            .setting("autovacuum", "off");
-        let mut cluster = Cluster::init_temp(&opts).expect("initdb");
-        cluster.start().expect("start");
-        cluster.psql("postgres", SCHEMA).expect("load schema");
+        let (cluster, _) = loaded_cluster(major, checksums, SCHEMA, &[]);
         Fixture { cluster, major }
     }
 
@@ -222,15 +216,10 @@ fn inject(fx: &mut Fixture) -> Vec<Case> {
 
 fn scenario(major: u32, checksums: bool) {
     let mut fx = Fixture::build(major, checksums);
-    fx.cluster.stop().expect("stop");
     let datadir = fx.cluster.datadir().to_path_buf();
 
     let clean = verify_extended(&datadir, &["-v"]);
-    assert_eq!(clean.status, 0, "PostgreSQL {major}: healthy\n{clean}");
-    assert!(
-        clean.problems().is_empty(),
-        "PostgreSQL {major}: healthy\n{clean}"
-    );
+    assert_clean(&clean, &format!("PostgreSQL {major}: healthy cluster"));
     let ext = clean
         .summary()
         .get("extended")

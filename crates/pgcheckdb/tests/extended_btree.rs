@@ -20,7 +20,7 @@ use pgcheckdb_pg::page::PageHeader;
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ};
 
-use common::{bin, edit, verify_extended};
+use common::{assert_clean, bin, edit, loaded_cluster, verify_extended};
 
 #[test]
 fn extended_pg14_checksums() {
@@ -91,16 +91,7 @@ struct Fixture {
 
 impl Fixture {
     fn build(major: u32, checksums: bool) -> Fixture {
-        require_binaries(major);
-        let opts = ClusterOptions::new(major, checksums)
-            .throwaway()
-            .setting("autovacuum", "off");
-        let mut cluster = Cluster::init_temp(&opts).expect("initdb");
-        cluster.start().expect("start");
-        cluster
-            .psql("postgres", &schema_sql())
-            .expect("load schema");
-        cluster.stop().expect("stop");
+        let (cluster, _) = loaded_cluster(major, checksums, &schema_sql(), &[]);
         Fixture { cluster, major }
     }
 
@@ -449,14 +440,7 @@ fn scenario(major: u32, checksums: bool) {
 
     // Healthy and churned: nothing to report, and the level really ran.
     let clean = verify_extended(&datadir, &[]);
-    assert_eq!(
-        clean.status, 0,
-        "PostgreSQL {major}: healthy cluster\n{clean}"
-    );
-    assert!(
-        clean.problems().is_empty(),
-        "PostgreSQL {major}: healthy cluster\n{clean}"
-    );
+    assert_clean(&clean, &format!("PostgreSQL {major}: healthy cluster"));
     let summary = clean.summary.clone().expect("summary");
     assert_eq!(summary["level"], "extended", "{summary}");
     let ext = &summary["extended"];

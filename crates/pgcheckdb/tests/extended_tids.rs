@@ -20,9 +20,9 @@ use pgcheckdb_pg::layout::heap::{infomask2, HeapTupleHeader};
 use pgcheckdb_pg::layout::itemid::{line_pointers, ItemId, LpFlags};
 use pgcheckdb_pg::page::PageHeader;
 use pgcheckdb_testkit::run::Run;
-use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ};
+use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
-use common::{edit, verify_extended};
+use common::{assert_clean, edit, loaded_cluster, verify_extended};
 
 #[test]
 fn tids_pg14_checksums() {
@@ -90,14 +90,7 @@ struct Fixture {
 
 impl Fixture {
     fn build(major: u32, checksums: bool) -> Fixture {
-        require_binaries(major);
-        let opts = ClusterOptions::new(major, checksums)
-            .throwaway()
-            .setting("autovacuum", "off");
-        let mut cluster = Cluster::init_temp(&opts).expect("initdb");
-        cluster.start().expect("start");
-        cluster.psql("postgres", SCHEMA).expect("load schema");
-        cluster.stop().expect("stop");
+        let (cluster, _) = loaded_cluster(major, checksums, SCHEMA, &[]);
         Fixture { cluster }
     }
 
@@ -447,8 +440,7 @@ fn scenario(major: u32, checksums: bool) {
 
     // Healthy and churned: nothing to report, and every index's TIDs were checked.
     let clean = verify_extended(&datadir, &[]);
-    assert_eq!(clean.status, 0, "PostgreSQL {major}: healthy\n{clean}");
-    assert!(clean.problems().is_empty(), "PostgreSQL {major}\n{clean}");
+    assert_clean(&clean, &format!("PostgreSQL {major}: healthy cluster"));
     let summary = clean.summary.clone().expect("summary");
     let ext = &summary["extended"];
     assert!(

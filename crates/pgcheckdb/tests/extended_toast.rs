@@ -22,7 +22,7 @@ use pgcheckdb_pg::page::PageHeader;
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ};
 
-use common::{amcheck_heapallindexed, edit, verify_extended};
+use common::{amcheck_heapallindexed, assert_clean, edit, verify_extended};
 
 #[test]
 fn toast_pg14_checksums() {
@@ -443,11 +443,7 @@ fn scenario(major: u32, checksums: bool) {
     // Healthy, with deleted rows and an aborted insert left unvacuumed: no error or warning,
     // the values were checked, the leftover chunks are one info per TOAST relation.
     let clean = verify_extended(&datadir, &[]);
-    assert_eq!(
-        clean.status, 0,
-        "PostgreSQL {major}: healthy cluster\n{clean}"
-    );
-    assert!(clean.problems().is_empty(), "PostgreSQL {major}\n{clean}");
+    assert_clean(&clean, &format!("PostgreSQL {major}: healthy cluster"));
     let ext = clean.summary.clone().expect("summary")["extended"].clone();
     assert!(
         ext["toast_relations_checked"].as_u64().unwrap_or(0) >= 8,

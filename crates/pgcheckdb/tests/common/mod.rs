@@ -32,6 +32,12 @@ pub fn assert_status(run: &Run, expected: i32, what: &str) {
     );
 }
 
+/// Asserts a clean run: exit 0 and no error or warning finding.
+pub fn assert_clean(run: &Run, what: &str) {
+    assert_status(run, 0, what);
+    assert!(run.problems().is_empty(), "{what}: problems found\n{run}");
+}
+
 /// Asserts that the error and warning findings are exactly `expected`.
 pub fn assert_problems(run: &Run, expected: &BTreeSet<Key>, what: &str) {
     let got = run.problem_keys();
