@@ -1,8 +1,10 @@
-//! B-tree pages: `BTPageOpaqueData` in the 16-byte special space and `BTMetaPageData` on block 0.
+//! B-tree pages: `BTPageOpaqueData` in the 16-byte special space, `BTMetaPageData` on block 0,
+//! and the heap TIDs of a leaf tuple (its `t_tid` or its posting list).
 
 use serde::Serialize;
 
-use super::le_u32;
+use super::heap::ItemPointer;
+use super::{le_u16, le_u32};
 use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 
 /// Size of the B-tree special space.
@@ -97,4 +99,37 @@ impl BtMetaPage {
             btm_fastlevel: at(5)?,
         })
     }
+}
+
+/// `INDEX_ALT_TID_MASK` of an index tuple's `t_info`: a pivot tuple or a posting list.
+pub const INDEX_ALT_TID_MASK: u16 = 0x2000;
+/// `BT_IS_POSTING` and `BT_OFFSET_MASK` in the offset field of an ALT-TID tuple's `t_tid`.
+pub const BT_IS_POSTING: u16 = 0x2000;
+pub const BT_OFFSET_MASK: u16 = 0x0FFF;
+/// Size of an `ItemPointerData`.
+const SIZE_OF_ITEM_POINTER: usize = 6;
+
+/// Calls `f` with each heap TID of a non-high-key B-tree leaf tuple: its `t_tid`, or every TID
+/// of its posting list (none for a pivot tuple). `None`, before any call, when the tuple does
+/// not decode (the posting list runs past its end).
+pub fn leaf_tuple_tids(tuple: &[u8], mut f: impl FnMut(ItemPointer)) -> Option<()> {
+    let t_info = le_u16(tuple, 6)?;
+    let tid = ItemPointer::parse(tuple, 0)?;
+    if t_info & INDEX_ALT_TID_MASK == 0 {
+        f(tid);
+        return Some(());
+    }
+    if tid.offset & BT_IS_POSTING == 0 {
+        return Some(()); // a pivot tuple: no heap TID
+    }
+    // `BTreeTupleGetPostingOffset`: the posting list's offset is kept in the block number.
+    let start = tid.block as usize;
+    let n = (tid.offset & BT_OFFSET_MASK) as usize;
+    if start.checked_add(n.checked_mul(SIZE_OF_ITEM_POINTER)?)? > tuple.len() {
+        return None;
+    }
+    for i in 0..n {
+        f(ItemPointer::parse(tuple, start + SIZE_OF_ITEM_POINTER * i)?);
+    }
+    Some(())
 }

@@ -10,17 +10,9 @@ use super::{AllIndexed, Lacking};
 use crate::btree_order::tuple::{decode_into, KeyTuple};
 use crate::catalog::xact::CommitLog;
 use crate::extended::heap::for_each_live_chain;
-use crate::layout::btree::{BtPageOpaque, P_NONE};
-use crate::layout::heap::{HeapTupleHeader, ItemPointer};
+use crate::layout::btree::{leaf_tuple_tids, BtPageOpaque, P_NONE};
+use crate::layout::heap::HeapTupleHeader;
 use crate::layout::itemid::{ItemId, LpFlags};
-use crate::layout::le_u16;
-
-/// `INDEX_ALT_TID_MASK` of `t_info`, and `BT_IS_POSTING` / `BT_OFFSET_MASK` of the offset.
-const INDEX_ALT_TID_MASK: u16 = 0x2000;
-const BT_IS_POSTING: u16 = 0x2000;
-const BT_OFFSET_MASK: u16 = 0x0FFF;
-/// Size of an `ItemPointerData`.
-const SIZE_OF_ITEM_POINTER: usize = 6;
 
 /// A worker's reused buffer: where the current heap tuple's attributes lie.
 #[derive(Default)]
@@ -61,8 +53,10 @@ pub fn insert_leaf(
             idx.incomplete.store(true, Ordering::Relaxed);
             return;
         };
-        match entry_key(idx, tuple, max_align, &mut decoded) {
-            Some(kh) => entries += insert_tids(tuple, kh, &mut pending),
+        match entry_key(idx, tuple, max_align, &mut decoded)
+            .and_then(|kh| insert_tids(tuple, kh, &mut pending))
+        {
+            Some(n) => entries += n,
             None => {
                 idx.incomplete.store(true, Ordering::Relaxed);
                 return;
@@ -91,28 +85,15 @@ fn entry_key<'t>(
     Some(h.finish())
 }
 
-/// Inserts the fingerprints of a tuple's heap TIDs (its `t_tid`, or each TID of its posting
-/// list); returns how many.
-fn insert_tids(tuple: &[u8], kh: u64, pending: &mut Vec<(u64, u32)>) -> u64 {
-    let t_info = le_u16(tuple, 6).unwrap_or(0);
-    let offset_field = le_u16(tuple, 4).unwrap_or(0);
-    let posting = t_info & INDEX_ALT_TID_MASK != 0 && offset_field & BT_IS_POSTING != 0;
-    let (count, start) = if posting {
-        (
-            (offset_field & BT_OFFSET_MASK) as usize,
-            le_u16(tuple, 2).unwrap_or(0) as usize,
-        )
-    } else {
-        (1, 0)
-    };
+/// Queues the fingerprints of a tuple's heap TIDs (its `t_tid`, or each TID of its posting
+/// list); returns how many, `None` when the tuple does not decode.
+fn insert_tids(tuple: &[u8], kh: u64, pending: &mut Vec<(u64, u32)>) -> Option<u64> {
     let mut n = 0;
-    for i in 0..count {
-        if let Some(p) = ItemPointer::parse(tuple, start + i * SIZE_OF_ITEM_POINTER) {
-            pending.push((fingerprint(kh, p.block, p.offset), p.block));
-            n += 1;
-        }
-    }
-    n
+    leaf_tuple_tids(tuple, |p| {
+        pending.push((fingerprint(kh, p.block, p.offset), p.block));
+        n += 1;
+    })?;
+    Some(n)
 }
 
 /// Sets a page's fingerprints: first touches every block they fall in (independent loads

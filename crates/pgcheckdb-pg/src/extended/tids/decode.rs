@@ -6,17 +6,12 @@
 //! index itself and give nothing.
 
 use super::IndexAm;
-use crate::layout::btree::{flags as bf, BtPageOpaque, P_NONE};
+use crate::layout::btree::{flags as bf, leaf_tuple_tids, BtPageOpaque, P_NONE};
 use crate::layout::heap::ItemPointer;
 use crate::layout::itemid::ItemId;
 use crate::layout::{le_u16, le_u32};
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
-/// `INDEX_ALT_TID_MASK` in an index tuple's `t_info`.
-const INDEX_ALT_TID_MASK: u16 = 0x2000;
-/// `BT_IS_POSTING` and `BT_OFFSET_MASK` in the offset of an ALT-TID B-tree tuple.
-const BT_IS_POSTING: u16 = 0x2000;
-const BT_OFFSET_MASK: u16 = 0x0FFF;
 /// Hash page types that hold index tuples: `LH_OVERFLOW_PAGE`, `LH_BUCKET_PAGE`.
 const LH_OVERFLOW_PAGE: u16 = 0x01;
 const LH_BUCKET_PAGE: u16 = 0x02;
@@ -132,25 +127,7 @@ fn btree_leaf(page: &[u8], special: usize, items: &[ItemId], out: &mut Vec<(u32,
 
 /// One B-tree leaf tuple's TIDs; `None` when it does not decode.
 fn btree_tuple(t: &[u8], out: &mut Vec<(u32, u16)>) -> Option<()> {
-    let info = le_u16(t, 6)?;
-    let tid = ItemPointer::parse(t, 0)?;
-    if info & INDEX_ALT_TID_MASK == 0 {
-        out.push((tid.block, tid.offset));
-        return Some(());
-    }
-    if tid.offset & BT_IS_POSTING == 0 {
-        return Some(()); // a pivot tuple: no heap TID
-    }
-    let start = tid.block as usize;
-    let n = (tid.offset & BT_OFFSET_MASK) as usize;
-    if start.checked_add(n.checked_mul(6)?)? > t.len() {
-        return None;
-    }
-    for i in 0..n {
-        let p = ItemPointer::parse(t, start + 6 * i)?;
-        out.push((p.block, p.offset));
-    }
-    Some(())
+    leaf_tuple_tids(t, |p| out.push((p.block, p.offset)))
 }
 
 /// Live SP-GiST leaf tuples: `heapPtr` after `tupstate:2,size:30` and `t_info`.
@@ -311,6 +288,7 @@ fn varbyte(b: &[u8]) -> Option<(u64, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::btree::{BT_IS_POSTING, INDEX_ALT_TID_MASK};
 
     fn encode(v: u64, out: &mut Vec<u8>) {
         let mut v = v;
