@@ -16,12 +16,10 @@ use super::bloom::mix;
 use crate::btree_order::datum;
 use crate::catalog::attributes::Attribute;
 use crate::layout::heap::{infomask2 as im2, HeapTupleHeader};
+use crate::standard::attribute_span;
 
 /// `VARTAG_1B_E`: the first byte of an external (TOAST) pointer.
 const VARTAG_1B_E: u8 = 0x01;
-/// Bytes of an on-disk TOAST pointer (`VARTAG_ONDISK`): tag byte, length byte and
-/// `varatt_external`.
-const TOAST_POINTER_SIZE: usize = 2 + 16;
 /// `HEAP_NATTS_MASK` of `t_infomask2`.
 const HEAP_NATTS_MASK: u16 = 0x07FF;
 
@@ -135,24 +133,6 @@ pub fn fingerprint(key_hash: u64, block: u32, offset: u16) -> u64 {
     mix(key_hash ^ mix((u64::from(block) << 16) | u64::from(offset)))
 }
 
-fn align_to(off: usize, align: usize) -> usize {
-    let a = align.max(1);
-    off.div_ceil(a) * a
-}
-
-/// The stored size of the varlena at the start of `b`.
-fn varlena_size(b: &[u8]) -> Option<usize> {
-    let first = *b.first()?;
-    if first == VARTAG_1B_E {
-        return Some(TOAST_POINTER_SIZE);
-    }
-    if first & 0x01 == 0x01 {
-        return Some((first >> 1) as usize).filter(|&n| n >= 1);
-    }
-    let header = u32::from_le_bytes(b.get(..4)?.try_into().ok()?);
-    Some((header >> 2) as usize).filter(|&n| n >= 4)
-}
-
 /// Where an attribute's stored bytes lie in its tuple.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span {
@@ -166,9 +146,10 @@ impl Span {
     }
 }
 
-/// Where the stored bytes of attributes `1..=upto` of a heap tuple lie (`None` for NULL), into `out`,
-/// walking the tuple as the server deforms it. On an error `out` holds the attributes read
-/// before it (all the tuple has when the error is [`Unkeyable::MissingAttribute`]).
+/// Where the stored bytes of attributes `1..=upto` of a heap tuple lie (`None` for NULL), into
+/// `out`, walking the tuple as the server deforms it with the heap checks' [`attribute_span`].
+/// On an error `out` holds the attributes read before it (all the tuple has when the error is
+/// [`Unkeyable::MissingAttribute`]).
 pub fn deform_into(
     tuple: &[u8],
     h: &HeapTupleHeader,
@@ -185,35 +166,12 @@ pub fn deform_into(
             out.push(None);
             continue;
         }
-        let len = match a.attlen {
-            n if n > 0 => {
-                off = align_to(off, a.align);
-                n as usize
-            }
-            -1 => {
-                // A 1-byte header is never aligned; a zero byte is padding before a 4-byte one.
-                if data.get(off) == Some(&0) {
-                    off = align_to(off, a.align);
-                }
-                varlena_size(data.get(off..).ok_or(Unkeyable::Malformed)?)
-                    .ok_or(Unkeyable::Malformed)?
-            }
-            -2 => {
-                off = align_to(off, a.align);
-                let rest = data.get(off..).ok_or(Unkeyable::Malformed)?;
-                rest.iter()
-                    .position(|&c| c == 0)
-                    .ok_or(Unkeyable::Malformed)?
-                    + 1
-            }
-            _ => return Err(Unkeyable::Malformed),
-        };
-        data.get(off..off + len).ok_or(Unkeyable::Malformed)?;
+        let span = attribute_span(data, off, a).map_err(|_| Unkeyable::Malformed)?;
         out.push(Some(Span {
-            start: h.t_hoff as usize + off,
-            len,
+            start: h.t_hoff as usize + span.start,
+            len: span.end - span.start,
         }));
-        off += len;
+        off = span.end;
     }
     if upto > natts {
         return Err(Unkeyable::MissingAttribute);
