@@ -27,6 +27,7 @@ pub mod facts;
 pub mod heap;
 pub mod merge;
 pub mod plan;
+pub mod prefetch;
 pub mod report;
 pub mod spill;
 pub mod tids;

@@ -14,6 +14,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::prefetch::prefetch;
+
+/// How many records ahead a gather over a sorted arena asks for the next ones.
+const PREFETCH_AHEAD: usize = 16;
+
 /// The private directory of one run's spill files; removed with everything in it on drop.
 #[derive(Debug)]
 pub struct SpillDir {
@@ -89,6 +94,18 @@ impl Arena {
             self.bytes[start + 3],
         ]) as usize;
         &self.bytes[start + 4..start + 4 + len]
+    }
+
+    /// Asks for the record at sorted position `pos` to be brought into the cache.
+    fn prefetch_at(&self, pos: usize) {
+        if let Some(&s) = self.starts.get(pos) {
+            prefetch(&self.bytes, s);
+        }
+    }
+
+    /// The unit of the record at sorted position `pos`.
+    fn unit_at(&self, pos: usize) -> u32 {
+        unit_of(self.record(self.starts[pos]))
     }
 
     /// Bytes held, with the index and the keys [`Arena::sort`] builds (so that sorting stays
@@ -207,7 +224,8 @@ fn write_run(path: &Path, arena: &Arena) -> io::Result<(Vec<UnitRange>, u64)> {
     let mut out = BufWriter::with_capacity(256 << 10, file);
     let mut units: Vec<UnitRange> = Vec::new();
     let mut at = 0u64;
-    for &s in &arena.starts {
+    for (pos, &s) in arena.starts.iter().enumerate() {
+        arena.prefetch_at(pos + PREFETCH_AHEAD);
         let rec = arena.record(s);
         let unit = unit_of(rec);
         match units.last_mut() {
@@ -249,8 +267,12 @@ impl Runs {
     pub fn units(&self) -> BTreeSet<u32> {
         let mut out = BTreeSet::new();
         for a in &self.mem {
-            for &s in &a.starts {
-                out.insert(unit_of(a.record(s)));
+            // Sorted: jump from one unit's first record to the next one's.
+            let mut pos = 0;
+            while pos < a.starts.len() {
+                let unit = a.unit_at(pos);
+                out.insert(unit);
+                pos += a.starts[pos..].partition_point(|&s| unit_of(a.record(s)) <= unit);
             }
         }
         for f in &self.files {
@@ -379,7 +401,11 @@ impl<'a> Cursor<'a> {
     }
 
     fn record(&self) -> &[u8] {
-        &self.buf
+        match &self.source {
+            // The record in place in the arena (`pos` is already past it).
+            Source::Mem { arena, pos, .. } => arena.record(arena.starts[*pos - 1]),
+            Source::File { .. } => &self.buf,
+        }
     }
 
     /// Loads the next record; `false` at the end of the unit.
@@ -389,8 +415,7 @@ impl<'a> Cursor<'a> {
                 if *pos >= *end {
                     return Ok(false);
                 }
-                self.buf.clear();
-                self.buf.extend_from_slice(arena.record(arena.starts[*pos]));
+                arena.prefetch_at(*pos + PREFETCH_AHEAD);
                 *pos += 1;
             }
             Source::File { reader, left } => {
@@ -405,7 +430,7 @@ impl<'a> Cursor<'a> {
                 *left = left.saturating_sub(4 + len as u64);
             }
         }
-        self.key = prefix_key(&self.buf);
+        self.key = prefix_key(self.record());
         Ok(true)
     }
 }

@@ -32,7 +32,7 @@ use crate::catalog::attributes::Attribute;
 use crate::catalog::index_meta::IndexMeta;
 
 /// Bits of filter per estimated entry when memory allows (about 1 % false positives).
-pub const BITS_PER_ENTRY: u64 = 10;
+pub const BITS_PER_ENTRY: u64 = 16;
 /// Bytes of an index entry, at least: an 8-byte tuple header, a 4-byte key (MAXALIGNed to 16
 /// with the header) and its 4-byte line pointer — the densest a leaf page is without posting
 /// lists.
@@ -205,7 +205,7 @@ mod tests {
 
     #[test]
     fn filters_shrink_evenly_to_the_budget() {
-        assert_eq!(filter_bits(&[100, 300], 1 << 20), vec![1000, 3000]);
+        assert_eq!(filter_bits(&[100, 300], 1 << 20), vec![1600, 4800]);
         // 40,000 bits wanted, 2,496 allowed: each gets its share, the sum stays in budget.
         assert_eq!(filter_bits(&[1000, 3000], 312), vec![624, 1872]);
         let never = RowStats {

@@ -18,6 +18,8 @@ use crate::layout::itemid::{ItemId, LpFlags};
 #[derive(Default)]
 pub struct Scratch {
     values: Vec<Option<Span>>,
+    /// A heap page's lookups: (index number, fingerprint, root line pointer).
+    lookups: Vec<(usize, u64, u16)>,
 }
 
 /// The index side normalises a `name` column as the C string it stores.
@@ -96,12 +98,12 @@ fn insert_tids(tuple: &[u8], kh: u64, pending: &mut Vec<(u64, u32)>) -> Option<u
     Some(n)
 }
 
-/// Sets a page's fingerprints: first touches every block they fall in (independent loads
-/// the processor overlaps, where one insert after another would wait for each cache miss
-/// of an index not in table order), then sets the bits.
+/// Sets a page's fingerprints: first asks for every word they fall in (the loads overlap,
+/// where one insert after another would wait for each cache miss of an index not in table
+/// order), then sets the bits.
 fn insert_pending(idx: &AllIndexed, pending: &[(u64, u32)]) {
     for &(fp, block) in pending {
-        idx.bloom.touch(fp, block);
+        idx.bloom.prefetch(fp, block);
     }
     for &(fp, block) in pending {
         idx.bloom.insert(fp, block);
@@ -109,7 +111,8 @@ fn insert_pending(idx: &AllIndexed, pending: &[(u64, u32)]) {
 }
 
 /// Looks up, for every certainly live tuple of a heap page, its entry in each index of the
-/// table; records the entries an index lacks.
+/// table; records the entries an index lacks. The page's fingerprints are computed first and
+/// looked up after, so that their cache misses overlap.
 pub fn probe_heap(
     indexes: &[Arc<AllIndexed>],
     page: &[u8],
@@ -124,7 +127,8 @@ pub fn probe_heap(
     let Some(attrs) = indexes.first().map(|i| i.heap_attrs.clone()) else {
         return;
     };
-    let values = &mut scratch.values;
+    let Scratch { values, lookups } = scratch;
+    lookups.clear();
     let mut checked = vec![0u64; indexes.len()];
     let mut not_checked = vec![0u64; indexes.len()];
     for_each_live_chain(page, blkno, items, clog, |root, _member, tuple| {
@@ -148,14 +152,19 @@ pub fn probe_heap(
             }
             checked[n] += 1;
             let fp = fingerprint(h.finish(), blkno, root);
-            if !idx.bloom.contains(fp, blkno) {
-                idx.record_lacking(Lacking {
-                    heap_block: blkno,
-                    heap_offset: root,
-                });
-            }
+            idx.bloom.prefetch(fp, blkno);
+            lookups.push((n, fp, root));
         }
     });
+    for &(n, fp, root) in lookups.iter() {
+        let idx = &indexes[n];
+        if !idx.bloom.contains(fp, blkno) {
+            idx.record_lacking(Lacking {
+                heap_block: blkno,
+                heap_offset: root,
+            });
+        }
+    }
     for (n, idx) in indexes.iter().enumerate() {
         idx.tuples_checked.fetch_add(checked[n], Ordering::Relaxed);
         idx.tuples_not_checked

@@ -263,12 +263,14 @@ impl<'a> HeapMerge<'a> {
             return;
         };
         let mut listed = Vec::new();
-        for &(fork, blk, n) in lost.pages.iter().take(MAX_LISTED_PAGES) {
+        let mut pages = lost.pages;
+        pages.sort_unstable();
+        for &(fork, blk, n) in pages.iter().take(MAX_LISTED_PAGES) {
             let name = self.indexes.get(&(fork as usize)).map(|i| i.name.clone());
             let file = &self.plan.dir.files[self.plan.forks[fork as usize].segments.start];
             listed.push(json!({"index": name, "file": file.rel_path(), "block": blk, "tids": n}));
         }
-        let npages = lost.pages.len();
+        let npages = pages.len();
         let state = if lost.beyond_end {
             format!("is past the end of the table ({} blocks)", self.nblocks)
         } else {

@@ -5,7 +5,7 @@
 //!
 //! * Heap summary: page state, `nlines` (the line pointer count), and, only when some line
 //!   pointer may not be named by an index, 2 bits per line pointer ([`LpTarget`]).
-//! * Index group: index fork and block, then the offsets of the TIDs into this heap block,
+//! * Index group: index block and fork, then the offsets of the TIDs into this heap block,
 //!   as a list of `u16` or as a bitmap of offsets, whichever is smaller (a page of a
 //!   clustered index names ~60 offsets of a block: 8 bytes).
 
@@ -165,7 +165,9 @@ pub fn write_group(
     offsets: &[u16],
 ) {
     let w = &mut Writer::start(buf, unit, Family::Tids, heap_block);
-    w.u8(Tag::IndexGroup as u8).u32(index_fork).u32(index_block);
+    // The index block before the fork: records sort by their first 16 bytes first, and these
+    // then hold the whole (heap block, index block) pair, so groups rarely tie on that prefix.
+    w.u8(Tag::IndexGroup as u8).u32(index_block).u32(index_fork);
     let max = offsets.last().copied().unwrap_or(0);
     let bitmap_len = (max as usize + 1).div_ceil(8);
     if max < BITMAP_LIMIT && bitmap_len < 2 * offsets.len() {
@@ -239,8 +241,8 @@ pub fn read<'a>(r: &mut Reader<'a>) -> Option<TidRecord<'a>> {
             Some(TidRecord::Heap(HeapLines { state, nlines, map }))
         }
         1 => {
-            let index_fork = r.u32()?;
             let index_block = r.u32()?;
+            let index_fork = r.u32()?;
             let encoding = match r.u8()? {
                 0 => {
                     let n = r.u16()?;
