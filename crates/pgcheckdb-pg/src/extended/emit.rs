@@ -15,7 +15,7 @@ use super::plan::{ExtendedPlan, HeapInfo, IndexInfo, Role};
 use super::spill::{RunBuilder, Runs};
 use super::tids::decode::page_tids;
 use super::tids::record::{
-    for_each_block_group, target_map, write_group, write_heap_lines, write_undecoded, PageState,
+    for_each_chunk_group, target_map, write_group, write_heap_lines, write_undecoded, PageState,
 };
 use super::tids::{IndexAm, TidIndexInfo};
 use super::toast;
@@ -140,7 +140,7 @@ impl<'a> Emitter<'a> {
             .zero_heap_page(info, blkno, &mut self.buf, &mut self.runs);
     }
 
-    /// The heap TIDs of a sound index page, one record per heap block they name.
+    /// The heap TIDs of a sound index page, one record per chunk of heap blocks they name.
     fn index_tids(&mut self, info: &TidIndexInfo, blkno: u32, page: &[u8]) {
         let Some(h) = PageHeader::parse(page) else {
             return;
@@ -152,8 +152,8 @@ impl<'a> Emitter<'a> {
         let undecoded = page_tids(info.am, page, &h, &self.items, &mut self.tids);
         let (unit, index_fork) = (info.heap_fork as u32, info.fork as u32);
         let (buf, runs) = (&mut self.buf, &mut self.runs);
-        for_each_block_group(&mut self.tids, |heap_block, offsets| {
-            write_group(buf, unit, heap_block, index_fork, blkno, offsets);
+        for_each_chunk_group(&mut self.tids, |tids| {
+            write_group(buf, unit, index_fork, blkno, tids);
             runs.push(buf);
         });
         if undecoded > 0 {

@@ -133,6 +133,18 @@ impl<'a> Reader<'a> {
         ))
     }
 
+    /// A reader of bytes that are a record's body alone (no head).
+    pub fn body(bytes: &'a [u8]) -> Reader<'a> {
+        Reader { b: bytes, pos: 0 }
+    }
+
+    /// The bytes not read yet, all taken.
+    pub fn rest(&mut self) -> &'a [u8] {
+        let s = self.b.get(self.pos..).unwrap_or_default();
+        self.pos = self.b.len();
+        s
+    }
+
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let s = self.b.get(self.pos..self.pos.checked_add(n)?)?;
         self.pos += n;
@@ -163,6 +175,11 @@ impl<'a> Reader<'a> {
     pub fn bytes(&mut self) -> Option<&'a [u8]> {
         let n = self.u16()? as usize;
         self.take(n)
+    }
+
+    /// Whether the whole record has been read.
+    pub fn at_end(&self) -> bool {
+        self.pos >= self.b.len()
     }
 }
 

@@ -1,6 +1,6 @@
-//! The TID check's merge: each table's `Tids` records stream in heap-block order, each heap
-//! page's summary before the index groups naming it, so one pass with one page's summary in
-//! memory checks every TID. Tables are merged in parallel. Findings: `index_tid_invalid` at
+//! The TID check's merge: each table's `Tids` records stream in chunk order, each chunk's heap
+//! page summaries before the index groups naming it, so one pass with one chunk's summaries
+//! in memory checks every TID. Tables are merged in parallel. Findings: `index_tid_invalid` at
 //! the index page holding a TID that names nothing an index may name, and `lost_write`
 //! (evidence "index") at a heap page that is all zero, or past the end of the table, while
 //! index entries point into it.
@@ -11,7 +11,9 @@ use std::sync::Mutex;
 
 use serde_json::{json, Value};
 
-use super::record::{self, target_in, Group, LpTarget, PageState, TidRecord};
+use super::record::{
+    self, chunk_of, target_in, Group, LpTarget, PageState, TidRecord, CHUNK_BLOCKS,
+};
 use super::TidIndexInfo;
 use crate::extended::facts::{Family, Reader};
 use crate::extended::plan::ExtendedPlan;
@@ -59,7 +61,7 @@ pub fn check_tids(
                 let Some(&heap) = heaps.get(i) else { break };
                 let mut m = HeapMerge::new(plan, &ext.tids.indexes, heap);
                 let result = runs.for_each_in_unit(heap as u32, |r| m.record(r));
-                m.flush_lost();
+                m.finish_chunk();
                 if let Err(e) = result {
                     errors
                         .lock()
@@ -76,12 +78,64 @@ pub fn check_tids(
     total.into_inner().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The heap page summary in hand.
-struct Current {
-    blkno: u32,
+/// A heap page's summary, as the chunk in hand holds it.
+#[derive(Debug, Clone)]
+struct Summary {
     state: PageState,
     nlines: u16,
-    map: Vec<u8>,
+    /// The page's 2-bit target map in [`Chunk::maps`].
+    map: std::ops::Range<usize>,
+}
+
+/// The summaries of the heap pages of the chunk in hand.
+#[derive(Debug, Default)]
+struct Chunk {
+    number: u32,
+    /// By block within the chunk; `None` for a page that was not read.
+    pages: Vec<Option<Summary>>,
+    maps: Vec<u8>,
+}
+
+impl Chunk {
+    fn start(&mut self, number: u32) {
+        self.number = number;
+        self.pages.clear();
+        self.maps.clear();
+    }
+
+    /// Holds the summary of block `blkno` of the chunk (grown up to the blocks seen, so that
+    /// a small table costs a small table).
+    fn insert(&mut self, blkno: u32, state: PageState, nlines: u16, map: &[u8]) {
+        let i = (blkno % CHUNK_BLOCKS) as usize;
+        if self.pages.len() <= i {
+            self.pages.resize(i + 1, None);
+        }
+        let start = self.maps.len();
+        self.maps.extend_from_slice(map);
+        self.pages[i] = Some(Summary {
+            state,
+            nlines,
+            map: start..self.maps.len(),
+        });
+    }
+
+    fn summary(&self, blkno: u32) -> Option<(&Summary, &[u8])> {
+        if chunk_of(blkno) != self.number {
+            return None;
+        }
+        let s = self.pages.get((blkno % CHUNK_BLOCKS) as usize)?.as_ref()?;
+        Some((s, &self.maps[s.map.clone()]))
+    }
+}
+
+/// Index entries into a page that is all zero or past the table's end, set aside until the
+/// chunk is done so that they are judged in heap block order.
+#[derive(Debug)]
+struct LostRef {
+    blkno: u32,
+    index_fork: u32,
+    index_block: u32,
+    offsets: Vec<u16>,
 }
 
 /// A heap page some index entries point into while it is all zero or past the table's end.
@@ -98,7 +152,10 @@ struct HeapMerge<'a> {
     indexes: &'a HashMap<usize, std::sync::Arc<TidIndexInfo>>,
     heap_fork: usize,
     nblocks: u64,
-    current: Option<Current>,
+    chunk: Chunk,
+    lost_refs: Vec<LostRef>,
+    /// Reused for decoding a group's offsets.
+    offsets: Vec<u16>,
     lost: Option<Lost>,
     /// The next block past the end that continues a lost tail (blocks past the end named
     /// one after another from the end on are a lost tail; a lone far block is a bad TID).
@@ -118,7 +175,12 @@ impl<'a> HeapMerge<'a> {
             indexes,
             heap_fork,
             nblocks,
-            current: None,
+            chunk: Chunk {
+                number: u32::MAX,
+                ..Chunk::default()
+            },
+            lost_refs: Vec::new(),
+            offsets: Vec::new(),
             lost: None,
             next_tail: nblocks,
             out: TidOutcome::default(),
@@ -132,91 +194,125 @@ impl<'a> HeapMerge<'a> {
         if head.family != Family::Tids {
             return;
         }
-        let Some(rec) = record::read(&mut reader) else {
+        let Some(rec) = record::read(head.blkno, &mut reader) else {
             return;
         };
-        if self.lost.as_ref().is_some_and(|l| l.blkno != head.blkno) {
-            self.flush_lost();
+        if head.blkno != self.chunk.number {
+            self.finish_chunk();
+            self.chunk.start(head.blkno);
         }
         match rec {
-            TidRecord::Heap(h) => {
-                let mut map = self.current.take().map(|c| c.map).unwrap_or_default();
-                map.clear();
-                map.extend_from_slice(h.map());
-                self.current = Some(Current {
-                    blkno: head.blkno,
-                    state: h.state,
-                    nlines: h.nlines,
-                    map,
-                });
-            }
-            TidRecord::Index(g) => self.group(head.blkno, &g),
+            TidRecord::Heap(h) => self.chunk.insert(h.blkno, h.state, h.nlines, h.map()),
+            TidRecord::Index(g) => self.group(&g),
             TidRecord::Undecoded(n) => self.out.tids_not_checked += n,
         }
     }
 
-    fn group(&mut self, blkno: u32, g: &Group<'_>) {
-        let n = g.count();
-        if blkno as u64 >= self.nblocks {
-            self.out.tids_checked += n;
-            if blkno as u64 == self.next_tail || blkno as u64 + 1 == self.next_tail {
-                self.next_tail = blkno as u64 + 1;
-                self.note_lost(blkno, true, g, n);
-            } else {
-                for off in g.offsets() {
-                    self.invalid(blkno, off, g, "beyond_table");
+    /// Checks the TIDs of one index group against the chunk's summaries; TIDs into all-zero
+    /// pages or past the end wait for [`HeapMerge::finish_chunk`].
+    fn group(&mut self, g: &Group<'_>) {
+        let mut offsets = std::mem::take(&mut self.offsets);
+        let mut bad: Vec<(u32, u16, &'static str, Option<u16>)> = Vec::new();
+        g.for_each_block(&mut offsets, |blkno, offs| {
+            let n = offs.len() as u64;
+            let lost = |refs: &mut Vec<LostRef>| {
+                refs.push(LostRef {
+                    blkno,
+                    index_fork: g.index_fork,
+                    index_block: g.index_block,
+                    offsets: offs.to_vec(),
+                })
+            };
+            if blkno as u64 >= self.nblocks {
+                lost(&mut self.lost_refs);
+                return;
+            }
+            let Some((page, map)) = self.chunk.summary(blkno) else {
+                self.out.tids_not_checked += n; // the heap page was not read
+                return;
+            };
+            match page.state {
+                PageState::Damaged => self.out.tids_not_checked += n,
+                PageState::New => lost(&mut self.lost_refs),
+                PageState::Sound => {
+                    self.out.tids_checked += n;
+                    for &off in offs {
+                        match target_in(page.nlines, map, off) {
+                            None => {
+                                bad.push((blkno, off, "beyond_line_pointers", Some(page.nlines)))
+                            }
+                            Some(LpTarget::Valid) => {}
+                            Some(t) => bad.push((blkno, off, t.name(), Some(page.nlines))),
+                        }
+                    }
                 }
             }
-            return;
-        }
-        let Some(c) = self.current.as_ref().filter(|c| c.blkno == blkno) else {
-            self.out.tids_not_checked += n; // the heap page was not read
-            return;
-        };
-        match c.state {
-            PageState::Damaged => self.out.tids_not_checked += n,
-            PageState::New => {
-                self.out.tids_checked += n;
-                self.note_lost(blkno, false, g, n);
-            }
-            PageState::Sound => {
-                self.out.tids_checked += n;
-                let bad: Vec<(u16, &'static str)> = g
-                    .offsets()
-                    .into_iter()
-                    .filter_map(|off| match target_in(c.nlines, &c.map, off) {
-                        None => Some((off, "beyond_line_pointers")),
-                        Some(LpTarget::Valid) => None,
-                        Some(t) => Some((off, t.name())),
-                    })
-                    .collect();
-                for (off, what) in bad {
-                    self.invalid(blkno, off, g, what);
-                }
-            }
+        });
+        self.offsets = offsets;
+        for (blkno, off, what, nlines) in bad {
+            self.invalid(blkno, off, g.index_fork, g.index_block, what, nlines);
         }
     }
 
-    fn note_lost(&mut self, blkno: u32, beyond_end: bool, g: &Group<'_>, n: u64) {
+    /// Judges the entries into all-zero pages and past the end, in heap block order: a page
+    /// past the end that continues the table (one after another from its end on) is a lost
+    /// write like an all-zero page; a lone far block is a bad TID.
+    fn finish_chunk(&mut self) {
+        let mut refs = std::mem::take(&mut self.lost_refs);
+        refs.sort_unstable_by_key(|r| (r.blkno, r.index_fork, r.index_block));
+        for r in &refs {
+            if self.lost.as_ref().is_some_and(|l| l.blkno != r.blkno) {
+                self.flush_lost();
+            }
+            let n = r.offsets.len() as u64;
+            self.out.tids_checked += n;
+            if (r.blkno as u64) < self.nblocks {
+                self.note_lost(r, false, n);
+            } else if r.blkno as u64 == self.next_tail || r.blkno as u64 + 1 == self.next_tail {
+                self.next_tail = r.blkno as u64 + 1;
+                self.note_lost(r, true, n);
+            } else {
+                for &off in &r.offsets {
+                    self.invalid(
+                        r.blkno,
+                        off,
+                        r.index_fork,
+                        r.index_block,
+                        "beyond_table",
+                        None,
+                    );
+                }
+            }
+        }
+        self.flush_lost();
+        refs.clear();
+        self.lost_refs = refs;
+    }
+
+    fn note_lost(&mut self, r: &LostRef, beyond_end: bool, n: u64) {
         let lost = self.lost.get_or_insert_with(|| Lost {
-            blkno,
+            blkno: r.blkno,
             beyond_end,
             tids: 0,
             pages: Vec::new(),
         });
         lost.tids += n;
-        lost.pages.push((g.index_fork, g.index_block, n));
+        lost.pages.push((r.index_fork, r.index_block, n));
     }
 
-    /// A finding at the index page of `g`: its TID (`blkno`, `off`) names `what`.
-    fn invalid(&mut self, blkno: u32, off: u16, g: &Group<'_>, what: &str) {
-        let index = self.indexes.get(&(g.index_fork as usize));
+    /// A finding at block `index_block` of index fork `index_fork`: its TID (`blkno`, `off`)
+    /// names `what` (on a heap page of `nlines` line pointers, when it was read).
+    fn invalid(
+        &mut self,
+        blkno: u32,
+        off: u16,
+        index_fork: u32,
+        index_block: u32,
+        what: &str,
+        nlines: Option<u16>,
+    ) {
+        let index = self.indexes.get(&(index_fork as usize));
         let table = index.map_or("", |i| i.table.as_str());
-        let nlines = self
-            .current
-            .as_ref()
-            .filter(|c| c.blkno == blkno)
-            .map(|c| c.nlines);
         let text = match what {
             "beyond_table" => format!("beyond the table's {} blocks", self.nblocks),
             "beyond_line_pointers" => format!(
@@ -238,8 +334,8 @@ impl<'a> HeapMerge<'a> {
         });
         self.out.findings.push(block_finding(
             self.plan,
-            g.index_fork as usize,
-            g.index_block as u64,
+            index_fork as usize,
+            index_block as u64,
             FindingKind::IndexTidInvalid,
             message,
             detail,

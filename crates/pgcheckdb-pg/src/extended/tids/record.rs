@@ -1,13 +1,17 @@
-//! The TID check's fact records, all in the heap's unit and family `Tids`, keyed by heap
-//! block. The body starts with a [`Tag`]: the heap page's line-pointer summary (tag 0) sorts
-//! before the index groups naming that block (tag 1), so the merge meets each heap page's
-//! summary first and then every index entry that points into it.
+//! The TID check's fact records, all in the heap's unit and family `Tids`, keyed by the
+//! chunk of [`CHUNK_BLOCKS`] heap blocks they are about. The body starts with a [`Tag`]: the
+//! heap pages' line-pointer summaries (tag 0) sort before the index groups naming the chunk
+//! (tag 1), so the merge holds one chunk's summaries and then checks every index entry that
+//! points into it.
 //!
-//! * Heap summary: page state, `nlines` (the line pointer count), and, only when some line
-//!   pointer may not be named by an index, 2 bits per line pointer ([`LpTarget`]).
-//! * Index group: index block and fork, then the offsets of the TIDs into this heap block,
-//!   as a list of `u16` or as a bitmap of offsets, whichever is smaller (a page of a
-//!   clustered index names ~60 offsets of a block: 8 bytes).
+//! * Heap summary: the heap block, page state, `nlines` (the line pointer count), and, only
+//!   when some line pointer may not be named by an index, 2 bits per line pointer
+//!   ([`LpTarget`]).
+//! * Index group: index block and fork, then for each heap block of the chunk the page names,
+//!   the block (relative to the chunk) and the offsets of the TIDs into it: one offset, a list
+//!   of `u16`, or a bitmap of offsets, whichever is smallest. A chunk rather than a block per
+//!   record: an index whose order is not the table's names one TID per heap block on each of
+//!   its pages, and a record per TID made the facts of such an index larger than the index.
 
 use super::super::facts::{Family, Reader, Writer};
 use crate::layout::heap::{infomask2 as im2, HeapTupleHeader};
@@ -110,8 +114,9 @@ pub fn write_heap_lines(
     nlines: u16,
     map: &[u8],
 ) {
-    Writer::start(buf, unit, Family::Tids, blkno)
+    Writer::start(buf, unit, Family::Tids, chunk_of(blkno))
         .u8(Tag::HeapLines as u8)
+        .u32(blkno)
         .u8(state as u8)
         .u16(nlines)
         .bytes(map);
@@ -120,6 +125,7 @@ pub fn write_heap_lines(
 /// A heap page's summary, read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeapLines<'a> {
+    pub blkno: u32,
     pub state: PageState,
     pub nlines: u16,
     map: &'a [u8],
@@ -151,34 +157,66 @@ pub fn target_in(nlines: u16, map: &[u8], offset: u16) -> Option<LpTarget> {
     })
 }
 
+/// Heap blocks per chunk of the TID facts (512 MiB of table at 8 kB blocks; a block within a
+/// chunk fits the `u16` of a group entry): the merge holds one chunk's page summaries at a
+/// time, at most 2 MiB.
+pub const CHUNK_BLOCKS: u32 = 1 << 16;
+
+/// The chunk heap block `blkno` belongs to.
+pub fn chunk_of(blkno: u32) -> u32 {
+    blkno / CHUNK_BLOCKS
+}
+
 /// Offsets at or above this are always written as a list.
 const BITMAP_LIMIT: u16 = 2048;
 
-/// Writes one index group: the `offsets` (sorted, no repeats) of TIDs into heap block
-/// `heap_block` held by block `index_block` of index fork `index_fork`.
+/// How one heap block's offsets are written in a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum OffsetsForm {
+    List = 0,
+    Bitmap = 1,
+    One = 2,
+}
+
+/// Writes one index group: the TIDs `tids` (sorted, no repeats, all in one chunk) held by
+/// block `index_block` of index fork `index_fork`.
 pub fn write_group(
     buf: &mut Vec<u8>,
     unit: u32,
-    heap_block: u32,
     index_fork: u32,
     index_block: u32,
-    offsets: &[u16],
+    tids: &[(u32, u16)],
 ) {
-    let w = &mut Writer::start(buf, unit, Family::Tids, heap_block);
+    let chunk = tids.first().map_or(0, |t| chunk_of(t.0));
+    let w = &mut Writer::start(buf, unit, Family::Tids, chunk);
     // The index block before the fork: records sort by their first 16 bytes first, and these
-    // then hold the whole (heap block, index block) pair, so groups rarely tie on that prefix.
+    // then hold the whole (chunk, index block) pair, so groups rarely tie on that prefix.
     w.u8(Tag::IndexGroup as u8).u32(index_block).u32(index_fork);
-    let max = offsets.last().copied().unwrap_or(0);
+    let mut rest = tids;
+    while let Some(&(block, _)) = rest.first() {
+        let n = rest.iter().take_while(|t| t.0 == block).count();
+        let (these, after) = rest.split_at(n);
+        w.u16((block - chunk * CHUNK_BLOCKS) as u16);
+        write_offsets(w, these);
+        rest = after;
+    }
+}
+
+fn write_offsets(w: &mut Writer<'_>, tids: &[(u32, u16)]) {
+    let max = tids.last().map_or(0, |t| t.1);
     let bitmap_len = (max as usize + 1).div_ceil(8);
-    if max < BITMAP_LIMIT && bitmap_len < 2 * offsets.len() {
+    if let [(_, only)] = tids {
+        w.u8(OffsetsForm::One as u8).u16(*only);
+    } else if max < BITMAP_LIMIT && bitmap_len < 2 * tids.len() {
         let mut bits = [0u8; BITMAP_LIMIT as usize / 8];
-        for &o in offsets {
+        for &(_, o) in tids {
             bits[o as usize / 8] |= 1 << (o % 8);
         }
-        w.u8(1).bytes(&bits[..bitmap_len]);
+        w.u8(OffsetsForm::Bitmap as u8).bytes(&bits[..bitmap_len]);
     } else {
-        w.u8(0).u16(offsets.len() as u16);
-        for &o in offsets {
+        w.u8(OffsetsForm::List as u8).u16(tids.len() as u16);
+        for &(_, o) in tids {
             w.u16(o);
         }
     }
@@ -189,32 +227,45 @@ pub fn write_group(
 pub struct Group<'a> {
     pub index_fork: u32,
     pub index_block: u32,
-    encoding: GroupOffsets<'a>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum GroupOffsets<'a> {
-    List(Vec<u16>),
-    Bitmap(&'a [u8]),
+    chunk: u32,
+    /// The (block, offsets) entries, still encoded.
+    entries: &'a [u8],
 }
 
 impl Group<'_> {
-    /// The offsets, ascending.
-    pub fn offsets(&self) -> Vec<u16> {
-        match &self.encoding {
-            GroupOffsets::List(v) => v.clone(),
-            GroupOffsets::Bitmap(bits) => (0..bits.len() * 8)
-                .filter(|&i| bits[i / 8] & (1 << (i % 8)) != 0)
-                .map(|i| i as u16)
-                .collect(),
+    /// Calls `f` with each heap block the group names and its offsets (ascending), decoded
+    /// into `scratch`; `None` when the entries do not decode (nothing is called for the
+    /// entry that failed and those after it).
+    pub fn for_each_block(
+        &self,
+        scratch: &mut Vec<u16>,
+        mut f: impl FnMut(u32, &[u16]),
+    ) -> Option<()> {
+        let mut r = Reader::body(self.entries);
+        while !r.at_end() {
+            let block = self.chunk * CHUNK_BLOCKS + u32::from(r.u16()?);
+            scratch.clear();
+            match r.u8()? {
+                0 => {
+                    let n = r.u16()?;
+                    for _ in 0..n {
+                        scratch.push(r.u16()?);
+                    }
+                }
+                1 => {
+                    let bits = r.bytes()?;
+                    scratch.extend(
+                        (0..bits.len() * 8)
+                            .filter(|&i| bits[i / 8] & (1 << (i % 8)) != 0)
+                            .map(|i| i as u16),
+                    );
+                }
+                2 => scratch.push(r.u16()?),
+                _ => return None,
+            }
+            f(block, scratch);
         }
-    }
-
-    pub fn count(&self) -> u64 {
-        match &self.encoding {
-            GroupOffsets::List(v) => v.len() as u64,
-            GroupOffsets::Bitmap(bits) => bits.iter().map(|b| b.count_ones() as u64).sum(),
-        }
+        Some(())
     }
 }
 
@@ -226,10 +277,12 @@ pub enum TidRecord<'a> {
     Undecoded(u64),
 }
 
-/// Reads the body of a `Tids` record; `None` when it does not decode.
-pub fn read<'a>(r: &mut Reader<'a>) -> Option<TidRecord<'a>> {
+/// Reads the body of a `Tids` record of chunk `head_chunk` (the record's block field);
+/// `None` when it does not decode.
+pub fn read<'a>(head_chunk: u32, r: &mut Reader<'a>) -> Option<TidRecord<'a>> {
     match r.u8()? {
         0 => {
+            let blkno = r.u32()?;
             let state = match r.u8()? {
                 0 => PageState::Sound,
                 1 => PageState::New,
@@ -238,23 +291,21 @@ pub fn read<'a>(r: &mut Reader<'a>) -> Option<TidRecord<'a>> {
             };
             let nlines = r.u16()?;
             let map = r.bytes()?;
-            Some(TidRecord::Heap(HeapLines { state, nlines, map }))
+            Some(TidRecord::Heap(HeapLines {
+                blkno,
+                state,
+                nlines,
+                map,
+            }))
         }
         1 => {
             let index_block = r.u32()?;
             let index_fork = r.u32()?;
-            let encoding = match r.u8()? {
-                0 => {
-                    let n = r.u16()?;
-                    GroupOffsets::List((0..n).map(|_| r.u16()).collect::<Option<_>>()?)
-                }
-                1 => GroupOffsets::Bitmap(r.bytes()?),
-                _ => return None,
-            };
             Some(TidRecord::Index(Group {
                 index_fork,
                 index_block,
-                encoding,
+                chunk: head_chunk,
+                entries: r.rest(),
             }))
         }
         2 => Some(TidRecord::Undecoded(r.u64()?)),
@@ -262,20 +313,18 @@ pub fn read<'a>(r: &mut Reader<'a>) -> Option<TidRecord<'a>> {
     }
 }
 
-/// Sorts `tids` (heap block, offset) and writes one group per heap block through `emit`.
-pub fn for_each_block_group(tids: &mut Vec<(u32, u16)>, mut emit: impl FnMut(u32, &[u16])) {
+/// Sorts `tids` (heap block, offset), drops repeats and calls `emit` with the TIDs of each
+/// chunk in turn.
+pub fn for_each_chunk_group(tids: &mut Vec<(u32, u16)>, mut emit: impl FnMut(&[(u32, u16)])) {
     tids.sort_unstable();
     tids.dedup();
-    let mut offsets: Vec<u16> = Vec::new();
-    let mut i = 0;
-    while i < tids.len() {
-        let block = tids[i].0;
-        offsets.clear();
-        while i < tids.len() && tids[i].0 == block {
-            offsets.push(tids[i].1);
-            i += 1;
-        }
-        emit(block, &offsets);
+    let mut rest = &tids[..];
+    while let Some(&(block, _)) = rest.first() {
+        let chunk = chunk_of(block);
+        let n = rest.iter().take_while(|t| chunk_of(t.0) == chunk).count();
+        let (these, after) = rest.split_at(n);
+        emit(these);
+        rest = after;
     }
 }
 
@@ -283,46 +332,59 @@ pub fn for_each_block_group(tids: &mut Vec<(u32, u16)>, mut emit: impl FnMut(u32
 mod tests {
     use super::*;
 
-    fn round_trip(offsets: &[u16]) -> Vec<u16> {
+    fn round_trip(tids: &[(u32, u16)]) -> Vec<(u32, u16)> {
         let mut buf = Vec::new();
-        write_group(&mut buf, 3, 9, 4, 17, offsets);
+        write_group(&mut buf, 3, 4, 17, tids);
         let (head, mut r) = Reader::open(&buf).unwrap();
-        assert_eq!((head.unit, head.family, head.blkno), (3, Family::Tids, 9));
-        match read(&mut r).unwrap() {
+        assert_eq!((head.unit, head.family), (3, Family::Tids));
+        assert_eq!(head.blkno, chunk_of(tids[0].0));
+        match read(head.blkno, &mut r).unwrap() {
             TidRecord::Index(g) => {
                 assert_eq!((g.index_fork, g.index_block), (4, 17));
-                assert_eq!(g.count(), offsets.len() as u64);
-                g.offsets()
+                let mut out = Vec::new();
+                g.for_each_block(&mut Vec::new(), |b, offs| {
+                    out.extend(offs.iter().map(|&o| (b, o)))
+                })
+                .unwrap();
+                out
             }
             other => panic!("{other:?}"),
         }
     }
 
     #[test]
-    fn groups_round_trip_as_list_or_bitmap() {
-        let dense: Vec<u16> = (1..=61).collect();
+    fn groups_round_trip_as_one_offset_list_or_bitmap() {
+        let dense: Vec<(u32, u16)> = (1..=61).map(|o| (9, o)).collect();
         assert_eq!(round_trip(&dense), dense);
-        assert_eq!(round_trip(&[7]), vec![7]);
-        assert_eq!(round_trip(&[0, 3, 65535]), vec![0, 3, 65535]);
+        assert_eq!(round_trip(&[(9, 7)]), vec![(9, 7)]);
+        let spread = [(8192, 0), (8192, 3), (8192, 65535), (9000, 5), (16383, 2)];
+        assert_eq!(round_trip(&spread), spread.to_vec());
         // The dense group is a bitmap: 8 bytes for 61 offsets.
         let mut buf = Vec::new();
-        write_group(&mut buf, 3, 9, 4, 17, &dense);
-        assert!(buf.len() < 9 + 1 + 8 + 1 + 2 + 8 + 1, "{}", buf.len());
+        write_group(&mut buf, 3, 4, 17, &dense);
+        assert_eq!(buf.len(), 9 + 1 + 8 + 2 + 1 + 2 + 8);
+        // One TID per heap block (an index not in table order): 5 bytes each.
+        let lone: Vec<(u32, u16)> = (0..100).map(|b| (b * 50, 7)).collect();
+        write_group(&mut buf, 3, 4, 17, &lone);
+        assert_eq!(buf.len(), 9 + 1 + 8 + 100 * 5);
     }
 
     #[test]
-    fn the_heap_summary_sorts_before_the_groups_of_its_block() {
+    fn the_heap_summaries_sort_before_the_groups_of_their_chunk() {
         let mut heap = Vec::new();
         write_heap_lines(&mut heap, 3, 9, PageState::Sound, 4, &[0b0010_0100]);
+        let mut later_heap = Vec::new();
+        write_heap_lines(&mut later_heap, 3, 8000, PageState::Sound, 4, &[]);
         let mut group = Vec::new();
-        write_group(&mut group, 3, 9, 0, 0, &[1]);
+        write_group(&mut group, 3, 0, 0, &[(9, 1)]);
         let mut next_heap = Vec::new();
-        write_heap_lines(&mut next_heap, 3, 10, PageState::New, 0, &[]);
-        assert!(heap < group && group < next_heap);
-        let (_, mut r) = Reader::open(&heap).unwrap();
-        let Some(TidRecord::Heap(h)) = read(&mut r) else {
+        write_heap_lines(&mut next_heap, 3, CHUNK_BLOCKS, PageState::New, 0, &[]);
+        assert!(heap < later_heap && later_heap < group && group < next_heap);
+        let (head, mut r) = Reader::open(&heap).unwrap();
+        let Some(TidRecord::Heap(h)) = read(head.blkno, &mut r) else {
             panic!()
         };
+        assert_eq!(h.blkno, 9);
         assert_eq!(h.target(1), Some(LpTarget::Valid));
         assert_eq!(h.target(2), Some(LpTarget::Unused));
         assert_eq!(h.target(3), Some(LpTarget::HeapOnly));
@@ -332,10 +394,13 @@ mod tests {
     }
 
     #[test]
-    fn tids_group_by_heap_block() {
-        let mut tids = vec![(5, 2), (1, 9), (5, 1), (1, 9)];
+    fn tids_group_by_chunk() {
+        let mut tids = vec![(5, 2), (CHUNK_BLOCKS + 1, 9), (5, 1), (1, 9), (1, 9)];
         let mut seen = Vec::new();
-        for_each_block_group(&mut tids, |b, o| seen.push((b, o.to_vec())));
-        assert_eq!(seen, vec![(1, vec![9]), (5, vec![1, 2])]);
+        for_each_chunk_group(&mut tids, |t| seen.push(t.to_vec()));
+        assert_eq!(
+            seen,
+            vec![vec![(1, 9), (5, 1), (5, 2)], vec![(CHUNK_BLOCKS + 1, 9)]]
+        );
     }
 }
