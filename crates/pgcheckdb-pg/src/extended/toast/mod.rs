@@ -35,6 +35,7 @@
 
 pub mod emit;
 pub mod merge;
+pub mod value;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -8,6 +8,7 @@
 //!   and one record per tuple whose hint bit contradicts `pg_xact`; per visibility-map page,
 //!   one record per run of heap blocks with the same set bits. Both are keyed by heap block,
 //!   so they meet in one sorted stream.
+//! * [`hints`]: which commit hint bit of a tuple contradicts `pg_xact`, and its record.
 //! * [`merge`]: per table, a single pass over that stream joins each run of set bits with the
 //!   heap pages it covers, and turns hint-bit records into findings.
 //!
@@ -17,6 +18,7 @@
 //! `pg_visibility`'s `pg_check_visible` and `pg_check_frozen` define them.
 
 pub mod emit;
+pub mod hints;
 pub mod merge;
 pub mod plan;
 pub mod scan;

@@ -1,0 +1,205 @@
+//! Tests of the scan side of the visibility and hint-bit checks ([`super`]).
+
+use super::*;
+use crate::finding::Severity;
+use crate::layout::heap::ItemPointer;
+use std::collections::HashMap;
+
+fn facts() -> ClusterFacts {
+    ClusterFacts {
+        blcksz: 8192,
+        max_align: 8,
+        next_xid: 1000,
+        next_multi: 10,
+        oldest_xid: 3,
+        oldest_multi: 1,
+        clog_exact: true,
+        xid_severity: Severity::Error,
+    }
+}
+
+/// A commit log where 100 committed, 101 aborted, 102 is in progress.
+fn clog() -> CommitLog {
+    let mut seg = vec![0u8; 8192];
+    let set = |seg: &mut Vec<u8>, xid: usize, v: u8| seg[xid / 4] |= v << (2 * (xid % 4));
+    set(&mut seg, 100, 1);
+    set(&mut seg, 101, 2);
+    CommitLog::from_segments(8192, HashMap::from([(0, seg)]))
+}
+
+fn header(xmin: u32, xmax: u32, mask: u16) -> HeapTupleHeader {
+    HeapTupleHeader {
+        t_xmin: xmin,
+        t_xmax: xmax,
+        t_field3: 0,
+        t_ctid: ItemPointer {
+            block: 0,
+            offset: 1,
+        },
+        t_infomask2: 0,
+        t_infomask: mask,
+        t_hoff: 24,
+    }
+}
+
+#[test]
+fn visibility_to_everyone_follows_hints_then_pg_xact() {
+    let (f, log) = (facts(), clog());
+    let (w, c) = (XidWindow::new(50, &f), Statuses::new(&log));
+    let seen = |h: HeapTupleHeader| match seen_by_everyone(&h, &w, &c) {
+        Seen::Everyone => "everyone",
+        Seen::NotEveryone(..) => "not",
+        Seen::Unknown => "unknown",
+    };
+    assert_eq!(seen(header(100, 0, im::HEAP_XMAX_INVALID)), "everyone");
+    assert_eq!(seen(header(101, 0, im::HEAP_XMAX_INVALID)), "not");
+    assert_eq!(seen(header(102, 0, im::HEAP_XMAX_INVALID)), "not");
+    assert_eq!(seen(header(100, 100, 0)), "not");
+    assert_eq!(seen(header(100, 101, 0)), "everyone");
+    // A deleter that never committed may have crashed: the row may be live.
+    assert_eq!(seen(header(100, 102, 0)), "unknown");
+    assert_eq!(seen(header(100, 100, im::HEAP_XMAX_LOCK_ONLY)), "everyone");
+    assert_eq!(seen(header(100, 5, im::HEAP_XMAX_IS_MULTI)), "unknown");
+    // Outside relfrozenxid..nextXid pg_xact is not asked.
+    assert_eq!(seen(header(20, 0, im::HEAP_XMAX_INVALID)), "unknown");
+    assert_eq!(seen(header(5000, 0, im::HEAP_XMAX_INVALID)), "unknown");
+    let frozen = im::HEAP_XMIN_COMMITTED | im::HEAP_XMIN_INVALID | im::HEAP_XMAX_INVALID;
+    assert_eq!(seen(header(101, 0, frozen)), "everyone");
+}
+
+#[test]
+fn freezing_follows_heap_tuple_needs_eventual_freeze() {
+    let frozen = im::HEAP_XMIN_COMMITTED | im::HEAP_XMIN_INVALID;
+    assert_eq!(needs_freeze(&header(100, 0, frozen)), None);
+    assert_eq!(needs_freeze(&header(2, 0, 0)), None);
+    assert_eq!(
+        needs_freeze(&header(100, 0, im::HEAP_XMIN_COMMITTED)),
+        Some((Why::XminNotFrozen, 100))
+    );
+    assert_eq!(
+        needs_freeze(&header(100, 7, frozen | im::HEAP_XMAX_INVALID)),
+        Some((Why::XmaxNotFrozen, 7))
+    );
+    assert_eq!(
+        needs_freeze(&header(100, 1, frozen | im::HEAP_XMAX_IS_MULTI)),
+        Some((Why::MultiNotFrozen, 1))
+    );
+}
+
+#[test]
+fn hint_bits_are_checked_against_pg_xact_inside_the_window() {
+    let (f, log) = (facts(), clog());
+    let (w, c) = (XidWindow::new(50, &f), Statuses::new(&log));
+    let conflicts = |h: HeapTupleHeader| -> Vec<HintConflict> {
+        hint_conflicts(&h, &w, &c)
+            .into_iter()
+            .flatten()
+            .map(|x| x.0)
+            .collect()
+    };
+    assert!(conflicts(header(
+        100,
+        101,
+        im::HEAP_XMIN_COMMITTED | im::HEAP_XMAX_INVALID
+    ))
+    .is_empty());
+    assert_eq!(
+        conflicts(header(101, 0, im::HEAP_XMIN_COMMITTED)),
+        vec![HintConflict::XminCommittedButAborted]
+    );
+    assert_eq!(
+        conflicts(header(100, 0, im::HEAP_XMIN_INVALID)),
+        vec![HintConflict::XminInvalidButCommitted]
+    );
+    // Both xmin bits: frozen, not a claim about pg_xact.
+    assert!(conflicts(header(
+        101,
+        0,
+        im::HEAP_XMIN_COMMITTED | im::HEAP_XMIN_INVALID
+    ))
+    .is_empty());
+    assert_eq!(
+        conflicts(header(
+            100,
+            101,
+            im::HEAP_XMIN_COMMITTED | im::HEAP_XMAX_COMMITTED
+        )),
+        vec![HintConflict::XmaxCommittedButAborted]
+    );
+    assert_eq!(
+        conflicts(header(
+            100,
+            100,
+            im::HEAP_XMIN_COMMITTED | im::HEAP_XMAX_INVALID
+        )),
+        vec![HintConflict::XmaxInvalidButCommitted]
+    );
+    // A committed locker's xmax is marked invalid once it ended: no conflict.
+    let lock = im::HEAP_XMIN_COMMITTED | im::HEAP_XMAX_INVALID | im::HEAP_XMAX_LOCK_ONLY;
+    assert!(conflicts(header(100, 100, lock)).is_empty());
+    // Outside the window pg_xact is not asked.
+    assert!(conflicts(header(20, 0, im::HEAP_XMIN_INVALID)).is_empty());
+}
+
+#[test]
+fn summaries_round_trip_and_healthy_pages_give_none() {
+    let healthy = PageSummary {
+        pd_all_visible: true,
+        ..PageSummary::default()
+    };
+    assert!(!healthy.matters());
+    let s = PageSummary {
+        pd_all_visible: true,
+        all_zero: false,
+        not_visible: None,
+        not_frozen: Some(Offence {
+            offnum: 7,
+            why: Why::XmaxNotFrozen,
+            xid: 1234,
+        }),
+    };
+    assert!(s.matters());
+    let mut buf = Vec::new();
+    s.write(&mut Writer::start(
+        &mut buf,
+        3,
+        crate::extended::facts::Family::Visibility,
+        9,
+    ));
+    let (head, mut r) = Reader::open(&buf).unwrap();
+    assert_eq!((head.unit, head.blkno), (3, 9));
+    assert_eq!(r.u8(), Some(Tag::HeapPage as u8));
+    assert_eq!(PageSummary::read(&mut r), Some(s));
+}
+
+#[test]
+fn map_runs_join_equal_neighbours() {
+    let mut page = vec![0u8; 8192];
+    // Heap blocks 0..=5 all-visible and all-frozen, 6 all-visible, 9 all-visible.
+    page[24] = 0xFF;
+    page[25] = 0x0F | (0x1 << 4);
+    page[26] = 0x1 << 2;
+    let mut runs = Vec::new();
+    map_runs(&page, 1, 8192, &mut runs);
+    let base = heapblocks_per_page(8192) as u32;
+    assert_eq!(
+        runs,
+        vec![
+            MapRun {
+                start: base,
+                end: base + 6,
+                bits: 3
+            },
+            MapRun {
+                start: base + 6,
+                end: base + 7,
+                bits: 1
+            },
+            MapRun {
+                start: base + 9,
+                end: base + 10,
+                bits: 1
+            },
+        ]
+    );
+}
