@@ -135,6 +135,8 @@ struct LostRef {
     blkno: u32,
     index_fork: u32,
     index_block: u32,
+    tids: u64,
+    /// The offsets, kept only past the table's end (a lone far block reports each TID).
     offsets: Vec<u16>,
 }
 
@@ -215,15 +217,21 @@ impl<'a> HeapMerge<'a> {
         let mut bad: Vec<(u32, u16, &'static str, Option<u16>)> = Vec::new();
         g.for_each_block(&mut offsets, |blkno, offs| {
             let n = offs.len() as u64;
+            let beyond_end = blkno as u64 >= self.nblocks;
             let lost = |refs: &mut Vec<LostRef>| {
                 refs.push(LostRef {
                     blkno,
                     index_fork: g.index_fork,
                     index_block: g.index_block,
-                    offsets: offs.to_vec(),
+                    tids: n,
+                    offsets: if beyond_end {
+                        offs.to_vec()
+                    } else {
+                        Vec::new()
+                    },
                 })
             };
-            if blkno as u64 >= self.nblocks {
+            if beyond_end {
                 lost(&mut self.lost_refs);
                 return;
             }
@@ -264,7 +272,7 @@ impl<'a> HeapMerge<'a> {
             if self.lost.as_ref().is_some_and(|l| l.blkno != r.blkno) {
                 self.flush_lost();
             }
-            let n = r.offsets.len() as u64;
+            let n = r.tids;
             self.out.tids_checked += n;
             if (r.blkno as u64) < self.nblocks {
                 self.note_lost(r, false, n);
