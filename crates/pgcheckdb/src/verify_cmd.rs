@@ -118,7 +118,8 @@ pub fn run(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
             error: Some(format!("{e:#}")),
             ..Summary::default()
         };
-        emit_metrics(common, args.pgdata.as_deref(), &summary, &[], EXIT_FAILED)?;
+        let dir = args.backup.as_deref().or(args.pgdata.as_deref());
+        emit_metrics(common, dir, &summary, &[], EXIT_FAILED)?;
     }
     match signals::caught() {
         // Interrupted before the scan: say so here, exit with the signal's status.
@@ -411,7 +412,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     if wants_metrics(common) {
         emit_metrics(
             common,
-            Some(datadir.as_path()),
+            Some(tar.as_ref().map_or(datadir.as_path(), |t| t.dir.as_path())),
             &report.summary,
             &report.findings,
             code,

@@ -92,9 +92,15 @@ pub struct TarBackup {
     staged: HashSet<(u32, u32, u32)>,
 }
 
-/// Whether `dir` holds a tar-format backup (a `base.tar*`).
+/// Whether `dir` holds a tar-format backup (a `base.tar*`); [`find_archives`] says what is
+/// wrong with it, if anything.
 pub fn is_tar_backup(dir: &Path) -> bool {
-    find_archives(dir).is_ok_and(|a| a.iter().any(|t| t.role == Role::Base))
+    fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            Compression::of_name(&e.file_name().to_string_lossy())
+                .is_some_and(|(stem, _)| stem == "base")
+        })
+    })
 }
 
 /// The tar files of the backup in `dir`.
