@@ -67,7 +67,8 @@ pub fn scan(
     structure: Option<&Structure<'_>>,
     backup: Option<&Backup>,
 ) -> Result<(VerifyReport, Streamed), String> {
-    let manifest = manifest::read_manifest(&tar.dir)?.and_then(|b| manifest::parse_manifest(&b).ok());
+    let manifest =
+        manifest::read_manifest(&tar.dir)?.and_then(|b| manifest::parse_manifest(&b).ok());
     let start_lsn = backup.map_or(u64::MAX, |b| b.label.start_lsn.0);
     let mut source = TarSource::new(tar, plan, manifest.as_ref(), start_lsn, progress);
     let report = verify::run_source(plan, opts, structure, &mut source)?;

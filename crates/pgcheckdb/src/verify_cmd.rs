@@ -298,12 +298,24 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     let mut streamed = None;
     let mut report = signals::cancel_on_signal(&progress_state, || {
         progress::with_progress(&display, &progress_state, || match &tar {
-            None => Ok(verify::run(&plan, &opts, &progress_state, structure.as_ref())),
-            Some(t) => tar_backup::scan(t, &plan, &opts, &progress_state, structure.as_ref(), backup.as_ref())
-                .map(|(report, seen)| {
-                    streamed = Some(seen);
-                    report
-                }),
+            None => Ok(verify::run(
+                &plan,
+                &opts,
+                &progress_state,
+                structure.as_ref(),
+            )),
+            Some(t) => tar_backup::scan(
+                t,
+                &plan,
+                &opts,
+                &progress_state,
+                structure.as_ref(),
+                backup.as_ref(),
+            )
+            .map(|(report, seen)| {
+                streamed = Some(seen);
+                report
+            }),
         })
     })
     .map_err(|e| anyhow!(e))?;

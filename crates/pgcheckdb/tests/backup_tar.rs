@@ -49,10 +49,17 @@ fn formats(c: &Cluster, spc_dir: &Path, plain_spc: &Path) -> Vec<Format> {
         },
     ];
     if major >= 15 {
-        assert!(built_with(c, "lz4"), "PostgreSQL {major} is built without lz4");
+        assert!(
+            built_with(c, "lz4"),
+            "PostgreSQL {major} is built without lz4"
+        );
         out.push(Format {
             name: "lz4",
-            args: s(&["-Ft", "--compress=server-lz4", "--manifest-checksums=SHA384"]),
+            args: s(&[
+                "-Ft",
+                "--compress=server-lz4",
+                "--manifest-checksums=SHA384",
+            ]),
             ending: Some(".tar.lz4"),
         });
     }
@@ -62,7 +69,11 @@ fn formats(c: &Cluster, spc_dir: &Path, plain_spc: &Path) -> Vec<Format> {
     } else if major >= 15 {
         out.push(Format {
             name: "zst",
-            args: s(&["-Ft", "--compress=client-zstd", "--manifest-checksums=SHA512"]),
+            args: s(&[
+                "-Ft",
+                "--compress=client-zstd",
+                "--manifest-checksums=SHA512",
+            ]),
             ending: Some(".tar.zst"),
         });
     }
@@ -75,11 +86,7 @@ fn formats(c: &Cluster, spc_dir: &Path, plain_spc: &Path) -> Vec<Format> {
     let mapping = format!("-T{}={}", spc_dir.display(), plain_spc.display());
     out.push(Format {
         name: "plain",
-        args: vec![
-            "-Fp".into(),
-            "--manifest-checksums=SHA256".into(),
-            mapping,
-        ],
+        args: vec!["-Fp".into(), "--manifest-checksums=SHA256".into(), mapping],
         ending: None,
     });
     out
@@ -153,13 +160,19 @@ fn set_member_size(tar: &mut [u8], header: usize, size: usize) {
 
 /// Copies backup `from` to `to`, applying `change` to the uncompressed tar of each archive
 /// whose file name starts with a prefix in `edits`.
-fn copy_with(from: &Path, to: &Path, edits: &[(&str, &dyn Fn(&mut Vec<u8>))]) {
+/// A change to an archive: the stem of its file name (`base`, a tablespace oid) and the edit.
+type Edit<'a> = (&'a str, &'a dyn Fn(&mut Vec<u8>));
+
+fn copy_with(from: &Path, to: &Path, edits: &[Edit<'_>]) {
     std::fs::create_dir_all(to).expect("mkdir");
     for e in std::fs::read_dir(from).expect("list backup") {
         let e = e.expect("entry");
         let name = e.file_name().to_string_lossy().into_owned();
         let mut bytes = std::fs::read(e.path()).expect("read");
-        if let Some((_, change)) = edits.iter().find(|(p, _)| name.starts_with(&format!("{p}."))) {
+        if let Some((_, change)) = edits
+            .iter()
+            .find(|(p, _)| name.starts_with(&format!("{p}.")))
+        {
             let mut tar = unpack(&e.path());
             change(&mut tar);
             bytes = pack(&tar, &e.path());
@@ -237,7 +250,10 @@ fn tar_backups(major: u32) {
         .relation_filepath("postgres", "pgbench_branches")
         .expect("branches path");
     let spc_oid = c
-        .query_value("postgres", "SELECT oid FROM pg_tablespace WHERE spcname = 'far'")
+        .query_value(
+            "postgres",
+            "SELECT oid FROM pg_tablespace WHERE spcname = 'far'",
+        )
         .expect("tablespace oid");
     let far_member = far
         .strip_prefix(&format!("pg_tblspc/{spc_oid}/"))
@@ -270,7 +286,11 @@ fn tar_backups(major: u32) {
     for (f, dir) in formats.iter().zip(&dirs) {
         if let Some(ending) = f.ending {
             assert!(dir.join(format!("base{ending}")).is_file(), "{}", f.name);
-            assert!(dir.join(format!("{spc_oid}{ending}")).is_file(), "{}", f.name);
+            assert!(
+                dir.join(format!("{spc_oid}{ending}")).is_file(),
+                "{}",
+                f.name
+            );
             // WAL is compressed on the client side only: server-lz4 leaves pg_wal.tar.
             let wal = std::fs::read_dir(dir)
                 .expect("list")
@@ -288,7 +308,11 @@ fn tar_backups(major: u32) {
             let what = format!("PG {major} {} backup at {level}", f.name);
             common::assert_clean(&run, &what);
             let b = &run.summary()["backup"];
-            let rule = if f.name == "nowal" { "page_lsn" } else { "wal_block_set" };
+            let rule = if f.name == "nowal" {
+                "page_lsn"
+            } else {
+                "wal_block_set"
+            };
             assert_eq!(b["rule"], rule, "{what}\n{run}");
             assert_eq!(b["manifest"]["mismatched"], 0, "{what}\n{run}");
             assert_eq!(b["manifest"]["missing"], 0, "{what}\n{run}");
@@ -351,7 +375,10 @@ fn tar_backups(major: u32) {
         let page = common::finding(&run, &common::key("checksum_mismatch", &cold, 1));
         assert_eq!(page["relation"]["name"], "public.cold", "{what}\n{run}");
         if major >= 18 {
-            assert!(!pg_verifybackup(&c, &damaged, true), "pg_verifybackup: {what}");
+            assert!(
+                !pg_verifybackup(&c, &damaged, true),
+                "pg_verifybackup: {what}"
+            );
         }
     }
 
@@ -376,7 +403,8 @@ fn tar_backups(major: u32) {
             .collect();
         common::assert_problems(&run, &expected, &what);
         assert_eq!(
-            run.summary()["backup"]["replayed_blocks_unverified"], 1,
+            run.summary()["backup"]["replayed_blocks_unverified"],
+            1,
             "{what}\n{run}"
         );
     }
@@ -404,7 +432,11 @@ fn tar_backups(major: u32) {
     let run = verify(&c, plain, "physical");
     common::assert_status(&run, 2, "plain, changed byte");
     let key = Key::new("backup_manifest_mismatch", "pg_hba.conf", None);
-    common::assert_problems(&run, &[key.clone()].into_iter().collect(), "plain, changed byte");
+    common::assert_problems(
+        &run,
+        &[key.clone()].into_iter().collect(),
+        "plain, changed byte",
+    );
     assert_eq!(common::finding(&run, &key)["detail"]["algorithm"], "SHA256");
 
     // Broken archives are tool errors with one line: a truncated compressed stream, a bad
@@ -442,7 +474,10 @@ fn tar_backups(major: u32) {
     // The extended level is refused clearly; -D on a tar backup names --backup.
     let run = verify(&c, tar_dir, "extended");
     common::assert_status(&run, 1, "extended on tar");
-    assert!(run.stderr.contains("extended level is not available"), "{run}");
+    assert!(
+        run.stderr.contains("extended level is not available"),
+        "{run}"
+    );
     let d = tar_dir.display().to_string();
     let run = run::pgcheckdb(&common::bin(), &["verify", "-D", &d], c.user());
     common::assert_status(&run, 1, "-D on tar");

@@ -138,7 +138,10 @@ mod tests {
             Some("839206e3")
         );
         assert_eq!(digest(Algorithm::None, &[b"x"]), None);
-        assert_eq!(Algorithm::from_manifest(Some("SHA384")), Ok(Algorithm::Sha384));
+        assert_eq!(
+            Algorithm::from_manifest(Some("SHA384")),
+            Ok(Algorithm::Sha384)
+        );
         assert!(Algorithm::from_manifest(Some("MD5")).is_err());
     }
 }

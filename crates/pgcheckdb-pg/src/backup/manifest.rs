@@ -20,9 +20,9 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::label::Lsn;
 pub use super::digest::Algorithm;
 use super::digest::{sha256_hex, FileDigest};
+use super::label::Lsn;
 use crate::finding::{Finding, FindingKind, Severity};
 
 /// The file's name in the backup's root.
@@ -320,7 +320,10 @@ fn check_file(
         summary.mismatched += 1;
         return Some(mismatch(
             f,
-            format!("size is {} bytes, backup_manifest says {}", seen.size, f.size),
+            format!(
+                "size is {} bytes, backup_manifest says {}",
+                seen.size, f.size
+            ),
             json!({"expected_size": f.size, "size": seen.size}),
         ));
     }
@@ -503,6 +506,47 @@ mod tests {
         fs::write(dir.path().join(MANIFEST_FILE), b"{nope").expect("write");
         let (_, findings) = check(dir.path()).expect("check").expect("manifest");
         assert_eq!(findings[0].kind, FindingKind::BackupManifestInvalid);
+    }
+
+    #[test]
+    fn sha2_checksums_are_verified_from_what_a_scan_saw() {
+        let data = b"16\n";
+        let sha = super::super::digest::hex(&{
+            use sha2::Digest;
+            sha2::Sha512::digest(data)
+        });
+        let mut s = String::from("{\"PostgreSQL-Backup-Manifest-Version\": 1,\n\"Files\": [\n");
+        s += &format!("{{ \"Path\": \"PG_VERSION\", \"Size\": 3, \"Checksum-Algorithm\": \"SHA512\", \"Checksum\": \"{sha}\" }}\n],\n");
+        let sum = sha256_hex(s.as_bytes());
+        s += &format!("\"Manifest-Checksum\": \"{sum}\"}}\n");
+        let observed = |bytes: &[u8]| {
+            let mut d = FileDigest::new(Algorithm::Sha512);
+            d.update(bytes);
+            Observed {
+                size: bytes.len() as u64,
+                checksum: d.finish_hex(),
+            }
+        };
+        let mut seen = SeenFiles::default();
+        seen.files.insert("PG_VERSION".into(), observed(data));
+        let (summary, findings) = check_against(s.as_bytes(), &mut seen);
+        assert!(findings.is_empty(), "{findings:?}");
+        assert_eq!(summary.checksums_verified, 1);
+        seen.files.insert("PG_VERSION".into(), observed(b"17\n"));
+        seen.files.insert("base/1/1259".into(), observed(b""));
+        let (summary, findings) = check_against(s.as_bytes(), &mut seen);
+        assert_eq!(
+            kinds(&findings),
+            vec![
+                (
+                    FindingKind::BackupManifestMismatch,
+                    "PG_VERSION".to_string()
+                ),
+                (FindingKind::BackupFileUnexpected, "base/1/1259".to_string()),
+            ]
+        );
+        assert_eq!(findings[0].detail["algorithm"], "SHA512");
+        assert_eq!((summary.mismatched, summary.unexpected), (1, 1));
     }
 
     #[test]

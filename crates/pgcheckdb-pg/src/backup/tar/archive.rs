@@ -79,7 +79,12 @@ pub struct ArchiveError {
 
 impl std::fmt::Display for ArchiveError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "could not read archive \"{}\": {}", self.archive.display(), self.why)
+        write!(
+            f,
+            "could not read archive \"{}\": {}",
+            self.archive.display(),
+            self.why
+        )
     }
 }
 
@@ -131,21 +136,24 @@ impl MemberVisitor for NameCollector {
 impl Archive {
     /// Opens `path` (a regular file) with the decoder of `compression`.
     pub fn open(path: &Path, compression: Compression) -> Result<Archive, ArchiveError> {
-        let file: File = pgcheckdb_scan::open::open_regular(path, false).map_err(|e| ArchiveError {
-            archive: path.to_path_buf(),
-            why: e.to_string(),
-        })?;
+        let file: File =
+            pgcheckdb_scan::open::open_regular(path, false).map_err(|e| ArchiveError {
+                archive: path.to_path_buf(),
+                why: e.to_string(),
+            })?;
         let raw = BufReader::with_capacity(1 << 20, file);
         let stream: Box<dyn Read + Send> = match compression {
             Compression::None => Box::new(raw),
             Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(raw)),
             Compression::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(raw)),
-            Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(raw).map_err(
-                |e| ArchiveError {
-                    archive: path.to_path_buf(),
-                    why: format!("zstd: {e}"),
-                },
-            )?),
+            Compression::Zstd => {
+                Box::new(zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| {
+                    ArchiveError {
+                        archive: path.to_path_buf(),
+                        why: format!("zstd: {e}"),
+                    }
+                })?)
+            }
         };
         Ok(Archive {
             path: path.to_path_buf(),
@@ -268,7 +276,13 @@ pub fn parse_header(block: &[u8; TAR_BLOCK]) -> Result<Member, String> {
     let computed: u64 = block
         .iter()
         .enumerate()
-        .map(|(i, &b)| if (148..156).contains(&i) { u64::from(b' ') } else { u64::from(b) })
+        .map(|(i, &b)| {
+            if (148..156).contains(&i) {
+                u64::from(b' ')
+            } else {
+                u64::from(b)
+            }
+        })
         .sum();
     if stored != computed {
         return Err(format!(
@@ -420,22 +434,46 @@ mod tests {
         let mut bad = good.clone();
         bad[10] ^= 1; // name changed: the checksum no longer matches
         assert!(read_all(&bad).unwrap_err().contains("header checksum"));
-        assert!(read_all(&good[..TAR_BLOCK + 100]).unwrap_err().contains("truncated"));
-        assert!(read_all(&good[..2 * TAR_BLOCK]).unwrap_err().contains("truncated"));
-        assert!(read_all(&good[..TAR_BLOCK]).unwrap_err().contains("truncated"));
-        assert_eq!(number(&[0x80, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0]), Some(2 << 32));
+        assert!(read_all(&good[..TAR_BLOCK + 100])
+            .unwrap_err()
+            .contains("truncated"));
+        assert!(read_all(&good[..2 * TAR_BLOCK])
+            .unwrap_err()
+            .contains("truncated"));
+        assert!(read_all(&good[..TAR_BLOCK])
+            .unwrap_err()
+            .contains("truncated"));
+        assert_eq!(
+            number(&[0x80, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0]),
+            Some(2 << 32)
+        );
     }
 
     #[test]
     fn names_and_endings() {
-        assert_eq!(Compression::of_name("base.tar.gz"), Some(("base", Compression::Gzip)));
-        assert_eq!(Compression::of_name("16384.tar"), Some(("16384", Compression::None)));
-        assert_eq!(Compression::of_name("pg_wal.tar.zst"), Some(("pg_wal", Compression::Zstd)));
+        assert_eq!(
+            Compression::of_name("base.tar.gz"),
+            Some(("base", Compression::Gzip))
+        );
+        assert_eq!(
+            Compression::of_name("16384.tar"),
+            Some(("16384", Compression::None))
+        );
+        assert_eq!(
+            Compression::of_name("pg_wal.tar.zst"),
+            Some(("pg_wal", Compression::Zstd))
+        );
         assert_eq!(Compression::of_name("backup_manifest"), None);
         let long = "a/".repeat(80) + "f";
         let mut pax = format!(" path={long}\n");
         pax = format!("{}{pax}", pax.len() + 3);
-        let bytes = tar(&[("././@PaxHeader", pax.as_bytes(), b'x'), ("short", b"x", b'0')], true);
+        let bytes = tar(
+            &[
+                ("././@PaxHeader", pax.as_bytes(), b'x'),
+                ("short", b"x", b'0'),
+            ],
+            true,
+        );
         assert_eq!(read_all(&bytes).expect("read")[0].0, long);
     }
 }

@@ -105,7 +105,8 @@ pub fn is_tar_backup(dir: &Path) -> bool {
 
 /// The tar files of the backup in `dir`.
 pub fn find_archives(dir: &Path) -> Result<Vec<TarFile>, String> {
-    let entries = fs::read_dir(dir).map_err(|e| format!("could not list \"{}\": {e}", dir.display()))?;
+    let entries =
+        fs::read_dir(dir).map_err(|e| format!("could not list \"{}\": {e}", dir.display()))?;
     let mut out = Vec::new();
     for e in entries {
         let e = e.map_err(|e| format!("could not list \"{}\": {e}", dir.display()))?;
@@ -220,7 +221,8 @@ impl TarBackup {
                 out: None,
                 error: None,
             };
-            let mut archive = Archive::open(&tar.path, tar.compression).map_err(|e| e.to_string())?;
+            let mut archive =
+                Archive::open(&tar.path, tar.compression).map_err(|e| e.to_string())?;
             let result = archive.for_each(&mut stager);
             if let Some(e) = stager.error {
                 return Err(e);
@@ -240,7 +242,11 @@ impl TarBackup {
             keys.extend(map.values().map(|&n| file_key(global, n)));
         }
         for m in &self.members {
-            if let Some(db) = m.path.strip_prefix("base/").and_then(|r| r.strip_suffix("/pg_filenode.map")) {
+            if let Some(db) = m
+                .path
+                .strip_prefix("base/")
+                .and_then(|r| r.strip_suffix("/pg_filenode.map"))
+            {
                 if let (Ok(db_oid), Ok(map)) = (
                     db.parse::<u32>(),
                     crate::catalog::relmap::read_relmap(&root.join("base").join(db)),
@@ -378,7 +384,10 @@ impl MemberVisitor for Stager<'_> {
             return false;
         };
         // Paths come from the archive: nothing may leave the staging directory.
-        if path.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        if path
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+        {
             return false;
         }
         let target = self.root.join(&path);
@@ -431,7 +440,13 @@ mod tests {
         assert_eq!((loc, dir), (Location::Database { db_oid: 5 }, "base/5"));
         assert_eq!((name.relfilenode, name.segno), (16384, 1));
         let (loc, _, _) = relation_path("pg_tblspc/16400/PG_17_202406281/5/16401").expect("spc");
-        assert_eq!(loc, Location::Tablespace { spc_oid: 16400, db_oid: 5 });
+        assert_eq!(
+            loc,
+            Location::Tablespace {
+                spc_oid: 16400,
+                db_oid: 5
+            }
+        );
         assert!(relation_path("global/pg_control").is_none());
         assert!(relation_path("base/5/pg_filenode.map").is_none());
         assert!(relation_path("pg_xact/0000").is_none());

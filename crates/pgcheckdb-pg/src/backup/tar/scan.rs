@@ -85,7 +85,8 @@ impl BlockSource for TarSource<'_> {
                 current: None,
                 buf: Vec::with_capacity(CHUNK_BYTES),
             };
-            let mut archive = Archive::open(&tar.path, tar.compression).map_err(|e| e.to_string())?;
+            let mut archive =
+                Archive::open(&tar.path, tar.compression).map_err(|e| e.to_string())?;
             let read = archive.for_each(&mut feeder);
             if self.progress.cancel.load(Ordering::Relaxed) {
                 break;
