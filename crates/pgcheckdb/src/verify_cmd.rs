@@ -200,9 +200,10 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         (None, None) => tar_backup::resolve_datadir_or_hint(args.pgdata.as_ref())?,
     };
     let control = read_control(&datadir)?;
+    let shown = tar.as_ref().map_or(datadir.as_path(), |t| t.dir.as_path());
     phases.done(
         "read global/pg_control",
-        &format!("data directory \"{}\"", datadir.display()),
+        &format!("data directory \"{}\"", shown.display()),
     );
     check_pid_file(&datadir)?;
     let mut backup = backup_or_refusal(&datadir, &control)?;
@@ -422,13 +423,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         EXIT_OK
     };
     if wants_metrics(common) {
-        emit_metrics(
-            common,
-            Some(tar.as_ref().map_or(datadir.as_path(), |t| t.dir.as_path())),
-            &report.summary,
-            &report.findings,
-            code,
-        )?;
+        emit_metrics(common, Some(shown), &report.summary, &report.findings, code)?;
     }
     Ok(code)
 }

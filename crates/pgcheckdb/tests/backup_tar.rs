@@ -216,7 +216,8 @@ fn pg_verifybackup(c: &Cluster, dir: &Path, tar: bool) -> bool {
 }
 
 /// A primary with data checksums, pgbench tables (scale 5), a table pgbench never touches
-/// (`cold`) and one in a tablespace (`far`), frozen and checkpointed before the backups.
+/// (`cold`) and one in a tablespace (`far`), frozen and checkpointed before the backups, and two
+/// catalogs rewritten.
 fn primary(major: u32) -> (Cluster, PathBuf) {
     let opts = ClusterOptions::new(major, true).setting("max_wal_size", "256MB");
     let mut c = Cluster::init_temp(&opts).expect("initdb");
@@ -236,6 +237,13 @@ fn primary(major: u32) -> (Cluster, PathBuf) {
          VACUUM FREEZE cold; VACUUM FREEZE far; CHECKPOINT;",
     )
     .expect("tables");
+    // Catalogs with file numbers past the initdb range, as after maintenance: a mapped one
+    // (pg_class, named by the relation map) and one the catalogs name (pg_namespace). Naming
+    // the findings needs both from the archive.
+    for catalog in ["pg_class", "pg_namespace"] {
+        c.psql("postgres", &format!("VACUUM FULL {catalog}"))
+            .expect("VACUUM FULL");
+    }
     (c, spc)
 }
 
