@@ -216,8 +216,8 @@ fn pg_verifybackup(c: &Cluster, dir: &Path, tar: bool) -> bool {
 }
 
 /// A primary with data checksums, pgbench tables (scale 5), a table pgbench never touches
-/// (`cold`) and one in a tablespace (`far`), frozen and checkpointed before the backups, and two
-/// catalogs rewritten.
+/// (`cold`), one in a tablespace (`far`), frozen and checkpointed before the backups, an unlogged
+/// one (`scratch`: a backup holds only its init fork) and two catalogs rewritten.
 fn primary(major: u32) -> (Cluster, PathBuf) {
     let opts = ClusterOptions::new(major, true).setting("max_wal_size", "256MB");
     let mut c = Cluster::init_temp(&opts).expect("initdb");
@@ -234,6 +234,7 @@ fn primary(major: u32) -> (Cluster, PathBuf) {
         "postgres",
         "CREATE TABLE cold AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 5000) g; \
          CREATE TABLE far TABLESPACE far AS SELECT g AS id FROM generate_series(1, 5000) g; \
+         CREATE UNLOGGED TABLE scratch AS SELECT g AS id FROM generate_series(1, 1000) g; \
          VACUUM FREEZE cold; VACUUM FREEZE far; CHECKPOINT;",
     )
     .expect("tables");

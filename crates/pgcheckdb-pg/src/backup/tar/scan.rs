@@ -1,6 +1,8 @@
 //! The second pass over a tar-format backup: each data archive read once more, every
 //! relation file's whole blocks handed to the page checks in order (the plan's block source),
-//! every member's size and manifest checksum computed from the same bytes.
+//! every member's size and manifest checksum computed from the same bytes. What the checks
+//! look up after a page has gone by is kept as it passes: the pages newer than the start LSN
+//! (for the page-LSN rule) and hash index metapages (for the count of all-zero pages).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -145,6 +147,9 @@ impl Feeder<'_, '_> {
                 self.newer.insert((fork, first + i as u64));
             }
         }
+        if cur.fed == 0 && first == 0 {
+            stage_hash_metapage(rf, &self.buf[..bs]);
+        }
         self.visitor.chunk(file, cur.fed, &mut self.buf[..whole]);
         cur.fed += whole as u64;
         self.progress
@@ -152,6 +157,26 @@ impl Feeder<'_, '_> {
             .fetch_add(whole as u64, Ordering::Relaxed);
         self.buf.drain(..whole);
     }
+}
+
+/// Writes a hash index's metapage (block 0 of its main fork) where the plan reads it from (the
+/// staging directory): after the scan, the count of all-zero pages leaves out the bucket pages
+/// the metapage says were allocated ahead of use. Any other page, and a file already staged,
+/// is left alone; a failed write only loses that refinement.
+fn stage_hash_metapage(rf: &crate::datadir::RelationFile, page: &[u8]) {
+    if rf.name.fork != crate::relfile::ForkNumber::Main
+        || crate::hash_buckets::unused_bucket_blocks(page).is_none()
+    {
+        return;
+    }
+    let path = rf.path();
+    if path.exists() {
+        return;
+    }
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::write(&path, page);
 }
 
 /// A page's `pd_lsn` (its first 8 bytes: `xlogid`, `xrecoff`).
