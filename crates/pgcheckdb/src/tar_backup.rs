@@ -37,7 +37,10 @@ pub fn open(args: &VerifyArgs) -> anyhow::Result<Option<TarBackup>> {
     if args.estimate {
         bail!("--estimate samples the files of a data directory; it does not apply to a tar-format backup");
     }
-    TarBackup::open(dir).map(Some).map_err(|e| anyhow!(e))
+    let cancelled = || crate::signals::caught().is_some();
+    TarBackup::open(dir, &cancelled)
+        .map(Some)
+        .map_err(|e| anyhow!(e))
 }
 
 /// `-D`'s data directory, with a hint when it is a tar-format backup.

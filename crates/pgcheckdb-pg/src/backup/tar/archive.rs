@@ -119,6 +119,10 @@ pub trait MemberVisitor {
     fn end(&mut self) -> Result<(), String> {
         Ok(())
     }
+    /// Whether to stop reading (asked before each member).
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 /// Collects a long name's bytes (at most 64 KiB).
@@ -176,6 +180,9 @@ impl Archive {
         let mut block = [0u8; TAR_BLOCK];
         loop {
             let at = self.offset;
+            if visitor.cancelled() {
+                return Err(self.error("interrupted".into()));
+            }
             if !self.fill(&mut block)? {
                 return Err(self.error(format!(
                     "the archive ends at byte {at} without its end-of-archive blocks (truncated)"

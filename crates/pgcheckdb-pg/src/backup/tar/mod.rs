@@ -172,7 +172,8 @@ fn file_key(location: Location, relfilenode: u32) -> (u32, u32, u32) {
 
 impl TarBackup {
     /// The first pass: lists the archives' members and stages the files the readers need.
-    pub fn open(dir: &Path) -> Result<TarBackup, String> {
+    /// `cancelled` is asked between pieces of data: a signal stops the pass.
+    pub fn open(dir: &Path, cancelled: &dyn Fn() -> bool) -> Result<TarBackup, String> {
         let archives = find_archives(dir)?;
         let staging = tempfile::Builder::new()
             .prefix("pgcheckdb-tar-")
@@ -185,7 +186,7 @@ impl TarBackup {
             staging,
             staged: HashSet::new(),
         };
-        backup.stage(&Wanted::First)?;
+        backup.stage(&Wanted::First, cancelled)?;
         // A catalog rewritten by VACUUM FULL has a file number past the initdb range: the
         // relation maps name the mapped ones, the catalogs the others.
         for _ in 0..2 {
@@ -193,7 +194,7 @@ impl TarBackup {
             if missing.is_empty() {
                 break;
             }
-            backup.stage(&Wanted::Only(missing))?;
+            backup.stage(&Wanted::Only(missing), cancelled)?;
         }
         Ok(backup)
     }
@@ -205,7 +206,7 @@ impl TarBackup {
 
     /// Reads the archives, staging what `wanted` selects (and listing the members the first
     /// time).
-    fn stage(&mut self, wanted: &Wanted) -> Result<(), String> {
+    fn stage(&mut self, wanted: &Wanted, cancelled: &dyn Fn() -> bool) -> Result<(), String> {
         let first = matches!(wanted, Wanted::First);
         for tar in self.archives.clone() {
             if !first && tar.role == Role::Wal {
@@ -218,6 +219,7 @@ impl TarBackup {
                 list: first && tar.role != Role::Wal,
                 members: &mut self.members,
                 staged: &mut self.staged,
+                cancelled,
                 out: None,
                 error: None,
             };
@@ -348,6 +350,7 @@ struct Stager<'a> {
     list: bool,
     members: &'a mut Vec<Listed>,
     staged: &'a mut HashSet<(u32, u32, u32)>,
+    cancelled: &'a dyn Fn() -> bool,
     out: Option<std::io::BufWriter<fs::File>>,
     /// A write error (not the archive's fault).
     error: Option<String>,
@@ -411,6 +414,10 @@ impl MemberVisitor for Stager<'_> {
                 false
             }
         }
+    }
+
+    fn cancelled(&self) -> bool {
+        (self.cancelled)()
     }
 
     fn data(&mut self, bytes: &[u8]) -> Result<(), String> {

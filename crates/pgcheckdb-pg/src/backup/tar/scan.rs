@@ -230,6 +230,10 @@ impl MemberVisitor for Feeder<'_, '_> {
         Ok(())
     }
 
+    fn cancelled(&self) -> bool {
+        self.progress.cancel.load(Ordering::Relaxed)
+    }
+
     fn end(&mut self) -> Result<(), String> {
         self.flush();
         self.buf.clear();
