@@ -35,6 +35,7 @@ struct Files<'a> {
     unreadable: Vec<&'a str>,
     version_dir: String,
     in_recovery: bool,
+    backup: bool,
 }
 
 /// One finding per missing main fork (segment 0) or `_init` fork of a relation with storage.
@@ -65,6 +66,10 @@ pub fn missing_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
             .tablespace_version_directory()
             .unwrap_or_default(),
         in_recovery: plan.control.state == DbState::ShutdownedInRecovery,
+        // A base backup's pg_control is in production or in archive recovery (a running or
+        // crashed cluster is refused before): pg_basebackup copies only the init fork of an
+        // unlogged relation.
+        backup: crate::backup::state_of_a_backup(plan.control.state),
     };
     let mut keys: Vec<(&FileKey, &RelationInfo)> = catalog
         .relations
@@ -85,8 +90,9 @@ pub fn missing_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
         if files.unreadable.iter().any(|e| under(&dir, e)) {
             continue;
         }
-        // A standby removes the main forks of unlogged relations; only the init fork remains.
-        let main_needed = !(unlogged && files.in_recovery);
+        // A standby removes the main forks of unlogged relations and a base backup leaves them
+        // out; only the init fork remains.
+        let main_needed = !(unlogged && (files.in_recovery || files.backup));
         if main_needed && !files.has(key, ForkNumber::Main, 0) {
             let later = files.later_segments(key);
             if !later.is_empty() || !with_main.contains(&(key.0, rel.oid)) {

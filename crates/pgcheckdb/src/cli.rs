@@ -405,6 +405,11 @@ pub struct VerifyArgs {
     pub estimate: bool,
     #[command(flatten)]
     pub scope: ScopeArgs,
+    /// A base backup to verify instead of -D: a plain one (a directory with backup_label) or
+    /// a tar-format one (base.tar[.gz|.lz4|.zst], <oid>.tar*, pg_wal.tar*), read without
+    /// unpacking.
+    #[arg(long, value_name = "DIR")]
+    pub backup: Option<PathBuf>,
 }
 
 /// Which part of the cluster `verify` checks (pg_amcheck's and pg_checksums' flags; patterns

@@ -12,6 +12,7 @@ mod estimate;
 mod inspect_cmd;
 mod progress;
 mod signals;
+mod tar_backup;
 mod target;
 mod verbose;
 mod verify_cmd;

@@ -21,7 +21,9 @@ use pgcheckdb_scan::open::{not_regular, read_regular};
 use pgcheckdb_scan::Progress;
 
 use crate::cli::{Common, LevelArg, OutputFormat, ScopeArgs, VerifyArgs};
-use crate::{clock, estimate, progress, signals, verbose, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
+use crate::{
+    clock, estimate, progress, signals, tar_backup, verbose, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK,
+};
 
 /// The data directory from `-D` or `$PGDATA`, checked to look like one.
 pub fn resolve_datadir(arg: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
@@ -116,7 +118,8 @@ pub fn run(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
             error: Some(format!("{e:#}")),
             ..Summary::default()
         };
-        emit_metrics(common, args.pgdata.as_deref(), &summary, &[], EXIT_FAILED)?;
+        let dir = args.backup.as_deref().or(args.pgdata.as_deref());
+        emit_metrics(common, dir, &summary, &[], EXIT_FAILED)?;
     }
     match signals::caught() {
         // Interrupted before the scan: say so here, exit with the signal's status.
@@ -128,7 +131,7 @@ pub fn run(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     }
 }
 
-fn requested_level(args: &VerifyArgs) -> Level {
+pub(crate) fn requested_level(args: &VerifyArgs) -> Level {
     let requested = if args.physical_only {
         LevelArg::Physical
     } else {
@@ -190,14 +193,20 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     }
     signals::install().context("could not install the signal handlers")?;
     let mut phases = verbose::Phases::new(common.verbose);
-    let datadir = resolve_datadir(args.pgdata.as_ref())?;
+    let tar = tar_backup::open(args)?;
+    let datadir = match (&tar, &args.backup) {
+        (Some(t), _) => t.staging().to_path_buf(),
+        (None, Some(dir)) => resolve_datadir(Some(dir))?,
+        (None, None) => tar_backup::resolve_datadir_or_hint(args.pgdata.as_ref())?,
+    };
     let control = read_control(&datadir)?;
+    let shown = tar.as_ref().map_or(datadir.as_path(), |t| t.dir.as_path());
     phases.done(
         "read global/pg_control",
-        &format!("data directory \"{}\"", datadir.display()),
+        &format!("data directory \"{}\"", shown.display()),
     );
     check_pid_file(&datadir)?;
-    let backup = backup_or_refusal(&datadir, &control)?;
+    let mut backup = backup_or_refusal(&datadir, &control)?;
     let level = requested_level(args);
     let extended_config = (level == Level::Extended)
         .then(|| extended_config(common, args, &datadir))
@@ -219,7 +228,10 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     // the estimate of their time) need every relation's columns.
     let columns = level != Level::Physical || args.estimate;
     let (catalog, listing) = std::thread::scope(|s| {
-        let listing = s.spawn(|| Plan::list(&datadir, &control));
+        let listing = s.spawn(|| match &tar {
+            Some(t) => t.listing(&control),
+            None => Plan::list(&datadir, &control),
+        });
         let catalog = Catalog::read_with(&datadir, &control, columns);
         let listing = listing
             .join()
@@ -284,11 +296,33 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         block_size: plan.control.blcksz as u64,
         label: &where_is,
     };
+    let mut streamed = None;
     let mut report = signals::cancel_on_signal(&progress_state, || {
-        progress::with_progress(&display, &progress_state, || {
-            verify::run(&plan, &opts, &progress_state, structure.as_ref())
+        progress::with_progress(&display, &progress_state, || match &tar {
+            None => Ok(verify::run(
+                &plan,
+                &opts,
+                &progress_state,
+                structure.as_ref(),
+            )),
+            Some(t) => tar_backup::scan(
+                t,
+                &plan,
+                &opts,
+                &progress_state,
+                structure.as_ref(),
+                backup.as_ref(),
+            )
+            .map(|(report, seen)| {
+                streamed = Some(seen);
+                report
+            }),
         })
-    });
+    })
+    .map_err(|e| anyhow!(e))?;
+    if let (Some(b), Some(seen)) = (backup.as_mut(), streamed.as_mut()) {
+        b.newer_pages = Some(std::mem::take(&mut seen.newer_pages));
+    }
     phases.done(
         "scanned the blocks",
         &format!(
@@ -317,7 +351,11 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
                 );
             }
         }
-        if let Err(e) = backup::check_manifest(&datadir, &mut report, &mut summary) {
+        let checked = match (&tar, streamed.take()) {
+            (Some(t), Some(seen)) => tar_backup::check_manifest(t, seen, &mut report, &mut summary),
+            _ => backup::check_manifest(&datadir, &mut report, &mut summary),
+        };
+        if let Err(e) = checked {
             report.tool_errors.push(e);
         }
         phases.done("checked the base backup", &summary.text_line());
@@ -385,13 +423,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         EXIT_OK
     };
     if wants_metrics(common) {
-        emit_metrics(
-            common,
-            Some(datadir.as_path()),
-            &report.summary,
-            &report.findings,
-            code,
-        )?;
+        emit_metrics(common, Some(shown), &report.summary, &report.findings, code)?;
     }
     Ok(code)
 }

@@ -3,10 +3,14 @@
 //! finds files changed, cut, lost or added after the backup was taken, which no page check
 //! can see (a whole file gone, a config file edited, a segment truncated at a block boundary).
 //!
-//! Checksums: CRC-32C (the default) and NONE are checked; SHA-224/256/384/512 file checksums
-//! are counted as not verified (their sizes still are). Like `pg_verifybackup`, `pg_wal/`
+//! Every `Checksum-Algorithm` is checked: CRC-32C (the default), SHA-224/256/384/512
+//! ([`super::digest`]); `NONE` compares the size only. Like `pg_verifybackup`, `pg_wal/`
 //! and the files a restore is expected to add or edit (`postgresql.auto.conf`,
 //! `recovery.signal`, `standby.signal`) are not compared.
+//!
+//! The comparison ([`check_against`]) takes what was seen of the files from a [`Files`]: a
+//! plain backup's directory, read once more here ([`DirFiles`]), or the sizes and checksums a
+//! tar backup's scan computed in its one read of each member ([`SeenFiles`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
@@ -16,8 +20,9 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+pub use super::digest::Algorithm;
+use super::digest::{sha256_hex, FileDigest};
 use super::label::Lsn;
-use super::sha256::{hex, sha256};
 use crate::finding::{Finding, FindingKind, Severity};
 
 /// The file's name in the backup's root.
@@ -34,15 +39,6 @@ const IGNORED: &[&str] = &[
 
 /// The largest manifest read (a manifest line is about 150 bytes per file).
 const MAX_MANIFEST_BYTES: u64 = 1 << 30;
-
-/// How a file's checksum was computed (`Checksum-Algorithm`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Algorithm {
-    None,
-    Crc32c,
-    /// SHA-224/256/384/512: sizes are compared, checksums are not.
-    Unsupported(String),
-}
 
 /// One `Files` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,7 +98,7 @@ fn self_checksum(bytes: &[u8]) -> Option<String> {
     }
     let body = &bytes[..bytes.len() - 1];
     let cut = body.iter().rposition(|&b| b == b'\n')?;
-    Some(hex(&sha256(&bytes[..=cut])))
+    Some(sha256_hex(&bytes[..=cut]))
 }
 
 fn manifest_file(v: &Value) -> Result<ManifestFile, String> {
@@ -116,11 +112,8 @@ fn manifest_file(v: &Value) -> Result<ManifestFile, String> {
     let size = v["Size"]
         .as_u64()
         .ok_or_else(|| format!("no Size for \"{path}\""))?;
-    let algorithm = match v["Checksum-Algorithm"].as_str() {
-        None | Some("NONE") => Algorithm::None,
-        Some("CRC32C") => Algorithm::Crc32c,
-        Some(other) => Algorithm::Unsupported(other.to_string()),
-    };
+    let algorithm = Algorithm::from_manifest(v["Checksum-Algorithm"].as_str())
+        .map_err(|e| format!("{e} for \"{path}\""))?;
     Ok(ManifestFile {
         path,
         size,
@@ -145,11 +138,12 @@ pub struct ManifestSummary {
     pub version: u64,
     /// Files the manifest lists.
     pub files: u64,
-    /// Files whose size and CRC-32C checksum were compared.
+    /// Files whose size and checksum were compared.
     pub checksums_verified: u64,
     /// Files listed without a checksum (`NONE`): size only.
     pub size_only: u64,
-    /// Files with a SHA-2 checksum: size only, checksum not verified.
+    /// Files whose checksum could not be verified (always 0 now that every algorithm is
+    /// computed; kept for the output's stability).
     pub checksums_not_verified: u64,
     pub mismatched: u64,
     pub missing: u64,
@@ -160,20 +154,87 @@ pub struct ManifestSummary {
 /// Reads and checks `backup_manifest` against the files under `root`. `Ok(None)` when the
 /// backup has no manifest.
 pub fn check(root: &Path) -> Result<Option<(ManifestSummary, Vec<Finding>)>, String> {
-    let path = root.join(MANIFEST_FILE);
-    let bytes = match pgcheckdb_scan::open::read_regular(&path, MAX_MANIFEST_BYTES) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("could not read \"{MANIFEST_FILE}\": {e}")),
+    let Some(bytes) = read_manifest(root)? else {
+        return Ok(None);
     };
+    Ok(Some(check_against(&bytes, &mut DirFiles { root })))
+}
+
+/// The bytes of `backup_manifest` in `dir`; `Ok(None)` when there is none.
+pub fn read_manifest(dir: &Path) -> Result<Option<Vec<u8>>, String> {
+    let path = dir.join(MANIFEST_FILE);
+    match pgcheckdb_scan::open::read_regular(&path, MAX_MANIFEST_BYTES) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("could not read \"{MANIFEST_FILE}\": {e}")),
+    }
+}
+
+/// What a reader saw of one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    pub size: u64,
+    /// Its checksum by the manifest entry's algorithm (hexadecimal), `None` for `NONE`.
+    pub checksum: Option<String>,
+}
+
+/// The backup's files as the comparison sees them.
+pub trait Files {
+    /// The size and checksum of a listed file; `NotFound` when the backup does not have it.
+    fn observe(&mut self, f: &ManifestFile) -> io::Result<Observed>;
+    /// Every regular file of the backup (relative, `/`-separated).
+    fn paths(&mut self) -> Vec<String>;
+}
+
+/// A plain backup's directory: each listed file read once more.
+pub struct DirFiles<'a> {
+    pub root: &'a Path,
+}
+
+impl Files for DirFiles<'_> {
+    fn observe(&mut self, f: &ManifestFile) -> io::Result<Observed> {
+        let file = pgcheckdb_scan::open::open_regular(&self.root.join(&f.path), false)?;
+        size_and_digest(file, f.algorithm)
+    }
+
+    fn paths(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        walk(self.root, "", 0, &mut out);
+        out
+    }
+}
+
+/// Files whose sizes and checksums a scan already computed, by path.
+#[derive(Debug, Default)]
+pub struct SeenFiles {
+    pub files: HashMap<String, Observed>,
+}
+
+impl Files for SeenFiles {
+    fn observe(&mut self, f: &ManifestFile) -> io::Result<Observed> {
+        self.files
+            .get(&f.path)
+            .cloned()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    }
+
+    fn paths(&mut self) -> Vec<String> {
+        let mut paths: Vec<String> = self.files.keys().cloned().collect();
+        paths.sort();
+        paths
+    }
+}
+
+/// Compares the manifest's text `bytes` with the backup's `files`.
+pub fn check_against(bytes: &[u8], files: &mut dyn Files) -> (ManifestSummary, Vec<Finding>) {
     let mut findings = Vec::new();
-    let manifest = match parse_manifest(&bytes) {
+    let manifest = match parse_manifest(bytes) {
         Ok(m) => m,
         Err(why) => {
             findings.push(invalid_manifest(format!(
                 "backup_manifest cannot be used: {why}"
             )));
-            return Ok(Some((ManifestSummary::default(), findings)));
+            return (ManifestSummary::default(), findings);
         }
     };
     let mut summary = ManifestSummary {
@@ -191,14 +252,16 @@ pub fn check(root: &Path) -> Result<Option<(ManifestSummary, Vec<Finding>)>, Str
         if ignored(&f.path) {
             continue;
         }
-        if let Some(finding) = check_file(root, f, &mut summary) {
+        if let Some(finding) = check_file(files, f, &mut summary) {
             findings.push(finding);
         }
     }
     let listed: BTreeSet<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
-    let mut on_disk = Vec::new();
-    walk(root, "", 0, &mut on_disk);
-    for rel in on_disk.iter().filter(|p| !listed.contains(p.as_str())) {
+    let present = files.paths();
+    for rel in present
+        .iter()
+        .filter(|p| !ignored(p) && !listed.contains(p.as_str()))
+    {
         summary.unexpected += 1;
         findings.push(Finding::for_file(
             FindingKind::BackupFileUnexpected,
@@ -208,7 +271,7 @@ pub fn check(root: &Path) -> Result<Option<(ManifestSummary, Vec<Finding>)>, Str
                 .into(),
         ));
     }
-    Ok(Some((summary, findings)))
+    (summary, findings)
 }
 
 fn invalid_manifest(message: String) -> Finding {
@@ -221,17 +284,20 @@ fn invalid_manifest(message: String) -> Finding {
 }
 
 /// Whether `rel` (relative, `/`-separated) is outside the comparison.
-fn ignored(rel: &str) -> bool {
+pub fn ignored(rel: &str) -> bool {
     IGNORED
         .iter()
         .any(|i| rel == *i || rel.strip_prefix(i).is_some_and(|r| r.starts_with('/')))
 }
 
 /// Compares one listed file with the copy; a finding when it differs or is missing.
-fn check_file(root: &Path, f: &ManifestFile, summary: &mut ManifestSummary) -> Option<Finding> {
-    let path = root.join(&f.path);
-    let file = match pgcheckdb_scan::open::open_regular(&path, false) {
-        Ok(file) => file,
+fn check_file(
+    files: &mut dyn Files,
+    f: &ManifestFile,
+    summary: &mut ManifestSummary,
+) -> Option<Finding> {
+    let seen = match files.observe(f) {
+        Ok(seen) => seen,
         Err(e) => {
             summary.missing += 1;
             let what = if e.kind() == io::ErrorKind::NotFound {
@@ -250,44 +316,33 @@ fn check_file(root: &Path, f: &ManifestFile, summary: &mut ManifestSummary) -> O
             );
         }
     };
-    let (size, crc) = match size_and_crc(file, f.algorithm == Algorithm::Crc32c) {
-        Ok(x) => x,
-        Err(e) => {
-            summary.mismatched += 1;
-            return Some(mismatch(
-                f,
-                format!("could not read the file: {e}"),
-                json!({}),
-            ));
-        }
-    };
-    if size != f.size {
+    if seen.size != f.size {
         summary.mismatched += 1;
         return Some(mismatch(
             f,
-            format!("size is {size} bytes, backup_manifest says {}", f.size),
-            json!({"expected_size": f.size, "size": size}),
+            format!(
+                "size is {} bytes, backup_manifest says {}",
+                seen.size, f.size
+            ),
+            json!({"expected_size": f.size, "size": seen.size}),
         ));
     }
-    match &f.algorithm {
-        Algorithm::None => summary.size_only += 1,
-        Algorithm::Unsupported(_) => summary.checksums_not_verified += 1,
-        Algorithm::Crc32c => {
-            summary.checksums_verified += 1;
-            // The server writes the finished CRC's four bytes in memory (little-endian) order.
-            let actual = hex(&crc.to_le_bytes());
-            let expected = f.checksum.as_deref().unwrap_or("");
-            if !actual.eq_ignore_ascii_case(expected) {
-                summary.mismatched += 1;
-                return Some(mismatch(
-                    f,
-                    format!("CRC-32C is {actual}, backup_manifest says {expected}"),
-                    json!({"algorithm": "CRC32C", "expected": expected, "calculated": actual}),
-                ));
-            }
-        }
+    let Some(actual) = seen.checksum else {
+        summary.size_only += 1;
+        return None;
+    };
+    summary.checksums_verified += 1;
+    let expected = f.checksum.as_deref().unwrap_or("");
+    if actual.eq_ignore_ascii_case(expected) {
+        return None;
     }
-    None
+    summary.mismatched += 1;
+    let name = f.algorithm.name();
+    Some(mismatch(
+        f,
+        format!("{name} checksum is {actual}, backup_manifest says {expected}"),
+        json!({"algorithm": name, "expected": expected, "calculated": actual}),
+    ))
 }
 
 fn mismatch(f: &ManifestFile, message: String, detail: Value) -> Finding {
@@ -300,21 +355,25 @@ fn mismatch(f: &ManifestFile, message: String, detail: Value) -> Finding {
     .with_detail(detail)
 }
 
-/// The file's length and (when asked) CRC-32C, read once.
-fn size_and_crc(mut file: fs::File, crc_wanted: bool) -> io::Result<(u64, u32)> {
+/// The file's length and checksum by `algorithm`, read once.
+fn size_and_digest(mut file: fs::File, algorithm: Algorithm) -> io::Result<Observed> {
     let mut buf = vec![0u8; 1 << 20];
-    let (mut size, mut crc) = (0u64, 0u32);
+    let mut size = 0u64;
+    let mut digest = FileDigest::new(algorithm);
     loop {
         let n = match file.read(&mut buf) {
-            Ok(0) => return Ok((size, crc)),
+            Ok(0) => {
+                return Ok(Observed {
+                    size,
+                    checksum: digest.finish_hex(),
+                })
+            }
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
         size += n as u64;
-        if crc_wanted {
-            crc = crc32c::crc32c_append(crc, &buf[..n]);
-        }
+        digest.update(&buf[..n]);
     }
 }
 
@@ -364,14 +423,14 @@ mod tests {
         let lines: Vec<String> = files
             .iter()
             .map(|(p, data)| {
-                let crc = hex(&crc32c::crc32c(data).to_le_bytes());
+                let crc = super::super::digest::hex(&crc32c::crc32c(data).to_le_bytes());
                 format!("{{ \"Path\": \"{p}\", \"Size\": {}, \"Last-Modified\": \"2026-01-01 00:00:00 GMT\", \"Checksum-Algorithm\": \"CRC32C\", \"Checksum\": \"{crc}\" }}", data.len())
             })
             .collect();
         s += &lines.join(",\n");
         s += "\n],\n\"WAL-Ranges\": [\n{ \"Timeline\": 1, \"Start-LSN\": \"0/2000028\", \"End-LSN\": \"0/2000100\" }\n],\n";
         let sum = if good {
-            hex(&sha256(s.as_bytes()))
+            sha256_hex(s.as_bytes())
         } else {
             "00".repeat(32)
         };
@@ -450,6 +509,47 @@ mod tests {
     }
 
     #[test]
+    fn sha2_checksums_are_verified_from_what_a_scan_saw() {
+        let data = b"16\n";
+        let sha = super::super::digest::hex(&{
+            use sha2::Digest;
+            sha2::Sha512::digest(data)
+        });
+        let mut s = String::from("{\"PostgreSQL-Backup-Manifest-Version\": 1,\n\"Files\": [\n");
+        s += &format!("{{ \"Path\": \"PG_VERSION\", \"Size\": 3, \"Checksum-Algorithm\": \"SHA512\", \"Checksum\": \"{sha}\" }}\n],\n");
+        let sum = sha256_hex(s.as_bytes());
+        s += &format!("\"Manifest-Checksum\": \"{sum}\"}}\n");
+        let observed = |bytes: &[u8]| {
+            let mut d = FileDigest::new(Algorithm::Sha512);
+            d.update(bytes);
+            Observed {
+                size: bytes.len() as u64,
+                checksum: d.finish_hex(),
+            }
+        };
+        let mut seen = SeenFiles::default();
+        seen.files.insert("PG_VERSION".into(), observed(data));
+        let (summary, findings) = check_against(s.as_bytes(), &mut seen);
+        assert!(findings.is_empty(), "{findings:?}");
+        assert_eq!(summary.checksums_verified, 1);
+        seen.files.insert("PG_VERSION".into(), observed(b"17\n"));
+        seen.files.insert("base/1/1259".into(), observed(b""));
+        let (summary, findings) = check_against(s.as_bytes(), &mut seen);
+        assert_eq!(
+            kinds(&findings),
+            vec![
+                (
+                    FindingKind::BackupManifestMismatch,
+                    "PG_VERSION".to_string()
+                ),
+                (FindingKind::BackupFileUnexpected, "base/1/1259".to_string()),
+            ]
+        );
+        assert_eq!(findings[0].detail["algorithm"], "SHA512");
+        assert_eq!((summary.mismatched, summary.unexpected), (1, 1));
+    }
+
+    #[test]
     fn encoded_paths_and_other_algorithms() {
         let v: Value = serde_json::from_str(
             r#"{"Encoded-Path": "626173652f31", "Size": 3, "Checksum-Algorithm": "SHA256", "Checksum": "ab"}"#,
@@ -457,7 +557,7 @@ mod tests {
         .expect("json");
         let f = manifest_file(&v).expect("entry");
         assert_eq!(f.path, "base/1");
-        assert_eq!(f.algorithm, Algorithm::Unsupported("SHA256".into()));
+        assert_eq!(f.algorithm, Algorithm::Sha256);
         assert!(ignored("pg_wal/000000010000000000000001"));
         assert!(!ignored("pg_wal2"));
     }

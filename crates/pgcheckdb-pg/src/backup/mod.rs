@@ -16,9 +16,10 @@
 //!   page whose first sector (which holds `pd_lsn`) is still the old one then shows an old LSN
 //!   and is reported: without the WAL nothing tells it from real damage.
 
+pub mod digest;
 pub mod label;
 pub mod manifest;
-mod sha256;
+pub mod tar;
 pub mod wal;
 
 use std::collections::{HashMap, HashSet};
@@ -71,6 +72,10 @@ pub struct Backup {
     pub basis: ReplayBasis,
     /// `End-LSN` of the manifest's WAL ranges, when there is a manifest.
     pub manifest_wal_end: Option<Lsn>,
+    /// For a backup read as a stream (tar format): `(fork, block)` of every page whose
+    /// `pd_lsn` is past the start LSN, noted as the page went by, since it cannot be read
+    /// again afterwards. `None`: the page is read from the file when asked.
+    pub newer_pages: Option<HashSet<(usize, u64)>>,
 }
 
 /// Reads the backup's WAL (when it has it) into the set of blocks replay rewrites.
@@ -93,6 +98,7 @@ pub fn prepare(datadir: &Path, control: &ControlFile, label: BackupLabel) -> Bac
         label,
         basis,
         manifest_wal_end,
+        newer_pages: None,
     }
 }
 
@@ -261,6 +267,9 @@ impl Judge<'_> {
     /// Whether the page's `pd_lsn` is past the backup's start LSN.
     fn page_newer(&self, file: usize, block: u64) -> bool {
         let fork = self.plan.fork_of_file[file];
+        if let Some(newer) = &self.backup.newer_pages {
+            return newer.contains(&(fork, block));
+        }
         let lsn = *self
             .lsn_cache
             .borrow_mut()
@@ -334,6 +343,21 @@ fn summary_of(backup: &Backup, unverified: u64, set_aside: u64) -> BackupSummary
         note: note.to_string(),
         manifest: None,
     }
+}
+
+/// Adds the findings and summary of a manifest check (`check_manifest`, or a tar backup's
+/// comparison of what its scan saw).
+pub fn add_manifest_result(
+    report: &mut VerifyReport,
+    summary: &mut BackupSummary,
+    (m, findings): (ManifestSummary, Vec<Finding>),
+) {
+    summary.manifest = Some(m);
+    report.findings.extend(findings);
+    report
+        .findings
+        .sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    recount(report);
 }
 
 /// Adds the manifest check's findings and summary (when the backup has a manifest).

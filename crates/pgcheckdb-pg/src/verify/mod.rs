@@ -264,6 +264,41 @@ pub fn run(
     report
 }
 
+/// Where the blocks of the plan's files come from when they are not read from the files
+/// themselves by the parallel scan: a stream (a tar archive's members, [`crate::backup::tar`])
+/// that hands each file's whole blocks, in order, in chunks to the visitor, as the scan does.
+pub trait BlockSource {
+    /// Hands every block of the plan's files to `visitor`; an error when the stream cannot be
+    /// read on.
+    fn feed(&mut self, visitor: &mut dyn pgcheckdb_scan::Visitor) -> Result<(), String>;
+}
+
+/// [`run`] with the blocks from `source` instead of the files: the same checks, on one
+/// thread. The extended level (whose phases read files in an order of their own) is not
+/// available this way: `structure` must not carry an extended plan.
+pub fn run_source(
+    plan: &Plan,
+    opts: &VerifyOptions,
+    structure: Option<&Structure<'_>>,
+    source: &mut dyn BlockSource,
+) -> Result<VerifyReport, String> {
+    let started = Instant::now();
+    if structure.is_some_and(|s| s.extended.is_some()) {
+        return Err("the extended level cannot read its blocks from a stream".into());
+    }
+    let control = &plan.control;
+    let cfg = PageCheckConfig {
+        blcksz: control.blcksz as usize,
+        max_align: control.max_align as usize,
+        checksums: control.data_checksum_version == crate::control::ChecksumState::ON_VERSION,
+    };
+    let mut checker = BlockChecker::new(plan, cfg, structure, opts.count_tuples);
+    source.feed(&mut checker)?;
+    let mut report = checker.finish(plan, opts, started);
+    report.summary.keys_not_order_checked = structure.map(|s| s.not_order_checked.len() as u64);
+    Ok(report)
+}
+
 /// The work units of the scan, in phases run one after the other: at the extended level, the
 /// indexes whose entries heap pages look up come first (heap -> index needs their filters
 /// complete); otherwise one phase. Each file is in exactly one phase, so it is read once.
