@@ -291,6 +291,20 @@ impl Online {
         name_findings(&mut fresh, &fresh_plan, &catalog);
         keep_lasting(&mut report.findings, &doubtful, &fresh.findings);
         report.summary.findings = report.findings.len() as u64;
+        report.summary.corrupt_blocks = corrupt_blocks(&report.findings);
         Ok(())
     }
+}
+
+/// Blocks with an error finding (the scan's count included pages the re-reads cleared).
+fn corrupt_blocks(findings: &[Finding]) -> u64 {
+    let blocks: std::collections::HashSet<(&str, u64)> = findings
+        .iter()
+        .filter(|f| {
+            f.severity == pgcheckdb_pg::finding::Severity::Error
+                && f.kind != pgcheckdb_pg::finding::FindingKind::PartialBlock
+        })
+        .filter_map(|f| Some((f.file.as_str(), f.block?)))
+        .collect();
+    blocks.len() as u64
 }

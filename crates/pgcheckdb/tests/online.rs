@@ -5,8 +5,10 @@
 //! it never touches (a flipped byte: `checksum_mismatch` at its block; a `pd_lsn` beyond the end
 //! of WAL with its checksum recomputed: `page_lsn_in_future` when a connection is given).
 //!
-//! Wall time: PostgreSQL 17 carries the long run (3 minutes of load), the other versions a
-//! 40-second one; all use pgbench scale 20.
+//! A streaming standby (PostgreSQL 16) is checked the same way while its primary runs the load.
+//!
+//! Wall time: PostgreSQL 17 carries the long run (3 minutes of load), the other versions and the
+//! standby a 40-second one; all use pgbench scale 20.
 
 mod common;
 
@@ -126,11 +128,30 @@ fn churn(c: &Cluster, stop: &AtomicBool) {
 
 fn online_under_load(major: u32, load_secs: u64) {
     let c = loaded_primary(major);
-    let (bad, lsn) = inject_damage(&c);
+    verify_under_load(major, &c, &c, load_secs);
+}
+
+/// A streaming standby of a loaded primary, checked while the primary runs the load.
+fn standby_under_load(major: u32, load_secs: u64) {
+    let primary = loaded_primary(major);
+    let mut standby = Cluster::standby_of(&primary).expect("pg_basebackup -R");
+    standby.start().expect("start standby");
+    standby.wait_for_replay(&primary).expect("standby replay");
+    verify_under_load(major, &primary, &standby, load_secs);
+    let in_recovery = standby
+        .query_value("postgres", "SELECT pg_is_in_recovery()")
+        .expect("pg_is_in_recovery");
+    assert_eq!(in_recovery, "t", "the standby was checked in recovery");
+}
+
+/// Runs the load on `primary` for `load_secs` and `verify --online` on `c` (the primary or a
+/// standby of it) again and again meanwhile.
+fn verify_under_load(major: u32, primary: &Cluster, c: &Cluster, load_secs: u64) {
+    let (bad, lsn) = inject_damage(c);
     let flipped = ("checksum_mismatch".to_string(), bad.clone(), FLIPPED_BLOCK);
     let future = ("page_lsn_in_future".to_string(), lsn.clone(), FUTURE_BLOCK);
     let secs = load_secs.to_string();
-    let mut bench = c
+    let mut bench = primary
         .spawn_pgbench("postgres", &["-c", "4", "-j", "2", "-T", &secs, "-n"])
         .expect("pgbench");
     let stop = AtomicBool::new(false);
@@ -139,7 +160,7 @@ fn online_under_load(major: u32, load_secs: u64) {
     let mut in_flux = 0;
     let mut rechecked = 0;
     std::thread::scope(|s| {
-        s.spawn(|| churn(&c, &stop));
+        s.spawn(|| churn(primary, &stop));
         let mut i = 0;
         while Instant::now() < deadline || runs < 4 {
             let (level, connect) = [
@@ -149,7 +170,7 @@ fn online_under_load(major: u32, load_secs: u64) {
                 ("physical", true),
             ][i % 4];
             i += 1;
-            let run = verify_online(&c, level, connect);
+            let run = verify_online(c, level, connect);
             let what = format!("PostgreSQL {major}, run {runs}, {level}, connection {connect}");
             assert_eq!(run.status, 2, "{what}: {run}");
             let mut expected = BTreeSet::from([flipped.clone()]);
@@ -199,6 +220,11 @@ fn online_under_load_pg17_three_minutes() {
 #[test]
 fn online_under_load_pg18() {
     online_under_load(18, 40);
+}
+
+#[test]
+fn online_standby_under_load_pg16() {
+    standby_under_load(16, 40);
 }
 
 #[test]

@@ -33,6 +33,10 @@ pub const LISTING_KINDS: &[FindingKind] = &[
     FindingKind::CatalogUnreadable,
 ];
 
+/// A page read again for the end-of-WAL check: `(file, block)`, its `pd_lsn` now, and its
+/// findings when it was in flux.
+type Suspect = ((usize, u64), u64, Option<Vec<Finding>>);
+
 /// A page that still failed after the re-reads with a `pd_lsn` newer than the redo point.
 #[derive(Debug, Clone)]
 pub struct InFlux {
@@ -177,8 +181,12 @@ impl Rechecker<'_> {
         mut end_now: impl FnMut() -> Option<u64>,
         findings: &mut Vec<Finding>,
     ) {
+        let unlogged = self.unlogged_files();
         let mut suspects: BTreeMap<(usize, u64), Option<Vec<Finding>>> = BTreeMap::new();
-        for p in newer.iter().filter(|p| p.lsn > end) {
+        for p in newer
+            .iter()
+            .filter(|p| p.lsn > end && !unlogged.contains(&p.file))
+        {
             suspects.insert((p.file, p.block), None);
         }
         for p in settled.in_flux.iter().filter(|p| p.lsn > end) {
@@ -187,7 +195,7 @@ impl Rechecker<'_> {
         if suspects.is_empty() {
             return;
         }
-        let reread: Vec<((usize, u64), u64, Option<Vec<Finding>>)> = suspects
+        let reread: Vec<Suspect> = suspects
             .into_iter()
             .filter_map(|(k, f)| Some((k, page_lsn(&self.read(k.0, k.1)?)?, f)))
             .collect();
@@ -204,6 +212,27 @@ impl Rechecker<'_> {
                     .retain(|p| (p.file, p.block) != (file, block));
             }
         }
+    }
+
+    /// The files of unlogged relations (those with an `_init` fork): GiST pages of unlogged
+    /// relations carry fake LSNs from their own counter, not WAL positions.
+    fn unlogged_files(&self) -> std::collections::HashSet<usize> {
+        let files = &self.plan.dir.files;
+        let key = |i: usize| {
+            let f = &files[i];
+            let path = f.rel_path();
+            let dir = path
+                .rsplit_once('/')
+                .map_or(String::new(), |(d, _)| d.to_string());
+            (dir, f.name.relfilenode)
+        };
+        let with_init: std::collections::HashSet<_> = (0..files.len())
+            .filter(|&i| files[i].name.fork == crate::relfile::ForkNumber::Init)
+            .map(key)
+            .collect();
+        (0..files.len())
+            .filter(|&i| with_init.contains(&key(i)))
+            .collect()
     }
 
     fn future_finding(&self, file: usize, block: u64, lsn: u64, end: u64) -> Finding {

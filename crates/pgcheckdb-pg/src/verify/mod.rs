@@ -265,6 +265,7 @@ pub fn run(
         block_size: cfg.blcksz,
         write: false,
         max_bytes_per_sec: opts.max_bytes_per_sec,
+        keep_cache: opts.online.is_some(),
     };
     let new_checker = || {
         let mut c = BlockChecker::new(plan, cfg, structure, opts.count_tuples);
