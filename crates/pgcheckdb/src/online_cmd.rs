@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use pgcheckdb_pg::catalog::Catalog;
 use pgcheckdb_pg::control::ControlFile;
-use pgcheckdb_pg::finding::Finding;
+use pgcheckdb_pg::finding::{Finding, FindingKind};
 use pgcheckdb_pg::naming::name_findings;
 use pgcheckdb_pg::online::recheck::{Rechecker, LISTING_KINDS};
 use pgcheckdb_pg::online::{
@@ -35,6 +35,8 @@ const END_OF_WAL_SQL: &str = "SELECT (CASE WHEN pg_is_in_recovery() \
 /// A connection to the running server.
 pub struct Server {
     client: postgres::Client,
+    /// To reach the other databases of the cluster.
+    config: postgres::Config,
 }
 
 impl Server {
@@ -53,7 +55,25 @@ impl Server {
         let client = config
             .connect(postgres::NoTls)
             .map_err(|e| anyhow!("could not connect to the server: {e}"))?;
-        Ok(Server { client })
+        Ok(Server { client, config })
+    }
+
+    /// The file number database `db` gives relation `oid` now, `None` when the relation is gone.
+    fn filenode_in(&mut self, db: &str, oid: u32) -> anyhow::Result<Option<u32>> {
+        let mut config = self.config.clone();
+        config.dbname(db);
+        let mut client = config
+            .connect(postgres::NoTls)
+            .map_err(|e| anyhow!("could not connect to database \"{db}\": {e}"))?;
+        let row = client
+            .query_one(
+                "SELECT pg_relation_filenode(c.oid)::bigint FROM pg_class c WHERE c.oid = $1::bigint::oid \
+                 UNION ALL SELECT NULL LIMIT 1",
+                &[&(oid as i64)],
+            )
+            .map_err(|e| anyhow!("could not look relation {oid} up in database \"{db}\": {e}"))?;
+        let node: Option<i64> = row.get(0);
+        Ok(node.and_then(|n| u32::try_from(n).ok()))
     }
 
     /// The end of WAL now.
@@ -256,6 +276,41 @@ impl Online {
         Ok(None)
     }
 
+    /// With a connection, a `missing_file` finding of a relation is asked of the server (its
+    /// catalog is exact where the files may lag): it stands, as an error, only when the server
+    /// still gives the relation that file number and the file is still missing.
+    fn confirm_missing_files(
+        &mut self,
+        report: &mut VerifyReport,
+        datadir: &Path,
+    ) -> anyhow::Result<()> {
+        let Some(server) = self.server.as_mut() else {
+            return Ok(());
+        };
+        let mut kept = Vec::with_capacity(report.findings.len());
+        for mut f in std::mem::take(&mut report.findings) {
+            let asked = match (f.kind, &f.database, &f.relation) {
+                (FindingKind::MissingFile, Some(db), Some(rel)) => {
+                    match (db.name.as_deref(), rel.oid, rel.filenode) {
+                        (Some(name), Some(oid), Some(node)) => Some((name.to_string(), oid, node)),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            if let Some((db, oid, node)) = asked {
+                let now = server.filenode_in(&db, oid)?;
+                if now != Some(node) || datadir.join(&f.file).exists() {
+                    continue;
+                }
+                f.severity = pgcheckdb_pg::finding::Severity::Error;
+            }
+            kept.push(f);
+        }
+        report.findings = kept;
+        Ok(())
+    }
+
     /// Keeps the findings of the listing and the catalog only when a second listing and
     /// catalog read after the scan show them too. `before` is the report's findings before
     /// `name_findings` added the catalog's.
@@ -290,6 +345,7 @@ impl Online {
         };
         name_findings(&mut fresh, &fresh_plan, &catalog);
         keep_lasting(&mut report.findings, &doubtful, &fresh.findings);
+        self.confirm_missing_files(report, datadir)?;
         report.summary.findings = report.findings.len() as u64;
         report.summary.corrupt_blocks = corrupt_blocks(&report.findings);
         Ok(())

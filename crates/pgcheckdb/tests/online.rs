@@ -2,8 +2,9 @@
 //! autovacuum on, a 30 s checkpoint_timeout and CREATE / TRUNCATE / VACUUM FULL / DROP of
 //! other tables in a loop: every run, at the physical and standard levels, with and without a
 //! connection, has no error finding but the damage injected while the server runs into tables
-//! it never touches (a flipped byte: `checksum_mismatch` at its block; a `pd_lsn` beyond the end
-//! of WAL with its checksum recomputed: `page_lsn_in_future` when a connection is given).
+//! it never touches (a flipped byte: `checksum_mismatch` at its block, or without data checksums
+//! (PostgreSQL 18 here) a pd_special that is not MAXALIGNed: `invalid_header`; a `pd_lsn` beyond
+//! the end of WAL with its checksum recomputed: `page_lsn_in_future` when a connection is given).
 //!
 //! A streaming standby (PostgreSQL 16) is checked the same way while its primary runs the load.
 //!
@@ -24,10 +25,10 @@ const FLIPPED_BLOCK: u64 = 3;
 /// The block of `cold_lsn` whose `pd_lsn` is set beyond the end of WAL (checksum recomputed).
 const FUTURE_BLOCK: u64 = 2;
 
-/// A primary with data checksums, pgbench scale 20 and two frozen, checkpointed tables the
-/// load never touches.
-fn loaded_primary(major: u32) -> Cluster {
-    let opts = ClusterOptions::new(major, true)
+/// A primary with or without data checksums, pgbench scale 20 and two frozen, checkpointed
+/// tables the load never touches.
+fn loaded_primary(major: u32, checksums: bool) -> Cluster {
+    let opts = ClusterOptions::new(major, checksums)
         .setting("checkpoint_timeout", "30s")
         .setting("max_wal_size", "256MB")
         .setting("autovacuum_naptime", "5s");
@@ -45,16 +46,38 @@ fn loaded_primary(major: u32) -> Cluster {
     c
 }
 
-/// Damages the two cold tables in place while the server runs.
-fn inject_damage(c: &Cluster) -> (String, String) {
+/// Damages the two cold tables in place while the server runs; returns their files and the
+/// kind the first damage is found as.
+fn inject_damage(c: &Cluster) -> (String, String, &'static str) {
     let bad = c.relation_filepath("postgres", "cold_bad").expect("path");
     let lsn = c.relation_filepath("postgres", "cold_lsn").expect("path");
     let dir = c.datadir();
-    // A flipped byte, checksum left as it was.
+    if !c.checksums() {
+        // No checksum to fail: pd_special made odd (not MAXALIGNed).
+        common::edit(&dir.join(&bad), FLIPPED_BLOCK, |page| {
+            page[16..18].copy_from_slice(&8191u16.to_le_bytes());
+        });
+    } else {
+        flip_byte(&dir.join(&bad));
+    }
+    // pd_lsn far beyond the end of WAL (xlogid 0x7000), checksum recomputed.
+    common::edit(&dir.join(&lsn), FUTURE_BLOCK, |page| {
+        page[0..4].copy_from_slice(&0x7000u32.to_le_bytes());
+    });
+    let kind = if c.checksums() {
+        "checksum_mismatch"
+    } else {
+        "invalid_header"
+    };
+    (bad, lsn, kind)
+}
+
+/// A flipped byte in the tuple data of [`FLIPPED_BLOCK`], checksum left as it was.
+fn flip_byte(path: &std::path::Path) {
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .open(dir.join(&bad))
+        .open(path)
         .expect("open cold_bad");
     use std::os::unix::fs::FileExt;
     let at = FLIPPED_BLOCK * 8192 + 5000;
@@ -62,11 +85,6 @@ fn inject_damage(c: &Cluster) -> (String, String) {
     f.read_exact_at(&mut b, at).expect("read");
     b[0] ^= 0x5A;
     f.write_all_at(&b, at).expect("write");
-    // pd_lsn far beyond the end of WAL (xlogid 0x7000), checksum recomputed.
-    common::edit(&dir.join(&lsn), FUTURE_BLOCK, |page| {
-        page[0..4].copy_from_slice(&0x7000u32.to_le_bytes());
-    });
-    (bad, lsn)
 }
 
 fn verify_online(c: &Cluster, level: &str, connect: bool) -> Run {
@@ -106,6 +124,15 @@ fn errors(run: &Run) -> BTreeSet<(String, String, u64)> {
         .collect()
 }
 
+/// Sets the flag when dropped (also while a panic unwinds).
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// CREATE, fill, TRUNCATE, VACUUM FULL and DROP tables the verify runs did not plan for, until
 /// `stop`.
 fn churn(c: &Cluster, stop: &AtomicBool) {
@@ -126,14 +153,14 @@ fn churn(c: &Cluster, stop: &AtomicBool) {
     }
 }
 
-fn online_under_load(major: u32, load_secs: u64) {
-    let c = loaded_primary(major);
+fn online_under_load(major: u32, load_secs: u64, checksums: bool) {
+    let c = loaded_primary(major, checksums);
     verify_under_load(major, &c, &c, load_secs);
 }
 
 /// A streaming standby of a loaded primary, checked while the primary runs the load.
 fn standby_under_load(major: u32, load_secs: u64) {
-    let primary = loaded_primary(major);
+    let primary = loaded_primary(major, true);
     let mut standby = Cluster::standby_of(&primary).expect("pg_basebackup -R");
     standby.start().expect("start standby");
     standby.wait_for_replay(&primary).expect("standby replay");
@@ -147,8 +174,8 @@ fn standby_under_load(major: u32, load_secs: u64) {
 /// Runs the load on `primary` for `load_secs` and `verify --online` on `c` (the primary or a
 /// standby of it) again and again meanwhile.
 fn verify_under_load(major: u32, primary: &Cluster, c: &Cluster, load_secs: u64) {
-    let (bad, lsn) = inject_damage(c);
-    let flipped = ("checksum_mismatch".to_string(), bad.clone(), FLIPPED_BLOCK);
+    let (bad, lsn, kind) = inject_damage(c);
+    let flipped = (kind.to_string(), bad.clone(), FLIPPED_BLOCK);
     let future = ("page_lsn_in_future".to_string(), lsn.clone(), FUTURE_BLOCK);
     let secs = load_secs.to_string();
     let mut bench = primary
@@ -161,6 +188,8 @@ fn verify_under_load(major: u32, primary: &Cluster, c: &Cluster, load_secs: u64)
     let mut rechecked = 0;
     std::thread::scope(|s| {
         s.spawn(|| churn(primary, &stop));
+        // A failed assertion must stop the churn too, or the scope never ends.
+        let _stop_churn = StopOnDrop(&stop);
         let mut i = 0;
         while Instant::now() < deadline || runs < 4 {
             let (level, connect) = [
@@ -188,7 +217,6 @@ fn verify_under_load(major: u32, primary: &Cluster, c: &Cluster, load_secs: u64)
                 .expect("rechecked_blocks");
             runs += 1;
         }
-        stop.store(true, Ordering::Relaxed);
     });
     let status = bench.wait().expect("wait pgbench");
     assert!(status.success(), "pgbench failed: {status}");
@@ -199,27 +227,27 @@ fn verify_under_load(major: u32, primary: &Cluster, c: &Cluster, load_secs: u64)
 
 #[test]
 fn online_under_load_pg14() {
-    online_under_load(14, 40);
+    online_under_load(14, 40, true);
 }
 
 #[test]
 fn online_under_load_pg15() {
-    online_under_load(15, 40);
+    online_under_load(15, 40, true);
 }
 
 #[test]
 fn online_under_load_pg16() {
-    online_under_load(16, 40);
+    online_under_load(16, 40, true);
 }
 
 #[test]
 fn online_under_load_pg17_three_minutes() {
-    online_under_load(17, 180);
+    online_under_load(17, 180, true);
 }
 
 #[test]
-fn online_under_load_pg18() {
-    online_under_load(18, 40);
+fn online_under_load_pg18_no_checksums() {
+    online_under_load(18, 40, false);
 }
 
 #[test]
