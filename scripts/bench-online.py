@@ -8,11 +8,11 @@ Creates a throwaway cluster with data checksums and a pgbench database (--scale)
      interleaved, medians reported (the machine may be shared and noisy);
   2. the time of `verify --online --level physical` during that load, against
      `verify --level physical` offline on the same cluster after a clean stop;
-  3. the page-cache residency (mincore, via fincore from util-linux when present, else
-     through Python's mmap) of the server's hot table (pgbench_accounts and its primary key)
-     and of all relation files: everything evicted, the hot table read by the server, then
-     residency before and after one `verify --online`, and after a plain `cat` of the files
-     for contrast.
+  3. the page-cache residency (mincore on a mapping of each file) of the server's hot table
+     (pgbench_accounts and its primary key), of a cold table (2 million rows the load never
+     reads) and of all relation files: everything evicted, the hot table read by the server,
+     then residency before and after one `verify --online`, and after a plain `cat` of the
+     files for contrast.
 
 Stdlib only. Run as root (the cluster runs as the `postgres` user) or as the cluster's owner.
 """
@@ -79,6 +79,8 @@ class Cluster:
         self.start()
         log(f"pgbench -i -s {scale}")
         run(as_postgres([self.tool("pgbench"), *self.conn(), "-i", "-q", "-s", str(scale), "postgres"]))
+        log("cold table (the server never reads it during the measurements)")
+        self.psql("CREATE TABLE cold AS SELECT g AS id, repeat('c', 120) AS pad FROM generate_series(1, 2000000) g; CHECKPOINT")
 
     def conn(self):
         return ["-h", str(self.sock), "-p", PORT, "-U", "postgres"]
@@ -171,9 +173,9 @@ def evict(paths):
             os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
 
-def hot_files(cluster):
+def files_of(cluster, rels):
     out = []
-    for rel in ("pgbench_accounts", "pgbench_accounts_pkey"):
+    for rel in rels:
         path = cluster.data / cluster.psql(f"SELECT pg_relation_filepath('{rel}')")
         out += [q for q in path.parent.glob(path.name + "*")]
     return out
@@ -181,22 +183,22 @@ def hot_files(cluster):
 
 def residency(args, cluster):
     files = relation_files(cluster.data)
-    hot = hot_files(cluster)
+    hot = files_of(cluster, ("pgbench_accounts", "pgbench_accounts_pkey"))
+    cold = files_of(cluster, ("cold",))
     run(["sync"])
     evict(files)
     cluster.psql("SELECT count(*) FROM pgbench_accounts")  # the server reads its hot table
     cluster.psql("SELECT count(*) FROM pgbench_accounts WHERE aid % 7 = 0")
-    rows = [("before verify --online", cached_bytes(hot), cached_bytes(files))]
+    rows = [("before verify --online", cached_bytes(hot), cached_bytes(cold), cached_bytes(files))]
     verify(args, cluster, True)
-    rows.append(("after verify --online", cached_bytes(hot), cached_bytes(files)))
+    rows.append(("after verify --online", cached_bytes(hot), cached_bytes(cold), cached_bytes(files)))
     for f in files:
         with open(f, "rb") as fh:
             while fh.read(1 << 20):
                 pass
-    rows.append(("after cat of every relation file", cached_bytes(hot), cached_bytes(files)))
-    total = sum(f.stat().st_size for f in files)
-    hot_total = sum(f.stat().st_size for f in hot)
-    return rows, total, hot_total
+    rows.append(("after cat of every relation file", cached_bytes(hot), cached_bytes(cold), cached_bytes(files)))
+    sizes = [sum(f.stat().st_size for f in group) for group in (hot, cold, files)]
+    return rows, sizes
 
 
 def main():
@@ -214,7 +216,7 @@ def main():
         throttled.append(tps)
         rate_times += times
     log("page-cache residency")
-    res, total, hot_total = residency(args, c)
+    res, sizes = residency(args, c)
     size = c.psql("SELECT pg_size_pretty(sum(pg_relation_size(oid))) FROM pg_class")
     c.stop()
     offline = [verify(args, c, False) for _ in range(max(3, args.rounds))]
@@ -237,10 +239,11 @@ def main():
         f"| `--online --max-rate {args.max_rate:g}` during the load | {len(rate_times)} | {med(rate_times):.2f} | {min(rate_times):.2f} | {max(rate_times):.2f} |",
         f"| offline, same cluster stopped (warm cache) | {len(offline)} | {med(offline):.2f} | {min(offline):.2f} | {max(offline):.2f} |",
         "",
-        f"| page cache (server idle) | hot table cached, MiB of {hot_total / mib:.0f} | all relation files cached, MiB of {total / mib:.0f} |",
-        "|---|---|---|",
+        f"| page cache (server idle) | hot: pgbench_accounts + pkey, MiB cached of {sizes[0] / mib:.0f} "
+        f"| cold table, MiB cached of {sizes[1] / mib:.0f} | all relation files, MiB cached of {sizes[2] / mib:.0f} |",
+        "|---|---|---|---|",
     ]
-    lines += [f"| {name} | {h / mib:.1f} | {a / mib:.1f} |" for name, h, a in res]
+    lines += [f"| {name} | {h / mib:.1f} | {c / mib:.1f} | {a / mib:.1f} |" for name, h, c, a in res]
     text = "\n".join(lines) + "\n"
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use pgcheckdb_pg::catalog::Catalog;
+use pgcheckdb_pg::cluster::{check_stopped, RunningReason};
 use pgcheckdb_pg::control::ControlFile;
 use pgcheckdb_pg::finding::{Finding, FindingKind};
 use pgcheckdb_pg::naming::name_findings;
@@ -156,14 +157,34 @@ pub struct Online {
 }
 
 impl Online {
-    /// Refuses what is not supported online, connects if asked and notes the start.
-    pub fn start(args: &VerifyArgs, level: Level, control: &ControlFile) -> anyhow::Result<Online> {
+    /// Refuses what is not supported online, connects if asked and notes the start. `None`:
+    /// no server runs on a cleanly stopped cluster, which is then checked offline (strictly).
+    pub fn start(
+        args: &VerifyArgs,
+        level: Level,
+        datadir: &Path,
+        control: &ControlFile,
+    ) -> anyhow::Result<Option<Online>> {
         if level == Level::Extended {
             bail!("--online checks the physical and standard levels; the extended level needs a stopped cluster or a copy");
         }
+        match check_stopped(datadir, control) {
+            Ok(()) => {
+                eprintln!(
+                    "pgcheckdb: no server is running on \"{}\": checking it offline",
+                    datadir.display()
+                );
+                return Ok(None);
+            }
+            Err(RunningReason::LivePostmaster { .. }) => {}
+            Err(reason) => bail!(
+                "--online checks a cluster whose server is running; \"{}\": {reason}",
+                datadir.display()
+            ),
+        }
         let mut server = args.dbname.as_deref().map(Server::connect).transpose()?;
         let start_end = server.as_mut().map(Server::end_of_wal).transpose()?;
-        Ok(Online {
+        Ok(Some(Online {
             checkpoint_allowed: !args.no_checkpoint,
             start_redo: control.redo,
             start_end,
@@ -175,7 +196,7 @@ impl Online {
             },
             server,
             doubtful: Vec::new(),
-        })
+        }))
     }
 
     /// What the block scan notes.

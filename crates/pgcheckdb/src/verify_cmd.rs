@@ -206,10 +206,10 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     );
     check_pid_file(&datadir)?;
     let level = requested_level(args);
-    let mut online = args
-        .online
-        .then(|| online_cmd::Online::start(args, level, &control))
-        .transpose()?;
+    let mut online = match args.online {
+        true => online_cmd::Online::start(args, level, &datadir, &control)?,
+        false => None,
+    };
     let backup = match online {
         Some(_) => None,
         None => backup_or_refusal(&datadir, &control)?,

@@ -272,4 +272,15 @@ fn running_cluster_without_online_is_refused_naming_it() {
     );
     assert_eq!(ext.status, 1, "{ext}");
     assert_eq!(ext.stderr.trim().lines().count(), 1, "{ext}");
+    // A crashed cluster is no running server: --online refuses it too.
+    c.stop_immediate().expect("crash");
+    let crashed = run::pgcheckdb(&common::bin(), &["verify", "-D", &d, "--online"], c.user());
+    assert_eq!(crashed.status, 1, "{crashed}");
+    assert!(crashed.stderr.contains("running"), "{crashed}");
+    // A cleanly stopped one is checked offline, saying so.
+    c.start().expect("restart");
+    c.stop().expect("stop");
+    let stopped = run::pgcheckdb(&common::bin(), &["verify", "-D", &d, "--online"], c.user());
+    assert_eq!(stopped.status, 0, "{stopped}");
+    assert!(stopped.stderr.contains("checking it offline"), "{stopped}");
 }

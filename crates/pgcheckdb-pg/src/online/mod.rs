@@ -177,6 +177,22 @@ mod tests {
     }
 
     #[test]
+    fn listing_findings_stand_only_when_the_second_read_has_them() {
+        use crate::finding::{FindingKind, Severity};
+        let f = |kind, file: &str| Finding::for_file(kind, Severity::Error, file, String::new());
+        let gone = f(FindingKind::MissingFile, "base/5/100");
+        let lasting = f(FindingKind::MissingFile, "base/5/200");
+        let page = f(FindingKind::ChecksumMismatch, "base/5/300");
+        let mut findings = vec![gone.clone(), lasting.clone(), page.clone()];
+        keep_lasting(
+            &mut findings,
+            &[gone, lasting.clone()],
+            std::slice::from_ref(&lasting),
+        );
+        assert_eq!(findings, vec![lasting, page]);
+    }
+
+    #[test]
     fn notes_keep_only_pages_above_the_floor() {
         let mut page = vec![0u8; 8192];
         page[0..4].copy_from_slice(&1u32.to_le_bytes());
