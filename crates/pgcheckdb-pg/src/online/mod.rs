@@ -177,6 +177,23 @@ mod tests {
     }
 
     #[test]
+    fn text_line_says_the_lsns_and_counts() {
+        let s = OnlineSummary {
+            online: true,
+            start_redo_lsn: "0/5A0012C8".into(),
+            end_of_wal_lsn: Some("0/5E3A1F00".into()),
+            checkpoint_redo_lsn: None,
+            connection: true,
+            in_flux_blocks: 2,
+            rechecked_blocks: 12,
+        };
+        assert_eq!(
+            s.text_line(),
+            "online: start redo 0/5A0012C8, end of WAL 0/5E3A1F00; 12 block(s) re-checked after a failed read, 2 block(s) in flux (changing, not verified)"
+        );
+    }
+
+    #[test]
     fn listing_findings_stand_only_when_the_second_read_has_them() {
         use crate::finding::{FindingKind, Severity};
         let f = |kind, file: &str| Finding::for_file(kind, Severity::Error, file, String::new());
