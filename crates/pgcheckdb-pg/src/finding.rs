@@ -140,6 +140,9 @@ pub enum FindingKind {
     BackupFileUnexpected,
     /// `backup_manifest` cannot be parsed or its own checksum does not match its text.
     BackupManifestInvalid,
+    /// `verify --online` with a connection: a page's `pd_lsn` is beyond the end of the WAL the
+    /// server has written (a standby: received or replayed), re-read after the end was asked.
+    PageLsnInFuture,
 }
 
 impl FindingKind {
@@ -198,6 +201,7 @@ impl FindingKind {
             FindingKind::BackupFileMissing => "backup_file_missing",
             FindingKind::BackupFileUnexpected => "backup_file_unexpected",
             FindingKind::BackupManifestInvalid => "backup_manifest_invalid",
+            FindingKind::PageLsnInFuture => "page_lsn_in_future",
         }
     }
 
@@ -255,6 +259,7 @@ impl FindingKind {
         FindingKind::BackupFileMissing,
         FindingKind::BackupFileUnexpected,
         FindingKind::BackupManifestInvalid,
+        FindingKind::PageLsnInFuture,
     ];
 }
 

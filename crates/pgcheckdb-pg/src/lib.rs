@@ -22,6 +22,7 @@ pub mod layout;
 pub mod lock;
 pub mod missing;
 pub mod naming;
+pub mod online;
 pub mod page;
 pub mod physical;
 pub mod placement;

@@ -65,7 +65,12 @@ pub fn missing_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
             .control
             .tablespace_version_directory()
             .unwrap_or_default(),
-        in_recovery: plan.control.state == DbState::ShutdownedInRecovery,
+        // A standby, stopped or running (`verify --online`): replay removes files before the
+        // catalog rows that dropped them reach the disk.
+        in_recovery: matches!(
+            plan.control.state,
+            DbState::ShutdownedInRecovery | DbState::InArchiveRecovery
+        ),
         // A base backup's pg_control is in production or in archive recovery (a running or
         // crashed cluster is refused before): pg_basebackup copies only the init fork of an
         // unlogged relation.
@@ -168,14 +173,14 @@ fn under(dir: &str, unreadable: &str) -> bool {
 }
 
 impl Files<'_> {
-    /// Error, or on a standby shut down in recovery a warning with the reason: its catalog
+    /// Error, or on a standby (shut down in recovery or running) a warning with the reason: its catalog
     /// pages may be older than the file operations WAL replay already did.
     fn downgrade(&self, message: &mut String) -> Severity {
         if !self.in_recovery {
             return Severity::Error;
         }
         message.push_str(
-            " (standby shut down in recovery: its catalog rows may not be flushed yet, so the object may have been dropped or rewritten since)",
+            " (standby in recovery: its catalog rows may not be flushed yet, so the object may have been dropped or rewritten since)",
         );
         Severity::Warning
     }

@@ -7,6 +7,7 @@
 //! every block that still cannot be read is reported to the visitor. Only regular files are
 //! opened ([`open::open_regular`]).
 
+mod cache;
 pub mod open;
 
 use std::fs::File;
@@ -89,6 +90,9 @@ pub struct ScanOptions {
     pub write: bool,
     /// Throttle to this many bytes per second across all workers.
     pub max_bytes_per_sec: Option<u64>,
+    /// Leave the OS page cache as found: pages not cached before a read are dropped after it
+    /// ([`cache`]; `verify --online`).
+    pub keep_cache: bool,
 }
 
 /// Byte range inside a chunk that the visitor changed and wants written back.
@@ -265,8 +269,10 @@ impl<L: FileList + ?Sized> Worker<'_, L> {
             self.open = None;
             self.files.path_into(index, &mut self.path);
             let file = open::open_listed_regular(&self.path, self.opts.write)?;
-            // Read-ahead advice only pays for a file longer than one read.
-            if self.files.scan_len(index) > self.opts.chunk_bytes as u64 {
+            if self.opts.keep_cache {
+                cache::advise_no_readahead(&file);
+            } else if self.files.scan_len(index) > self.opts.chunk_bytes as u64 {
+                // Read-ahead advice only pays for a file longer than one read.
                 advise_sequential(&file);
             }
             self.open = Some((index, file));
@@ -304,7 +310,16 @@ impl<L: FileList + ?Sized> Worker<'_, L> {
         let mut offset = offset;
         while offset < end {
             let want = (self.opts.chunk_bytes as u64).min(end - offset) as usize;
-            match read_full(&file, &mut self.buffer[..want], offset) {
+            let before = self
+                .opts
+                .keep_cache
+                .then(|| cache::residency(&file, offset, want))
+                .flatten();
+            let read = read_full(&file, &mut self.buffer[..want], offset);
+            if let Some(r) = &before {
+                r.drop_uncached(&file);
+            }
+            match read {
                 Ok(got) => {
                     let whole = got - got % self.opts.block_size;
                     self.visit(&file, index, offset, whole, visitor);
@@ -457,6 +472,7 @@ mod tests {
                 block_size: 4,
                 write: false,
                 max_bytes_per_sec: None,
+                keep_cache: false,
             };
             let progress = Progress::default();
             let visitors = run(&files, &units, &opts, Sum::default, &progress);
@@ -480,6 +496,7 @@ mod tests {
             block_size: 4,
             write: true,
             max_bytes_per_sec: None,
+            keep_cache: false,
         };
         run(
             &files,

@@ -386,9 +386,19 @@ pub struct VerifyArgs {
     /// Alias of --level physical.
     #[arg(long, conflicts_with = "level")]
     pub physical_only: bool,
-    /// Check a running cluster (not yet supported).
+    /// Check a running cluster from its files (physical and standard levels): pages written
+    /// while read are re-read, pages newer than the last checkpoint may be "in flux".
     #[arg(long)]
     pub online: bool,
+    /// With --online: connect to the server (connection string or URL; PGHOST, PGPORT, PGUSER
+    /// and PGDATABASE fill in the rest) for the end of WAL and a CHECKPOINT before the in-flux
+    /// pages are read once more. "" connects with the environment alone.
+    #[arg(long, value_name = "CONNSTR", requires = "online")]
+    pub dbname: Option<String>,
+    /// With --online --dbname: never ask for a CHECKPOINT; wait for the next one (at most
+    /// checkpoint_timeout) when pages are in flux.
+    #[arg(long, requires = "dbname")]
+    pub no_checkpoint: bool,
     /// Read at most this many MB per second.
     #[arg(long, value_name = "MB/s", value_parser = parse_rate, allow_negative_numbers = true)]
     pub max_rate: Option<f64>,
@@ -408,7 +418,7 @@ pub struct VerifyArgs {
     /// A base backup to verify instead of -D: a plain one (a directory with backup_label) or
     /// a tar-format one (base.tar[.gz|.lz4|.zst], <oid>.tar*, pg_wal.tar*), read without
     /// unpacking.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "online")]
     pub backup: Option<PathBuf>,
 }
 

@@ -10,6 +10,7 @@ mod demo_cmd;
 mod docs_cmd;
 mod estimate;
 mod inspect_cmd;
+mod online_cmd;
 mod progress;
 mod signals;
 mod tar_backup;

@@ -22,7 +22,8 @@ use pgcheckdb_scan::Progress;
 
 use crate::cli::{Common, LevelArg, OutputFormat, ScopeArgs, VerifyArgs};
 use crate::{
-    clock, estimate, progress, signals, tar_backup, verbose, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK,
+    clock, estimate, online_cmd, progress, signals, tar_backup, verbose, EXIT_CORRUPT, EXIT_FAILED,
+    EXIT_OK,
 };
 
 /// The data directory from `-D` or `$PGDATA`, checked to look like one.
@@ -51,7 +52,16 @@ pub fn resolve_datadir(arg: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
 /// Reads pg_control, checks it against PG_VERSION and refuses versions pgcheckdb does not
 /// know the formats of.
 pub fn read_control(datadir: &Path) -> anyhow::Result<ControlFile> {
-    let control = ControlFile::read_from_datadir(datadir)?;
+    read_control_for(datadir, false)
+}
+
+/// [`read_control`]; `online`: re-read while the CRC fails (the server rewrites the file).
+fn read_control_for(datadir: &Path, online: bool) -> anyhow::Result<ControlFile> {
+    let control = if online {
+        pgcheckdb_pg::online::read_control_settled(datadir)?
+    } else {
+        ControlFile::read_from_datadir(datadir)?
+    };
     let file_major = read_pg_version_file(datadir).map_err(|e| anyhow!(e))?;
     if let Some(major) = control.major {
         if major != file_major {
@@ -188,9 +198,6 @@ fn check_filenodes(opts: &ScopeOptions, plan: &Plan) -> anyhow::Result<()> {
 
 fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     let started_at = clock::now_rfc3339();
-    if args.online {
-        bail!("--online is not supported yet; stop the server or verify a stopped copy");
-    }
     signals::install().context("could not install the signal handlers")?;
     let mut phases = verbose::Phases::new(common.verbose);
     let tar = tar_backup::open(args)?;
@@ -199,15 +206,22 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         (None, Some(dir)) => resolve_datadir(Some(dir))?,
         (None, None) => tar_backup::resolve_datadir_or_hint(args.pgdata.as_ref())?,
     };
-    let control = read_control(&datadir)?;
+    let control = read_control_for(&datadir, args.online)?;
     let shown = tar.as_ref().map_or(datadir.as_path(), |t| t.dir.as_path());
     phases.done(
         "read global/pg_control",
         &format!("data directory \"{}\"", shown.display()),
     );
     check_pid_file(&datadir)?;
-    let mut backup = backup_or_refusal(&datadir, &control)?;
     let level = requested_level(args);
+    let mut online = match args.online {
+        true => online_cmd::Online::start(args, level, &datadir, &control)?,
+        false => None,
+    };
+    let mut backup = match online {
+        Some(_) => None,
+        None => backup_or_refusal(&datadir, &control)?,
+    };
     let extended_config = (level == Level::Extended)
         .then(|| extended_config(common, args, &datadir))
         .transpose()?;
@@ -216,6 +230,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         level,
         max_bytes_per_sec: args.max_rate.map(|mb| (mb * 1e6) as u64),
         count_tuples: common.verbose,
+        online: online.as_ref().map(online_cmd::Online::scan_options),
         ..VerifyOptions::default()
     };
     let format = format(common);
@@ -232,7 +247,10 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
             Some(t) => t.listing(&control),
             None => Plan::list(&datadir, &control),
         });
-        let catalog = Catalog::read_with(&datadir, &control, columns);
+        let catalog = match online {
+            Some(_) => online_cmd::Online::read_catalog(&datadir, &control, columns),
+            None => Catalog::read_with(&datadir, &control, columns),
+        };
         let listing = listing
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -333,7 +351,16 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
             opts.jobs
         ),
     );
+    if let Some(online) = online.as_mut() {
+        online.settle(&plan, &catalog, level, &mut report)?;
+        phases.done("re-read the pages that failed", &online.summary.text_line());
+    }
+    let before_naming = online.as_ref().map(|_| report.findings.clone());
     name_findings(&mut report, &plan, &catalog);
+    if let (Some(online), Some(before)) = (online.as_mut(), before_naming) {
+        online.keep_lasting(&mut report, &before, &datadir, &scope)?;
+        report.summary.online = Some(online.summary.clone());
+    }
     phases.done(
         "named the findings",
         "database and relation names from the catalogs",
@@ -443,7 +470,7 @@ fn backup_or_refusal(datadir: &Path, control: &ControlFile) -> anyhow::Result<Op
     };
     let Some(label) = label else {
         bail!(
-            "cannot verify \"{}\" offline: {reason}; a running server needs --online (not supported yet), a crashed one must be started once and stopped cleanly, a base backup needs its backup_label",
+            "cannot verify \"{}\" offline: {reason}; a running server is checked with --online, a crashed one must be started once and stopped cleanly, a base backup needs its backup_label",
             datadir.display()
         );
     };
@@ -572,6 +599,9 @@ fn print_report(
             write_findings_text(&mut out, &shown, TEXT_FINDINGS_PER_PAGE)?;
             if let (Some(b), false) = (&summary.backup, quiet) {
                 writeln!(out, "pgcheckdb: {}", b.text_line())?;
+            }
+            if let (Some(o), false) = (&summary.online, quiet) {
+                writeln!(out, "pgcheckdb: {}", o.text_line())?;
             }
             if !quiet {
                 write_summary(&mut out, format, summary, findings)?;

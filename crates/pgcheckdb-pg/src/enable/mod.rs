@@ -357,6 +357,7 @@ fn enable_planned(
         block_size: bs,
         write,
         max_bytes_per_sec: None,
+        keep_cache: false,
     };
     let delay = test_unit_delay();
     let structure =

@@ -48,6 +48,10 @@ pub(super) struct BlockChecker<'a> {
     pub(super) tally: crate::relstats::Tally,
     /// The extended level's fact writer.
     pub(super) facts: Option<crate::extended::emit::Emitter<'a>>,
+    /// `verify --online`: files may vanish or shrink while they are read (not findings), and
+    /// pages whose `pd_lsn` is above this floor are noted for the check against the end of
+    /// WAL ([`crate::online`]).
+    pub(super) online: Option<crate::online::ScanNotes>,
 }
 
 impl<'a> BlockChecker<'a> {
@@ -77,6 +81,7 @@ impl<'a> BlockChecker<'a> {
                 s.extended
                     .map(|e| crate::extended::emit::Emitter::new(e, s.clog, &s.facts))
             }),
+            online: None,
         }
     }
 
@@ -91,6 +96,9 @@ impl<'a> BlockChecker<'a> {
         self.tally.absorb(other.tally);
         self.last_used.absorb(other.last_used);
         if let (Some(mine), Some(theirs)) = (self.facts.as_mut(), other.facts) {
+            mine.absorb(theirs);
+        }
+        if let (Some(mine), Some(theirs)) = (self.online.as_mut(), other.online) {
             mine.absorb(theirs);
         }
     }
@@ -125,6 +133,9 @@ impl<'a> BlockChecker<'a> {
         raw: Option<u32>,
     ) -> bool {
         self.blocks += 1;
+        if let Some(notes) = self.online.as_mut() {
+            notes.page(file, blkno, page);
+        }
         let raw_sum = || raw.unwrap_or_else(|| crate::checksum::raw_block_sum(page));
         let verdict = check_page_with_sum(&self.cfg, page, blkno as u32, raw_sum);
         let format = self
@@ -411,6 +422,7 @@ impl<'a> BlockChecker<'a> {
             summary,
             tool_errors: self.tool_errors,
             file_tallies: self.tally.into_files(),
+            online_notes: self.online,
         }
     }
 
@@ -545,6 +557,10 @@ impl Visitor for BlockChecker<'_> {
 
     fn open_failed(&mut self, file: usize, err: &io::Error) {
         let f = &self.plan.dir.files[file];
+        if self.online.is_some() && err.kind() == io::ErrorKind::NotFound {
+            // Dropped or truncated away while the server runs: nothing left to check.
+            return;
+        }
         self.skipped_blocks += f.size / self.cfg.blcksz as u64;
         if matches!(err.kind(), io::ErrorKind::PermissionDenied) {
             self.tool_errors
@@ -566,6 +582,10 @@ impl Visitor for BlockChecker<'_> {
 
     fn short_file(&mut self, file: usize, offset: u64) {
         let f = &self.plan.dir.files[file];
+        if self.online.is_some() {
+            // TRUNCATE, VACUUM or DROP shortened it while the server runs.
+            return;
+        }
         self.tool_errors.push(format!(
             "file \"{}\" shrank to {offset} bytes during the scan",
             f.rel_path()

@@ -55,6 +55,9 @@ pub struct VerifyOptions {
     pub chunk_bytes: usize,
     /// Count tuples per relation for the verbose summary ([`crate::relstats`]).
     pub count_tuples: bool,
+    /// `verify --online`: the server runs ([`crate::online`]); pages with `pd_lsn` above
+    /// `lsn_floor` are noted.
+    pub online: Option<crate::online::ScanOptions>,
 }
 
 impl Default for VerifyOptions {
@@ -69,6 +72,7 @@ impl Default for VerifyOptions {
             unit_bytes: 32 << 20,
             chunk_bytes: 256 << 10,
             count_tuples: false,
+            online: None,
         }
     }
 }
@@ -122,6 +126,9 @@ pub struct Summary {
     /// A base backup: its start, the rule for pages replay rewrites and the manifest check.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backup: Option<crate::backup::BackupSummary>,
+    /// `verify --online`: `online: true`, the LSNs used and the re-read counts.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub online: Option<crate::online::OnlineSummary>,
 }
 
 /// Everything a verification produced.
@@ -134,6 +141,8 @@ pub struct VerifyReport {
     pub tool_errors: Vec<String>,
     /// Pages and tuples per file of the plan ([`crate::relstats`]).
     pub file_tallies: Vec<crate::relstats::FileTally>,
+    /// `verify --online`: what the scan noted for the re-reads ([`crate::online`]).
+    pub online_notes: Option<crate::online::ScanNotes>,
 }
 
 impl VerifyReport {
@@ -213,6 +222,29 @@ impl<'c> Structure<'c> {
     }
 }
 
+/// The page checks of `control`'s cluster.
+fn page_config(control: &crate::control::ControlFile) -> PageCheckConfig {
+    PageCheckConfig {
+        blcksz: control.blcksz as usize,
+        max_align: control.max_align as usize,
+        checksums: control.data_checksum_version == crate::control::ChecksumState::ON_VERSION,
+    }
+}
+
+/// Checks one page of `file` alone, as the scan does (physical, placement and structure
+/// checks): the re-reads of `verify --online` ([`crate::online::recheck`]).
+pub(crate) fn check_one_page(
+    plan: &Plan,
+    structure: Option<&Structure<'_>>,
+    file: usize,
+    blkno: u64,
+    page: &[u8],
+) -> Vec<Finding> {
+    let mut checker = BlockChecker::new(plan, page_config(&plan.control), structure, false);
+    checker.check_block(file, plan.fork_of_file[file], blkno, page, None);
+    checker.findings
+}
+
 /// Runs the physical check of every block in the plan, and the structure checks of the
 /// standard level when `structure` is given.
 pub fn run(
@@ -222,12 +254,7 @@ pub fn run(
     structure: Option<&Structure<'_>>,
 ) -> VerifyReport {
     let started = Instant::now();
-    let control = &plan.control;
-    let cfg = PageCheckConfig {
-        blcksz: control.blcksz as usize,
-        max_align: control.max_align as usize,
-        checksums: control.data_checksum_version == crate::control::ChecksumState::ON_VERSION,
-    };
+    let cfg = page_config(&plan.control);
     let total_bytes = plan.scan_bytes();
     let unit_bytes = unit_bytes_for(opts.unit_bytes, total_bytes, opts.jobs, cfg.blcksz as u64);
     let extended = structure.and_then(|s| s.extended);
@@ -238,16 +265,16 @@ pub fn run(
         block_size: cfg.blcksz,
         write: false,
         max_bytes_per_sec: opts.max_bytes_per_sec,
+        keep_cache: opts.online.is_some(),
     };
-    let mut merged = BlockChecker::new(plan, cfg, structure, opts.count_tuples);
+    let new_checker = || {
+        let mut c = BlockChecker::new(plan, cfg, structure, opts.count_tuples);
+        c.online = opts.online.map(crate::online::ScanNotes::new);
+        c
+    };
+    let mut merged = new_checker();
     for units in &phases {
-        let workers = pgcheckdb_scan::run(
-            plan,
-            units,
-            &scan_opts,
-            || BlockChecker::new(plan, cfg, structure, opts.count_tuples),
-            progress,
-        );
+        let workers = pgcheckdb_scan::run(plan, units, &scan_opts, new_checker, progress);
         for w in workers {
             merged.absorb(w);
         }

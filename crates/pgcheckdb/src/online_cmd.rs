@@ -1,0 +1,387 @@
+//! `verify --online`: the steps around the block scan of a running cluster. Without a
+//! connection: the redo point of `pg_control` (re-read until its CRC verifies) and the re-reads
+//! of pages that failed. With `--dbname`: the end of WAL (pages beyond it are corrupt), a
+//! `CHECKPOINT` (or the wait for the next one) after which in-flux pages are read once more.
+//! The rules themselves are in `pgcheckdb_pg::online`.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use pgcheckdb_pg::catalog::Catalog;
+use pgcheckdb_pg::cluster::{check_stopped, RunningReason};
+use pgcheckdb_pg::control::ControlFile;
+use pgcheckdb_pg::finding::{Finding, FindingKind};
+use pgcheckdb_pg::naming::name_findings;
+use pgcheckdb_pg::online::recheck::{Rechecker, LISTING_KINDS};
+use pgcheckdb_pg::online::{
+    keep_lasting, lsn_text, parse_lsn, read_control_settled, OnlineSummary, ScanOptions,
+};
+use pgcheckdb_pg::scope::Scope;
+use pgcheckdb_pg::standard::bounds::cluster_facts;
+use pgcheckdb_pg::verify::{Level, Plan, Structure, VerifyReport};
+
+use crate::cli::VerifyArgs;
+
+/// Times the catalog is read while its pages do not parse (torn by concurrent writes).
+const CATALOG_READS: usize = 3;
+
+/// The end of WAL: the insert position of a primary, the received or replayed position of a
+/// standby (whichever is further).
+const END_OF_WAL_SQL: &str = "SELECT (CASE WHEN pg_is_in_recovery() \
+     THEN greatest(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()) \
+     ELSE pg_current_wal_insert_lsn() END)::text";
+
+/// A connection to the running server.
+pub struct Server {
+    client: postgres::Client,
+    /// To reach the other databases of the cluster.
+    config: postgres::Config,
+}
+
+impl Server {
+    /// Connects with a connection string or URL; `PGHOST`, `PGPORT`, `PGUSER` and `PGDATABASE`
+    /// fill in what it leaves out, as libpq does.
+    pub fn connect(conninfo: &str) -> anyhow::Result<Server> {
+        let mut config = if conninfo.trim().is_empty() {
+            postgres::Config::new()
+        } else {
+            postgres::Config::from_str(conninfo)
+                .map_err(|e| anyhow!("invalid --dbname connection string: {e}"))?
+        };
+        fill_from_environment(&mut config);
+        config.connect_timeout(Duration::from_secs(10));
+        config.application_name("pgcheckdb verify --online");
+        let client = config
+            .connect(postgres::NoTls)
+            .map_err(|e| anyhow!("could not connect to the server: {e}"))?;
+        Ok(Server { client, config })
+    }
+
+    /// The file number database `db` gives relation `oid` now, `None` when the relation is gone.
+    fn filenode_in(&mut self, db: &str, oid: u32) -> anyhow::Result<Option<u32>> {
+        let mut config = self.config.clone();
+        config.dbname(db);
+        let mut client = config
+            .connect(postgres::NoTls)
+            .map_err(|e| anyhow!("could not connect to database \"{db}\": {e}"))?;
+        let row = client
+            .query_one(
+                "SELECT pg_relation_filenode(c.oid)::bigint FROM pg_class c WHERE c.oid = $1::bigint::oid \
+                 UNION ALL SELECT NULL LIMIT 1",
+                &[&(oid as i64)],
+            )
+            .map_err(|e| anyhow!("could not look relation {oid} up in database \"{db}\": {e}"))?;
+        let node: Option<i64> = row.get(0);
+        Ok(node.and_then(|n| u32::try_from(n).ok()))
+    }
+
+    /// The end of WAL now.
+    pub fn end_of_wal(&mut self) -> anyhow::Result<u64> {
+        let row = self
+            .client
+            .query_one(END_OF_WAL_SQL, &[])
+            .map_err(|e| anyhow!("could not ask the server for the end of WAL: {e}"))?;
+        let text: Option<String> = row.get(0);
+        let text = text.context("the server does not know its end of WAL (a standby that has neither received nor replayed WAL)")?;
+        parse_lsn(&text).with_context(|| format!("the server sent an unreadable LSN \"{text}\""))
+    }
+
+    /// Runs `CHECKPOINT` (a restartpoint on a standby).
+    pub fn checkpoint(&mut self) -> anyhow::Result<()> {
+        self.client
+            .batch_execute("CHECKPOINT")
+            .map_err(|e| anyhow!("CHECKPOINT failed: {e}"))
+    }
+
+    /// `checkpoint_timeout`: the longest wait for the next checkpoint.
+    fn checkpoint_timeout(&mut self) -> Duration {
+        let secs = self
+            .client
+            .query_one(
+                "SELECT setting::bigint FROM pg_settings WHERE name = 'checkpoint_timeout'",
+                &[],
+            )
+            .ok()
+            .and_then(|r| r.try_get::<_, i64>(0).ok())
+            .unwrap_or(300);
+        Duration::from_secs(secs.max(1) as u64)
+    }
+}
+
+fn fill_from_environment(config: &mut postgres::Config) {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    if config.get_hosts().is_empty() {
+        let hosts = env("PGHOST").unwrap_or_else(default_socket_dir);
+        for h in hosts.split(',') {
+            config.host(h);
+        }
+    }
+    if config.get_ports().is_empty() {
+        if let Some(port) = env("PGPORT").and_then(|p| p.parse().ok()) {
+            config.port(port);
+        }
+    }
+    if config.get_user().is_none() {
+        if let Some(user) = env("PGUSER").or_else(|| env("USER")) {
+            config.user(&user);
+        }
+    }
+    if config.get_dbname().is_none() {
+        if let Some(db) = env("PGDATABASE") {
+            config.dbname(&db);
+        }
+    }
+}
+
+/// libpq's usual Unix socket directories.
+fn default_socket_dir() -> String {
+    ["/var/run/postgresql", "/tmp"]
+        .into_iter()
+        .find(|d| Path::new(d).is_dir())
+        .unwrap_or("/tmp")
+        .to_string()
+}
+
+/// The state of one online run.
+pub struct Online {
+    server: Option<Server>,
+    checkpoint_allowed: bool,
+    start_redo: u64,
+    /// The end of WAL before the scan: pages above it are noted for the end-of-WAL check.
+    start_end: Option<u64>,
+    pub summary: OnlineSummary,
+    /// Findings from the listing and the catalog, to be confirmed by a second read.
+    doubtful: Vec<Finding>,
+}
+
+impl Online {
+    /// Refuses what is not supported online, connects if asked and notes the start. `None`:
+    /// no server runs on a cleanly stopped cluster, which is then checked offline (strictly).
+    pub fn start(
+        args: &VerifyArgs,
+        level: Level,
+        datadir: &Path,
+        control: &ControlFile,
+    ) -> anyhow::Result<Option<Online>> {
+        if level == Level::Extended {
+            bail!("--online checks the physical and standard levels; the extended level needs a stopped cluster or a copy");
+        }
+        match check_stopped(datadir, control) {
+            Ok(()) => {
+                eprintln!(
+                    "pgcheckdb: no server is running on \"{}\": checking it offline",
+                    datadir.display()
+                );
+                return Ok(None);
+            }
+            Err(RunningReason::LivePostmaster { .. }) => {}
+            Err(reason) => bail!(
+                "--online checks a cluster whose server is running; \"{}\": {reason}",
+                datadir.display()
+            ),
+        }
+        let mut server = args.dbname.as_deref().map(Server::connect).transpose()?;
+        let start_end = server.as_mut().map(Server::end_of_wal).transpose()?;
+        Ok(Some(Online {
+            checkpoint_allowed: !args.no_checkpoint,
+            start_redo: control.redo,
+            start_end,
+            summary: OnlineSummary {
+                online: true,
+                start_redo_lsn: lsn_text(control.redo),
+                connection: server.is_some(),
+                ..OnlineSummary::default()
+            },
+            server,
+            doubtful: Vec::new(),
+        }))
+    }
+
+    /// What the block scan notes.
+    pub fn scan_options(&self) -> ScanOptions {
+        ScanOptions {
+            lsn_floor: self.start_end.unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Reads the catalog again while it reports pages it could not parse (torn by a write).
+    pub fn read_catalog(datadir: &Path, control: &ControlFile, columns: bool) -> Catalog {
+        let mut catalog = Catalog::read_with(datadir, control, columns);
+        for _ in 1..CATALOG_READS {
+            if catalog.tool_errors.is_empty() && catalog.findings.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            catalog = Catalog::read_with(datadir, control, columns);
+        }
+        catalog
+    }
+
+    /// After the scan: the re-reads, the end-of-WAL check and the checkpoint.
+    pub fn settle(
+        &mut self,
+        plan: &Plan,
+        catalog: &Catalog,
+        level: Level,
+        report: &mut VerifyReport,
+    ) -> anyhow::Result<()> {
+        self.doubtful = plan.findings.clone();
+        let control_now = read_control_settled(&plan.datadir)?;
+        let mut structure =
+            (level != Level::Physical).then(|| Structure::from_catalog(plan, catalog));
+        if let Some(s) = structure.as_mut() {
+            // Ids written during the scan are newer than the bounds taken before it.
+            s.facts = cluster_facts(&control_now, &plan.datadir);
+        }
+        let checks = Rechecker {
+            plan,
+            structure: structure.as_ref(),
+        };
+        let mut settled = checks.failed_pages(&mut report.findings, self.start_redo);
+        if let (Some(server), Some(_)) = (self.server.as_mut(), self.start_end) {
+            let end = server.end_of_wal()?;
+            self.summary.end_of_wal_lsn = Some(lsn_text(end));
+            let newer = report
+                .online_notes
+                .as_ref()
+                .map_or(&[][..], |n| n.newer.as_slice());
+            let mut asked = Ok(());
+            checks.lsn_beyond_end(
+                newer,
+                &mut settled,
+                end,
+                || match server.end_of_wal() {
+                    Ok(l) => Some(l),
+                    Err(e) => {
+                        asked = Err(e);
+                        None
+                    }
+                },
+                &mut report.findings,
+            );
+            asked?;
+        }
+        if !settled.in_flux.is_empty() {
+            if let Some(redo) = self.next_checkpoint(&plan.datadir)? {
+                self.summary.checkpoint_redo_lsn = Some(lsn_text(redo));
+                let in_flux = std::mem::take(&mut settled.in_flux);
+                checks.in_flux_pages(in_flux, redo, &mut report.findings, &mut settled);
+            }
+        }
+        self.summary.rechecked_blocks = settled.rechecked;
+        self.summary.in_flux_blocks = settled.in_flux.len() as u64;
+        Ok(())
+    }
+
+    /// With a connection: the redo point of a checkpoint that began after the scan (asked for,
+    /// or waited for with `--no-checkpoint`); `None` without a connection or when none came.
+    fn next_checkpoint(&mut self, datadir: &Path) -> anyhow::Result<Option<u64>> {
+        let Some(server) = self.server.as_mut() else {
+            return Ok(None);
+        };
+        let before = read_control_settled(datadir)?;
+        if self.checkpoint_allowed {
+            server.checkpoint()?;
+            return Ok(Some(read_control_settled(datadir)?.redo));
+        }
+        let deadline = Instant::now() + server.checkpoint_timeout() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_secs(1));
+            let now = read_control_settled(datadir)?;
+            if now.checkpoint != before.checkpoint {
+                return Ok(Some(now.redo));
+            }
+        }
+        Ok(None)
+    }
+
+    /// With a connection, a `missing_file` finding of a relation is asked of the server (its
+    /// catalog is exact where the files may lag): it stands, as an error, only when the server
+    /// still gives the relation that file number and the file is still missing.
+    fn confirm_missing_files(
+        &mut self,
+        report: &mut VerifyReport,
+        datadir: &Path,
+    ) -> anyhow::Result<()> {
+        let Some(server) = self.server.as_mut() else {
+            return Ok(());
+        };
+        let mut kept = Vec::with_capacity(report.findings.len());
+        for mut f in std::mem::take(&mut report.findings) {
+            let asked = match (f.kind, &f.database, &f.relation) {
+                (FindingKind::MissingFile, Some(db), Some(rel)) => {
+                    match (db.name.as_deref(), rel.oid, rel.filenode) {
+                        (Some(name), Some(oid), Some(node)) => Some((name.to_string(), oid, node)),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            if let Some((db, oid, node)) = asked {
+                let now = server.filenode_in(&db, oid)?;
+                if now != Some(node) || datadir.join(&f.file).exists() {
+                    continue;
+                }
+                f.severity = pgcheckdb_pg::finding::Severity::Error;
+            }
+            kept.push(f);
+        }
+        report.findings = kept;
+        Ok(())
+    }
+
+    /// Keeps the findings of the listing and the catalog only when a second listing and
+    /// catalog read after the scan show them too. `before` is the report's findings before
+    /// `name_findings` added the catalog's.
+    pub fn keep_lasting(
+        &mut self,
+        report: &mut VerifyReport,
+        before: &[Finding],
+        datadir: &Path,
+        scope: &Scope,
+    ) -> anyhow::Result<()> {
+        let mut doubtful = std::mem::take(&mut self.doubtful);
+        let key = |f: &Finding| (f.kind, f.file.clone(), f.block);
+        let earlier: std::collections::HashSet<_> = before.iter().map(key).collect();
+        doubtful.extend(
+            report
+                .findings
+                .iter()
+                .filter(|f| !earlier.contains(&key(f)) || LISTING_KINDS.contains(&f.kind))
+                .cloned(),
+        );
+        let control = read_control_settled(datadir)?;
+        let catalog = Online::read_catalog(datadir, &control, false);
+        let fresh_plan = Plan::from_listing(
+            datadir,
+            control.clone(),
+            Plan::list(datadir, &control),
+            |f| scope.keeps_file(f),
+        );
+        let mut fresh = VerifyReport {
+            findings: fresh_plan.findings.clone(),
+            ..VerifyReport::default()
+        };
+        name_findings(&mut fresh, &fresh_plan, &catalog);
+        keep_lasting(&mut report.findings, &doubtful, &fresh.findings);
+        self.confirm_missing_files(report, datadir)?;
+        report.summary.findings = report.findings.len() as u64;
+        report.summary.corrupt_blocks = corrupt_blocks(&report.findings);
+        Ok(())
+    }
+}
+
+/// Blocks with an error finding (the scan's count included pages the re-reads cleared).
+fn corrupt_blocks(findings: &[Finding]) -> u64 {
+    let blocks: std::collections::HashSet<(&str, u64)> = findings
+        .iter()
+        .filter(|f| {
+            f.severity == pgcheckdb_pg::finding::Severity::Error
+                && f.kind != pgcheckdb_pg::finding::FindingKind::PartialBlock
+        })
+        .filter_map(|f| Some((f.file.as_str(), f.block?)))
+        .collect();
+    blocks.len() as u64
+}
