@@ -178,7 +178,14 @@ pub fn list_relation_files(datadir: &Path, version_dir: Option<&str>) -> DataDir
     for (spc_oid, spc_name) in tablespace_links(datadir, &mut out) {
         scan_tablespace(datadir, spc_oid, &spc_name, version_dir, &mut out);
     }
-    out.files.sort_by(|a, b| {
+    sort_relation_files(&mut out.files);
+    out.files.shrink_to_fit();
+    out
+}
+
+/// Puts relation files in the plan's order: by location, then file number, fork and segment.
+pub fn sort_relation_files(files: &mut [RelationFile]) {
+    files.sort_by(|a, b| {
         (a.location, a.name.relfilenode, a.name.fork, a.name.segno).cmp(&(
             b.location,
             b.name.relfilenode,
@@ -186,8 +193,6 @@ pub fn list_relation_files(datadir: &Path, version_dir: Option<&str>) -> DataDir
             b.name.segno,
         ))
     });
-    out.files.shrink_to_fit();
-    out
 }
 
 impl DataDirectory {

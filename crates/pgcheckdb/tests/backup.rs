@@ -63,19 +63,7 @@ fn backup_under_load(c: &Cluster, name: &str) -> PathBuf {
 
 fn verify_backup(c: &Cluster, dir: &Path, level: &str) -> Run {
     let d = dir.display().to_string();
-    let args = [
-        "verify",
-        "-D",
-        &d,
-        "--level",
-        level,
-        "--format",
-        "json",
-        "--no-progress",
-        "-j",
-        "2",
-    ];
-    run::pgcheckdb(&common::bin(), &args, c.user())
+    common::verify_json(&["-D", &d], level, &[], c.user())
 }
 
 fn backup_summary(run: &Run) -> &Value {

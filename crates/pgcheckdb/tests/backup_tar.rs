@@ -190,19 +190,7 @@ fn flip(tar: &mut [u8], name: &str, block: usize) {
 
 fn verify(c: &Cluster, dir: &Path, level: &str) -> Run {
     let d = dir.display().to_string();
-    let args = [
-        "verify",
-        "--backup",
-        &d,
-        "--level",
-        level,
-        "--format",
-        "json",
-        "--no-progress",
-        "-j",
-        "2",
-    ];
-    run::pgcheckdb(&common::bin(), &args, c.user())
+    common::verify_json(&["--backup", &d], level, &[], c.user())
 }
 
 fn pg_verifybackup(c: &Cluster, dir: &Path, tar: bool) -> bool {

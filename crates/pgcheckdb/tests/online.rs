@@ -90,23 +90,12 @@ fn flip_byte(path: &std::path::Path) {
 fn verify_online(c: &Cluster, level: &str, connect: bool) -> Run {
     let d = c.datadir().display().to_string();
     let conninfo = c.conninfo();
-    let mut args = vec![
-        "verify",
-        "-D",
-        &d,
-        "--online",
-        "--level",
-        level,
-        "--format",
-        "json",
-        "--no-progress",
-        "-j",
-        "2",
-    ];
-    if connect {
-        args.extend(["--dbname", conninfo.as_str()]);
-    }
-    run::pgcheckdb(&common::bin(), &args, c.user())
+    let extra: &[&str] = if connect {
+        &["--dbname", conninfo.as_str()]
+    } else {
+        &[]
+    };
+    common::verify_json(&["-D", &d, "--online"], level, extra, c.user())
 }
 
 /// Every error finding as `(kind, file, block)`.

@@ -178,13 +178,7 @@ pub fn set_aside(
     plan: &Plan,
     backup: &Backup,
 ) -> (BackupSummary, Vec<Finding>) {
-    let files: HashMap<String, usize> = plan
-        .dir
-        .files
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (f.rel_path(), i))
-        .collect();
+    let files = files_by_path(plan);
     let judge = Judge {
         plan,
         backup,
@@ -360,20 +354,24 @@ pub fn add_manifest_result(
     recount(report);
 }
 
+/// The plan's files by their path relative to the data directory.
+pub fn files_by_path(plan: &Plan) -> HashMap<String, usize> {
+    plan.dir
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.rel_path(), i))
+        .collect()
+}
+
 /// Adds the manifest check's findings and summary (when the backup has a manifest).
 pub fn check_manifest(
     datadir: &Path,
     report: &mut VerifyReport,
     summary: &mut BackupSummary,
 ) -> Result<(), String> {
-    let Some((m, findings)) = manifest::check(datadir)? else {
-        return Ok(());
-    };
-    summary.manifest = Some(m);
-    report.findings.extend(findings);
-    report
-        .findings
-        .sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
-    recount(report);
+    if let Some(result) = manifest::check(datadir)? {
+        add_manifest_result(report, summary, result);
+    }
     Ok(())
 }

@@ -112,23 +112,28 @@ pub fn loaded_cluster(
     (c, paths)
 }
 
-/// `verify --level extended --format json --no-progress -j 2` on `datadir`, plus `extra`.
-pub fn verify_extended(datadir: &Path, extra: &[&str]) -> Run {
-    let dir = datadir.display().to_string();
-    let mut args = vec![
-        "verify",
-        "-D",
-        &dir,
+/// `verify <target...> --level <level> --format json --no-progress -j 2 <extra...>`, run as
+/// `user`: `target` says what is verified (`["-D", dir]`, `["--backup", dir]`, ...).
+pub fn verify_json(target: &[&str], level: &str, extra: &[&str], user: Option<&RunAs>) -> Run {
+    let mut args = vec!["verify"];
+    args.extend_from_slice(target);
+    args.extend_from_slice(&[
         "--level",
-        "extended",
+        level,
         "--format",
         "json",
         "--no-progress",
         "-j",
         "2",
-    ];
+    ]);
     args.extend_from_slice(extra);
-    run::pgcheckdb(&bin(), &args, None)
+    run::pgcheckdb(&bin(), &args, user)
+}
+
+/// `verify --level extended --format json --no-progress -j 2` on `datadir`, plus `extra`.
+pub fn verify_extended(datadir: &Path, extra: &[&str]) -> Run {
+    let dir = datadir.display().to_string();
+    verify_json(&["-D", &dir], "extended", extra, None)
 }
 
 /// Reads block `block` of the relation file at `path`, lets `change` edit it, writes it back

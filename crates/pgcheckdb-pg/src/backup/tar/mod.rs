@@ -322,14 +322,7 @@ impl TarBackup {
                 size: m.size,
             });
         }
-        out.files.sort_by(|a, b| {
-            (a.location, a.name.relfilenode, a.name.fork, a.name.segno).cmp(&(
-                b.location,
-                b.name.relfilenode,
-                b.name.fork,
-                b.name.segno,
-            ))
-        });
+        crate::datadir::sort_relation_files(&mut out.files);
         out
     }
 }

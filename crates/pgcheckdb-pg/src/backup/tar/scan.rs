@@ -65,14 +65,7 @@ impl<'a> TarSource<'a> {
 
 impl BlockSource for TarSource<'_> {
     fn feed(&mut self, visitor: &mut dyn Visitor) -> Result<(), String> {
-        let files: HashMap<String, usize> = self
-            .plan
-            .dir
-            .files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.rel_path(), i))
-            .collect();
+        let files = crate::backup::files_by_path(self.plan);
         for tar in self.backup.archives.iter().filter(|t| t.role != Role::Wal) {
             let mut feeder = Feeder {
                 tar,
