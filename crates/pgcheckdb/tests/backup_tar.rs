@@ -181,6 +181,35 @@ fn copy_with(from: &Path, to: &Path, edits: &[Edit<'_>]) {
     }
 }
 
+/// `START WAL LOCATION` of the archive's `backup_label`, as a number.
+fn start_lsn(tar: &[u8]) -> u64 {
+    let (_, data, size) = member(tar, "backup_label");
+    let label = String::from_utf8_lossy(&tar[data..data + size]).into_owned();
+    let text = label
+        .lines()
+        .find_map(|l| l.strip_prefix("START WAL LOCATION: "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("START WAL LOCATION in backup_label");
+    let (hi, lo) = text.split_once('/').expect("an LSN");
+    (u64::from_str_radix(hi, 16).expect("LSN") << 32) | u64::from_str_radix(lo, 16).expect("LSN")
+}
+
+/// A block of member `name` whose `pd_lsn` is past the backup's start: the server wrote it
+/// during the copy, so the backup's WAL has a block reference for it (and without WAL its
+/// LSN says so). Panics when the load wrote no such block: the test would prove nothing.
+fn replayed_block(tar: &[u8], name: &str) -> usize {
+    let start = start_lsn(tar);
+    let (_, data, size) = member(tar, name);
+    (0..size / BLCKSZ)
+        .find(|b| {
+            let p = &tar[data + b * BLCKSZ..];
+            let hi = u32::from_le_bytes([p[0], p[1], p[2], p[3]]) as u64;
+            let lo = u32::from_le_bytes([p[4], p[5], p[6], p[7]]) as u64;
+            (hi << 32 | lo) > start
+        })
+        .unwrap_or_else(|| panic!("no block of {name} written after the backup's start LSN"))
+}
+
 /// Flips one byte in the middle of block `block` of member `name`.
 fn flip(tar: &mut [u8], name: &str, block: usize) {
     let (_, data, size) = member(tar, name);
@@ -259,9 +288,10 @@ fn tar_backups(major: u32) {
     let plain_spc = c.make_dir("plain_spc").expect("plain tablespace dir");
     let formats = formats(&c, &spc, &plain_spc);
 
-    // One load window, every format.
+    // One load window, every format: pgbench runs until the last backup is taken (stopped
+    // then), however long the backups take on a busy machine.
     let mut bench = c
-        .spawn_pgbench("postgres", &["-c", "4", "-j", "2", "-T", "300", "-n"])
+        .spawn_pgbench("postgres", &["-c", "4", "-j", "2", "-T", "3600", "-n"])
         .expect("pgbench");
     std::thread::sleep(Duration::from_secs(2));
     let mut dirs = Vec::new();
@@ -379,15 +409,16 @@ fn tar_backups(major: u32) {
         }
     }
 
-    // A torn page that replay rewrites (block 0 of pgbench_branches: every pgbench transaction
-    // updates it) is counted, not reported: by the backup's WAL, and without WAL by the pd_lsn
-    // noted in the stream; the cold page is reported in both. The manifest is left out, as the
+    // A torn page that replay rewrites (a block of pgbench_branches the load wrote after the
+    // backup's start) is counted, not reported: by the backup's WAL, and without WAL by the
+    // pd_lsn noted in the stream; the cold page is reported in both. The manifest is left out, as the
     // server computed its checksums over the bytes it sent.
     for name in ["tar", "nowal"] {
         let i = formats.iter().position(|f| f.name == name).expect("format");
         let torn = c.work_dir().join(format!("{name}_torn"));
         let edit = |tar: &mut Vec<u8>| {
-            flip(tar, &branches, 0);
+            let block = replayed_block(tar, &branches);
+            flip(tar, &branches, block);
             flip(tar, &cold, 1);
         };
         copy_with(&dirs[i], &torn, &[("base", &edit)]);
@@ -399,11 +430,9 @@ fn tar_backups(major: u32) {
             .into_iter()
             .collect();
         common::assert_problems(&run, &expected, &what);
-        assert_eq!(
-            run.summary()["backup"]["replayed_blocks_unverified"],
-            1,
-            "{what}\n{run}"
-        );
+        // At least the flipped page (the copy may hold other torn pages replay rewrites).
+        let unverified = run.summary()["backup"]["replayed_blocks_unverified"].as_u64();
+        assert!(unverified >= Some(1), "{what}\n{run}");
     }
 
     // A member whose size no longer matches the manifest.
