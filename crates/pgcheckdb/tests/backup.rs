@@ -49,15 +49,22 @@ fn base_backup(c: &Cluster, name: &str, extra: &[&str]) -> PathBuf {
     dir
 }
 
-/// A backup taken while pgbench runs (4 clients, 8 s, the backup starting after 2 s).
-fn backup_under_load(c: &Cluster, name: &str) -> PathBuf {
+/// A backup taken while pgbench runs (4 clients, the backup starting after 2 s): pgbench
+/// must still be running when the backup ends (however long it took on a busy machine), and
+/// is stopped then.
+fn backup_under_load(c: &Cluster, name: &str, extra: &[&str]) -> PathBuf {
     let mut bench = c
-        .spawn_pgbench("postgres", &["-c", "4", "-j", "2", "-T", "8", "-n"])
+        .spawn_pgbench("postgres", &["-c", "4", "-j", "2", "-T", "3600", "-n"])
         .expect("pgbench");
     std::thread::sleep(Duration::from_secs(2));
-    let dir = base_backup(c, name, &[]);
-    let status = bench.wait().expect("wait pgbench");
-    assert!(status.success(), "pgbench failed: {status}");
+    let dir = base_backup(c, name, extra);
+    let ended = bench.try_wait().expect("pgbench status");
+    assert!(
+        ended.is_none(),
+        "pgbench ended during the backup: {ended:?}"
+    );
+    let _ = bench.kill();
+    let _ = bench.wait();
     dir
 }
 
@@ -103,7 +110,7 @@ fn clean_under_load(major: u32) {
     let mut last = PathBuf::new();
     let mut unverified_total = 0;
     for i in 0..3 {
-        let dir = backup_under_load(&c, &format!("bk{i}"));
+        let dir = backup_under_load(&c, &format!("bk{i}"), &[]);
         for level in ["physical", "standard", "extended"] {
             let run = verify_backup(&c, &dir, level);
             common::assert_status(&run, 0, &format!("PG {major} backup {i} at {level}"));
@@ -178,7 +185,10 @@ fn clean_under_load(major: u32) {
     common::assert_status(&run, 0, "torn replayed page");
     assert!(run.problems().is_empty(), "{run}");
     let b = backup_summary(&run);
-    assert_eq!(b["replayed_blocks_unverified"], 1, "{run}");
+    // At least the damaged page: the copy may hold other pages replay rewrites (torn, or an
+    // extension not yet written), and nothing is reported, so the damaged one was set aside.
+    let unverified = b["replayed_blocks_unverified"].as_u64();
+    assert!(unverified >= Some(1), "{run}");
     assert!(b["manifest"].is_null(), "{run}");
 
     // Damage in a page no WAL record of the backup names: found at its block, and the
@@ -213,12 +223,7 @@ fn clean_under_load(major: u32) {
 
     // No WAL in the backup (taken under load): the page-LSN rule, stated. A damaged page
     // changed during the backup (pd_lsn past the start) is counted; the cold page is reported.
-    let mut bench = c
-        .spawn_pgbench("postgres", &["-c", "4", "-j", "2", "-T", "6", "-n"])
-        .expect("pgbench");
-    std::thread::sleep(Duration::from_secs(2));
-    let dir = base_backup(&c, "bk_nowal", &["-X", "none"]);
-    assert!(bench.wait().expect("wait pgbench").success(), "pgbench");
+    let dir = backup_under_load(&c, "bk_nowal", &["-X", "none"]);
     let run = verify_backup(&c, &dir, "physical");
     common::assert_status(&run, 0, "-X none backup");
     let b = backup_summary(&run);
@@ -233,11 +238,8 @@ fn clean_under_load(major: u32) {
     let mut expected = std::collections::BTreeSet::new();
     expected.insert(common::key("checksum_mismatch", &cold, 1));
     common::assert_problems(&run, &expected, "-X none, damaged");
-    assert_eq!(
-        backup_summary(&run)["replayed_blocks_unverified"],
-        1,
-        "{run}"
-    );
+    let unverified = backup_summary(&run)["replayed_blocks_unverified"].as_u64();
+    assert!(unverified >= Some(1), "{run}");
     c.stop().expect("stop");
 }
 
