@@ -229,6 +229,10 @@ impl Online {
     ) -> anyhow::Result<()> {
         self.doubtful = plan.findings.clone();
         let control_now = read_control_settled(&plan.datadir)?;
+        // Pages are judged again against the files as they are now: a relation that grew
+        // during the scan has pages naming blocks the first listing did not have.
+        let plan_now = plan.with_current_sizes();
+        let plan = &plan_now;
         let mut structure =
             (level != Level::Physical).then(|| Structure::from_catalog(plan, catalog));
         if let Some(s) = structure.as_mut() {

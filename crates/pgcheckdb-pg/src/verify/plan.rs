@@ -91,6 +91,37 @@ impl Plan {
         }
     }
 
+    /// The same plan with every file's size as it is now (`verify --online`: a relation may
+    /// grow or shrink while it is scanned, and a page written meanwhile may name a block the
+    /// first listing did not have). Files and forks stay the ones listed.
+    pub fn with_current_sizes(&self) -> Plan {
+        let bs = self.control.blcksz as u64;
+        let mut files = self.dir.files.clone();
+        for f in &mut files {
+            if let Ok(m) = std::fs::metadata(f.path()) {
+                f.size = m.len();
+            }
+        }
+        let mut fork_blocks = vec![0u64; self.forks.len()];
+        for (fi, fork) in self.forks.iter().enumerate() {
+            fork_blocks[fi] = fork.segments.clone().map(|i| files[i].size / bs).sum();
+        }
+        Plan {
+            datadir: self.datadir.clone(),
+            control: self.control.clone(),
+            dir: DataDirectory {
+                files,
+                skipped_temp_files: self.dir.skipped_temp_files,
+                findings: self.dir.findings.clone(),
+                errors: Vec::new(),
+            },
+            forks: self.forks.clone(),
+            fork_of_file: self.fork_of_file.clone(),
+            fork_blocks,
+            findings: self.findings.clone(),
+        }
+    }
+
     /// The files and lengths (whole blocks only) to scan, each with its path. The scan of
     /// `verify` takes the plan itself ([`FileList`]) and builds no such list.
     pub fn scan_files(&self) -> Vec<ScanFile> {
