@@ -128,7 +128,7 @@ pub enum VerifyFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Check every page of a data directory.
-    Verify(VerifyCmd),
+    Verify(Box<VerifyCmd>),
     /// Show or switch the cluster's data checksums.
     #[command(arg_required_else_help = true)]
     Checksums(ChecksumsArgs),
