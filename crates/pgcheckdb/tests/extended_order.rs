@@ -31,10 +31,10 @@ use pgcheckdb_pg::corrupt;
 use pgcheckdb_pg::layout::btree::{flags as bf, BtMetaPage, BtPageOpaque, P_NONE};
 use pgcheckdb_pg::layout::itemid::line_pointers;
 use pgcheckdb_pg::page::PageHeader;
-use pgcheckdb_testkit::run::{self, Run};
+use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::BLCKSZ;
 
-use common::{bin, ensure_libc_locale};
+use common::ensure_libc_locale;
 
 /// The injected indexes (on table `x`).
 const INDEXES: [&str; 5] = ["x_int", "x_text_c", "x_text_libc", "x_multi", "x_desc"];
@@ -275,19 +275,7 @@ fn separator_high(path: &Path, index: &'static str, checksums: bool) -> Injected
 
 fn verify(datadir: &Path, level: &str) -> Run {
     let d = datadir.display().to_string();
-    let args = [
-        "verify",
-        "-D",
-        &d,
-        "--level",
-        level,
-        "--format",
-        "json",
-        "--no-progress",
-        "-j",
-        "2",
-    ];
-    run::pgcheckdb(&bin(), &args, None)
+    common::verify_json(&["-D", &d], level, &[], None)
 }
 
 /// Errors and warnings as (file, block, kind). `index_entry_missing` is left out: a changed key
