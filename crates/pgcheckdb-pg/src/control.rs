@@ -430,11 +430,11 @@ pub fn read_pg_version(datadir: &Path) -> Option<u32> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A control file image with the given version, CRC at the layout's offset.
-    fn image(version: u32, catversion: u32, checksum: u32) -> Vec<u8> {
+    pub(crate) fn image(version: u32, catversion: u32, checksum: u32) -> Vec<u8> {
         let mut b = vec![0u8; PG_CONTROL_FILE_SIZE];
         b[8..12].copy_from_slice(&version.to_le_bytes());
         b[12..16].copy_from_slice(&catversion.to_le_bytes());

@@ -9,6 +9,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
+use pgcheckdb_pg::catalog::xact::{CommitLog, XidStatus, FIRST_NORMAL_TRANSACTION_ID};
 use pgcheckdb_pg::catalog::Catalog;
 use pgcheckdb_pg::cluster::{check_stopped, RunningReason};
 use pgcheckdb_pg::control::ControlFile;
@@ -32,6 +33,24 @@ const CATALOG_READS: usize = 3;
 const END_OF_WAL_SQL: &str = "SELECT (CASE WHEN pg_is_in_recovery() \
      THEN greatest(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()) \
      ELSE pg_current_wal_insert_lsn() END)::text";
+
+/// The first transaction id not yet completed (the `xmax` of a fresh snapshot; also on a
+/// standby), as a full id.
+const SNAPSHOT_XMAX_SQL: &str = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint";
+
+/// The final status of each id of an array of full ids: only the ended ones
+/// (`pg_xact_status` says `NULL` for ids older than the commit log, `in progress` for running
+/// ones).
+const XACT_STATUS_SQL: &str = "SELECT x, s = 'committed' FROM \
+     (SELECT x, pg_xact_status(x::text::xid8) AS s FROM unnest($1::bigint[]) AS x) q \
+     WHERE s IN ('committed', 'aborted')";
+
+/// The newest transaction ids whose status is asked of the server when the commit log on disk
+/// does not record it (the server writes `pg_xact` pages out at checkpoints).
+const MAX_XIDS_ASKED: u64 = 4_000_000;
+
+/// Transaction ids asked per query.
+const XIDS_PER_QUERY: usize = 100_000;
 
 /// A connection to the running server.
 pub struct Server {
@@ -86,6 +105,33 @@ impl Server {
         let text: Option<String> = row.get(0);
         let text = text.context("the server does not know its end of WAL (a standby that has neither received nor replayed WAL)")?;
         parse_lsn(&text).with_context(|| format!("the server sent an unreadable LSN \"{text}\""))
+    }
+
+    /// The first transaction id not yet completed, as a full (epoch-extended) id: every id
+    /// below it has either ended or is running, so the server can say which.
+    fn next_completed_xid(&mut self) -> anyhow::Result<u64> {
+        let row = self
+            .client
+            .query_one(SNAPSHOT_XMAX_SQL, &[])
+            .map_err(|e| anyhow!("could not ask the server for its snapshot: {e}"))?;
+        let xmax: i64 = row.get(0);
+        u64::try_from(xmax).map_err(|_| anyhow!("the server sent a negative transaction id {xmax}"))
+    }
+
+    /// The ids of `xids` (full ids) that have committed (`true`) or aborted (`false`); ids
+    /// still running and ids older than the server's commit log are left out.
+    fn ended_xacts(&mut self, xids: &[i64]) -> anyhow::Result<Vec<(u64, bool)>> {
+        let rows = self
+            .client
+            .query(XACT_STATUS_SQL, &[&xids])
+            .map_err(|e| anyhow!("could not ask the server for transaction status: {e}"))?;
+        rows.iter()
+            .map(|r| {
+                let xid: i64 = r.get(0);
+                let committed: bool = r.get(1);
+                Ok((u64::try_from(xid)?, committed))
+            })
+            .collect()
     }
 
     /// Runs `CHECKPOINT` (a restartpoint on a standby).
@@ -197,6 +243,41 @@ impl Online {
             server,
             doubtful: Vec::new(),
         }))
+    }
+
+    /// With a connection, at the standard level: the status of every transaction the commit
+    /// log on disk does not show as ended (its pages lag behind the server's memory until the
+    /// next checkpoint) is asked of the server, among the newest [`MAX_XIDS_ASKED`] ids, and
+    /// recorded in `clog`. Ids that end during the scan stay unknown to the checks.
+    pub fn fill_commit_log(&mut self, clog: &mut CommitLog) -> anyhow::Result<()> {
+        let Some(server) = self.server.as_mut() else {
+            return Ok(());
+        };
+        let next = server.next_completed_xid()?;
+        let first = next.saturating_sub(MAX_XIDS_ASKED);
+        let lagging: Vec<i64> = (first..next)
+            .filter(|&x| x as u32 >= FIRST_NORMAL_TRANSACTION_ID)
+            .filter(|&x| {
+                !matches!(
+                    clog.status(x as u32),
+                    XidStatus::Committed | XidStatus::Aborted
+                )
+            })
+            .filter_map(|x| i64::try_from(x).ok())
+            .collect();
+        let mut recorded = 0;
+        for batch in lagging.chunks(XIDS_PER_QUERY) {
+            for (xid, committed) in server.ended_xacts(batch)? {
+                let status = match committed {
+                    true => XidStatus::Committed,
+                    false => XidStatus::Aborted,
+                };
+                clog.record(xid as u32, status);
+                recorded += 1;
+            }
+        }
+        self.summary.xact_statuses_from_server = Some(recorded);
+        Ok(())
     }
 
     /// What the block scan notes.

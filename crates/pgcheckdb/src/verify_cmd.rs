@@ -242,7 +242,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     // data directory is listed meanwhile on a second thread. Only the structure checks (and
     // the estimate of their time) need every relation's columns.
     let columns = level != Level::Physical || args.estimate;
-    let (catalog, listing) = std::thread::scope(|s| {
+    let (mut catalog, listing) = std::thread::scope(|s| {
         let listing = s.spawn(|| match &tar {
             Some(t) => t.listing(&control),
             None => Plan::list(&datadir, &control),
@@ -257,6 +257,9 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         (catalog, listing)
     });
     check_interrupt("while reading the catalogs")?;
+    if let (Some(online), true) = (online.as_mut(), level != Level::Physical) {
+        online.fill_commit_log(&mut catalog.clog)?;
+    }
     phases.done(
         "read the catalogs offline",
         &verbose::catalog_line(&catalog),

@@ -6,7 +6,12 @@
 //! (PostgreSQL 18 here) a pd_special that is not MAXALIGNed: `invalid_header`; a `pd_lsn` beyond
 //! the end of WAL with its checksum recomputed: `page_lsn_in_future` when a connection is given).
 //!
-//! A streaming standby (PostgreSQL 16) is checked the same way while its primary runs the load.
+//! With a connection, the standard level's runs ask the server for commit statuses `pg_xact` on
+//! disk does not show yet, and a HOT chain judged only with them is found; a failing page in
+//! flux is judged after the next checkpoint, asked for or waited for.
+//!
+//! Streaming standbys (PostgreSQL 16 and 18) are checked the same way while their primary runs
+//! the load.
 //!
 //! Wall time: PostgreSQL 17 carries the long run (3 minutes of load), the other versions and the
 //! standby a 40-second one; all use pgbench scale 20.
@@ -74,13 +79,18 @@ fn inject_damage(c: &Cluster) -> (String, String, &'static str) {
 
 /// A flipped byte in the tuple data of [`FLIPPED_BLOCK`], checksum left as it was.
 fn flip_byte(path: &std::path::Path) {
+    flip_byte_of(path, FLIPPED_BLOCK);
+}
+
+/// A flipped byte in the tuple data of `block`, checksum left as it was.
+fn flip_byte_of(path: &std::path::Path, block: u64) {
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(path)
-        .expect("open cold_bad");
+        .expect("open the table's file");
     use std::os::unix::fs::FileExt;
-    let at = FLIPPED_BLOCK * 8192 + 5000;
+    let at = block * 8192 + 5000;
     let mut b = [0u8; 1];
     f.read_exact_at(&mut b, at).expect("read");
     b[0] ^= 0x5A;
@@ -88,14 +98,18 @@ fn flip_byte(path: &std::path::Path) {
 }
 
 fn verify_online(c: &Cluster, level: &str, connect: bool) -> Run {
+    verify_online_with(c, level, connect, &[])
+}
+
+/// [`verify_online`] with more arguments.
+fn verify_online_with(c: &Cluster, level: &str, connect: bool, more: &[&str]) -> Run {
     let d = c.datadir().display().to_string();
     let conninfo = c.conninfo();
-    let extra: &[&str] = if connect {
-        &["--dbname", conninfo.as_str()]
-    } else {
-        &[]
-    };
-    common::verify_json(&["-D", &d, "--online"], level, extra, c.user())
+    let mut extra: Vec<&str> = more.to_vec();
+    if connect {
+        extra.extend(["--dbname", conninfo.as_str()]);
+    }
+    common::verify_json(&["-D", &d, "--online"], level, &extra, c.user())
 }
 
 /// Every error finding as `(kind, file, block)`.
@@ -175,6 +189,7 @@ fn verify_under_load(major: u32, primary: &Cluster, c: &Cluster, load_secs: u64)
     let mut runs = 0;
     let mut in_flux = 0;
     let mut rechecked = 0;
+    let mut from_server = 0;
     std::thread::scope(|s| {
         s.spawn(|| churn(primary, &stop));
         // A failed assertion must stop the churn too, or the scope never ends.
@@ -200,6 +215,12 @@ fn verify_under_load(major: u32, primary: &Cluster, c: &Cluster, load_secs: u64)
             assert_eq!(summary["online"], true, "{what}: {run}");
             assert_eq!(summary["connection"], connect, "{what}: {run}");
             assert!(summary["start_redo_lsn"].is_string(), "{what}: {run}");
+            let asked = &summary["xact_statuses_from_server"];
+            if connect && level == "standard" {
+                from_server += asked.as_u64().expect("xact_statuses_from_server");
+            } else {
+                assert!(asked.is_null(), "{what}: {run}");
+            }
             in_flux += summary["in_flux_blocks"].as_u64().expect("in_flux_blocks");
             rechecked += summary["rechecked_blocks"]
                 .as_u64()
@@ -210,8 +231,10 @@ fn verify_under_load(major: u32, primary: &Cluster, c: &Cluster, load_secs: u64)
     let status = bench.wait().expect("wait pgbench");
     assert!(status.success(), "pgbench failed: {status}");
     eprintln!(
-        "PostgreSQL {major}: {runs} online runs under load, {rechecked} block(s) re-checked, {in_flux} in flux"
+        "PostgreSQL {major}: {runs} online runs under load, {rechecked} block(s) re-checked, {in_flux} in flux, {from_server} transaction status(es) from the server"
     );
+    // pgbench's transactions end faster than checkpoints write pg_xact out.
+    assert!(from_server > 0, "no commit status was asked of the server");
 }
 
 #[test]
@@ -242,6 +265,144 @@ fn online_under_load_pg18_no_checksums() {
 #[test]
 fn online_standby_under_load_pg16() {
     standby_under_load(16, 40);
+}
+
+#[test]
+fn online_standby_under_load_pg18() {
+    standby_under_load(18, 40);
+}
+
+/// Sets `block` of the file at `path` to the server's current WAL insert position (newer than
+/// the redo point, within WAL), checksum recomputed, then flips a byte of its tuple data, and
+/// writes WAL after it: the page fails its checksum while it may be in flux.
+fn damage_in_flux(c: &Cluster, path: &std::path::Path, block: u64) {
+    let lsn = c
+        .query_value("postgres", "SELECT pg_current_wal_insert_lsn()")
+        .expect("insert LSN");
+    let (hi, lo) = lsn.split_once('/').expect("an LSN");
+    let hi = u32::from_str_radix(hi, 16).expect("LSN high half");
+    let lo = u32::from_str_radix(lo, 16).expect("LSN low half");
+    common::edit(path, block, |page| {
+        page[0..4].copy_from_slice(&hi.to_le_bytes());
+        page[4..8].copy_from_slice(&lo.to_le_bytes());
+    });
+    flip_byte_of(path, block);
+    c.psql(
+        "postgres",
+        "INSERT INTO busy SELECT generate_series(1, 1000);",
+    )
+    .expect("WAL after the page's LSN");
+}
+
+/// A failing page with a `pd_lsn` newer than the redo point the scan began with is in flux:
+/// from the files alone it is counted, not reported; with a connection it is read again after
+/// the next checkpoint (waited for with `--no-checkpoint`, else asked for) and, still failing,
+/// reported at its block.
+#[test]
+fn page_in_flux_is_judged_after_the_next_checkpoint() {
+    let opts = ClusterOptions::new(15, true).setting("checkpoint_timeout", "30s");
+    let mut c = Cluster::init_temp(&opts).expect("initdb");
+    c.start().expect("start");
+    c.psql(
+        "postgres",
+        "CREATE TABLE flux AS SELECT g AS id, repeat('z', 200) AS pad FROM generate_series(1, 1000) g; \
+         CREATE TABLE busy (id int); VACUUM FREEZE flux; CHECKPOINT;",
+    )
+    .expect("tables");
+    let file = c.relation_filepath("postgres", "flux").expect("path");
+    let path = c.datadir().join(&file);
+    damage_in_flux(&c, &path, 1);
+    let at = |blocks: &[u64]| -> BTreeSet<(String, String, u64)> {
+        blocks
+            .iter()
+            .map(|&b| ("checksum_mismatch".to_string(), file.clone(), b))
+            .collect()
+    };
+    // Right after the checkpoint: no other one has begun since (checkpoint_timeout is 30 s).
+    let files_only = verify_online(&c, "physical", false);
+    assert_eq!(files_only.status, 0, "{files_only}");
+    assert_eq!(files_only.summary()["in_flux_blocks"], 1, "{files_only}");
+    let waited = verify_online_with(&c, "physical", true, &["--no-checkpoint"]);
+    assert_eq!(waited.status, 2, "{waited}");
+    assert_eq!(errors(&waited), at(&[1]), "{waited}");
+    assert_eq!(waited.summary()["in_flux_blocks"], 0, "{waited}");
+    assert!(
+        waited.summary()["checkpoint_redo_lsn"].is_string(),
+        "{waited}"
+    );
+    damage_in_flux(&c, &path, 2);
+    let asked = verify_online(&c, "physical", true);
+    assert_eq!(asked.status, 2, "{asked}");
+    assert_eq!(errors(&asked), at(&[1, 2]), "{asked}");
+    assert_eq!(asked.summary()["in_flux_blocks"], 0, "{asked}");
+    assert!(
+        asked.summary()["checkpoint_redo_lsn"].is_string(),
+        "{asked}"
+    );
+}
+
+/// With a connection, the standard level asks the server for the commit statuses `pg_xact` on
+/// disk does not show yet (its pages reach disk at checkpoints): a HOT chain whose older
+/// version's inserter aborted after the last checkpoint is found with it; from the files alone
+/// that inserter's status is unknown and the chain cannot be judged.
+#[test]
+fn commit_status_the_files_lag_behind_is_asked_of_the_server() {
+    let opts = ClusterOptions::new(17, true).setting("autovacuum", "off");
+    let mut c = Cluster::init_temp(&opts).expect("initdb");
+    c.start().expect("start");
+    c.psql(
+        "postgres",
+        "CREATE TABLE chain (id int, v int) WITH (fillfactor = 50); INSERT INTO chain VALUES (1, 0);",
+    )
+    .expect("chain");
+    c.psql("postgres", "UPDATE chain SET v = 1 WHERE id = 1;")
+        .expect("HOT update");
+    c.psql("postgres", "CHECKPOINT;").expect("checkpoint");
+    // A transaction that aborts after the checkpoint: its status is in the server's memory only.
+    let out = c
+        .psql(
+            "postgres",
+            "\\t on\n\\a\nBEGIN;\nSELECT txid_current();\nROLLBACK;\n",
+        )
+        .expect("aborted transaction");
+    let aborted: u32 = out.trim().parse().expect("txid_current");
+    let file = c.relation_filepath("postgres", "chain").expect("path");
+    // The older version (line pointer 1) now claims that aborted inserter, without hint bits.
+    common::edit(&c.datadir().join(&file), 0, |page| {
+        let lp = u32::from_le_bytes(page[24..28].try_into().expect("4 bytes"));
+        let at = (lp & 0x7FFF) as usize;
+        page[at..at + 4].copy_from_slice(&aborted.to_le_bytes());
+        let mask = u16::from_le_bytes(page[at + 20..at + 22].try_into().expect("2 bytes"));
+        page[at + 20..at + 22].copy_from_slice(&(mask & !0x0300).to_le_bytes());
+    });
+    let chain_errors = |run: &Run| {
+        run.findings
+            .iter()
+            .filter(|f| f["severity"] == "error" && f["file"] == file.as_str())
+            .count()
+    };
+    let files_only = verify_online(&c, "standard", false);
+    assert_eq!(files_only.status, 0, "{files_only}");
+    assert!(
+        files_only.summary()["xact_statuses_from_server"].is_null(),
+        "{files_only}"
+    );
+    let asked = verify_online(&c, "standard", true);
+    assert_eq!(asked.status, 2, "{asked}");
+    assert_eq!(chain_errors(&asked), 1, "{asked}");
+    let found = &asked.findings[0];
+    assert_eq!(found["kind"], "hot_chain_invalid", "{asked}");
+    assert_eq!(found["block"], 0, "{asked}");
+    assert!(
+        found["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("aborted xmin {aborted}"))),
+        "{asked}"
+    );
+    let from_server = asked.summary()["xact_statuses_from_server"]
+        .as_u64()
+        .expect("xact_statuses_from_server");
+    assert!(from_server >= 1, "{asked}");
 }
 
 #[test]

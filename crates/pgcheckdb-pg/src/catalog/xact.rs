@@ -158,6 +158,35 @@ impl CommitLog {
         CommitLog { blcksz, segments }
     }
 
+    /// Records that `xid` committed or aborted, as the running server says where the files
+    /// on disk lag behind it (`verify --online` with a connection). Other statuses are not
+    /// final and are not recorded; an empty log (no block size) records nothing.
+    pub fn record(&mut self, xid: u32, status: XidStatus) {
+        let bits = match status {
+            XidStatus::Committed => 1u8,
+            XidStatus::Aborted => 2,
+            _ => return,
+        };
+        let Some((segno, byte, shift)) = self.position(xid) else {
+            return;
+        };
+        let segment = self.segments.entry(segno).or_default();
+        if segment.len() <= byte {
+            segment.resize(byte + 1, 0);
+        }
+        segment[byte] = (segment[byte] & !(3 << shift)) | (bits << shift);
+    }
+
+    /// The segment, byte in it and bit shift of `xid`'s status; `None` for an empty log.
+    fn position(&self, xid: u32) -> Option<(u32, usize, u32)> {
+        let per_page = self.blcksz * CLOG_XACTS_PER_BYTE;
+        let page = xid.checked_div(per_page)?;
+        let segno = page / SLRU_PAGES_PER_SEGMENT;
+        let byte = (page % SLRU_PAGES_PER_SEGMENT) as usize * self.blcksz as usize
+            + ((xid % per_page) / CLOG_XACTS_PER_BYTE) as usize;
+        Some((segno, byte, 2 * (xid % CLOG_XACTS_PER_BYTE)))
+    }
+
     /// The recorded status of `xid`.
     pub fn status(&self, xid: u32) -> XidStatus {
         match xid {
@@ -165,15 +194,10 @@ impl CommitLog {
             BOOTSTRAP_TRANSACTION_ID | FROZEN_TRANSACTION_ID => return XidStatus::Committed,
             _ => {}
         }
-        let per_page = self.blcksz * CLOG_XACTS_PER_BYTE;
         // An empty log (`CommitLog::default()`) has no block size and knows no xid.
-        let Some(page) = xid.checked_div(per_page) else {
+        let Some((segno, byte, shift)) = self.position(xid) else {
             return XidStatus::Unknown;
         };
-        let segno = page / SLRU_PAGES_PER_SEGMENT;
-        let byte = (page % SLRU_PAGES_PER_SEGMENT) as usize * self.blcksz as usize
-            + ((xid % per_page) / CLOG_XACTS_PER_BYTE) as usize;
-        let shift = 2 * (xid % CLOG_XACTS_PER_BYTE);
         match self.segments.get(&segno).and_then(|s| s.get(byte)) {
             Some(b) => match (b >> shift) & 3 {
                 0 => XidStatus::InProgress,
@@ -183,5 +207,34 @@ impl CommitLog {
             },
             None => XidStatus::Unknown,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_statuses_overwrite_what_the_files_lag_behind() {
+        let segment = vec![0u8; 8192 * SLRU_PAGES_PER_SEGMENT as usize];
+        let mut clog = CommitLog::from_segments(8192, HashMap::from([(0, segment)]));
+        assert_eq!(clog.status(1000), XidStatus::InProgress);
+        clog.record(1000, XidStatus::Committed);
+        clog.record(1001, XidStatus::Aborted);
+        clog.record(1002, XidStatus::InProgress); // not final: not recorded
+        assert_eq!(clog.status(1000), XidStatus::Committed);
+        assert_eq!(clog.status(1001), XidStatus::Aborted);
+        assert_eq!(clog.status(999), XidStatus::InProgress);
+        clog.record(1001, XidStatus::Committed);
+        assert_eq!(clog.status(1001), XidStatus::Committed);
+        assert_eq!(clog.status(1000), XidStatus::Committed);
+        // A segment the files do not have yet.
+        let far = 8192 * CLOG_XACTS_PER_BYTE * SLRU_PAGES_PER_SEGMENT + 5;
+        assert_eq!(clog.status(far), XidStatus::Unknown);
+        clog.record(far, XidStatus::Committed);
+        assert_eq!(clog.status(far), XidStatus::Committed);
+        let mut empty = CommitLog::default();
+        empty.record(1000, XidStatus::Committed);
+        assert_eq!(empty.status(1000), XidStatus::Unknown);
     }
 }

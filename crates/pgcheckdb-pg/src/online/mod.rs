@@ -127,6 +127,9 @@ pub struct OnlineSummary {
     pub in_flux_blocks: u64,
     /// Pages that failed a check during the scan and passed when re-read.
     pub rechecked_blocks: u64,
+    /// Transactions whose commit or abort the server gave where `pg_xact` on disk did not
+    /// show it yet (standard level, with a connection); absent otherwise.
+    pub xact_statuses_from_server: Option<u64>,
 }
 
 impl OnlineSummary {
@@ -140,8 +143,12 @@ impl OnlineSummary {
             Some(l) => format!(", checkpoint redo {l}"),
             None => String::new(),
         };
+        let xacts = match self.xact_statuses_from_server {
+            Some(n) => format!("; {n} transaction status(es) from the server"),
+            None => String::new(),
+        };
         format!(
-            "online: start redo {}, {wal}{ckpt}; {} block(s) re-checked after a failed read, {} block(s) in flux (changing, not verified)",
+            "online: start redo {}, {wal}{ckpt}; {} block(s) re-checked after a failed read, {} block(s) in flux (changing, not verified){xacts}",
             self.start_redo_lsn, self.rechecked_blocks, self.in_flux_blocks
         )
     }
@@ -168,6 +175,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn control_file_torn_by_a_rewrite_is_read_again() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(dir.path().join("global")).expect("global");
+        let path = dir.path().join("global/pg_control");
+        let good = crate::control::tests::image(1700, 202406281, 1);
+        let mut torn = good.clone();
+        torn[40] ^= 1;
+        std::fs::write(&path, &torn).expect("torn pg_control");
+        let rewriter = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                std::fs::write(&path, good).expect("rewritten pg_control");
+            })
+        };
+        let control = read_control_settled(dir.path()).expect("read once rewritten");
+        assert_eq!(control.major, Some(17));
+        rewriter.join().expect("rewriter");
+        // A CRC that never verifies is believed after the re-reads.
+        std::fs::write(&path, &torn).expect("torn pg_control");
+        assert!(matches!(
+            read_control_settled(dir.path()),
+            Err(ControlFileError::Crc { .. })
+        ));
+    }
+
+    #[test]
     fn lsns_print_and_parse_like_postgres() {
         assert_eq!(lsn_text(0x16_B374_D848), "16/B374D848");
         assert_eq!(parse_lsn("16/B374D848"), Some(0x16_B374_D848));
@@ -186,10 +220,11 @@ mod tests {
             connection: true,
             in_flux_blocks: 2,
             rechecked_blocks: 12,
+            xact_statuses_from_server: Some(310),
         };
         assert_eq!(
             s.text_line(),
-            "online: start redo 0/5A0012C8, end of WAL 0/5E3A1F00; 12 block(s) re-checked after a failed read, 2 block(s) in flux (changing, not verified)"
+            "online: start redo 0/5A0012C8, end of WAL 0/5E3A1F00; 12 block(s) re-checked after a failed read, 2 block(s) in flux (changing, not verified); 310 transaction status(es) from the server"
         );
     }
 
