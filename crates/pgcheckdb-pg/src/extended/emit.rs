@@ -288,7 +288,14 @@ impl<'a> Emitter<'a> {
         let live_leaf =
             opaque.is_leaf() && opaque.btpo_flags & (bf::BTP_DELETED | bf::BTP_HALF_DEAD) == 0;
         if let (Some(a), true) = (&info.all_indexed, live_leaf) {
-            insert_leaf(a, page, &opaque, &self.items, self.plan.max_align);
+            insert_leaf(
+                a,
+                page,
+                &opaque,
+                &self.items,
+                self.plan.max_align,
+                &mut self.all_indexed,
+            );
         }
         if live_leaf {
             if let Some(tid_info) = self.plan.tids.indexes.get(&info.fork) {

@@ -27,6 +27,17 @@ pub struct Bloom {
     lines: u64,
     /// Blocks of the table the TIDs point into (the window follows them).
     heap_blocks: u64,
+    /// Lines the window can start at, per heap block, as a 32.32 fixed-point number: the
+    /// window of a heap block is found with a multiplication instead of a division.
+    lines_per_block: u64,
+}
+
+/// Where one fingerprint lives in the filter: a word and the bits it sets there. Computed once
+/// per entry, then prefetched and inserted or looked up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    word: usize,
+    mask: u64,
 }
 
 impl Bloom {
@@ -37,10 +48,13 @@ impl Bloom {
         let words = (0..lines as usize * LINE_WORDS)
             .map(|_| AtomicU64::new(0))
             .collect();
+        let heap_blocks = heap_blocks.max(1);
+        let span = lines - WINDOW.min(lines);
         Bloom {
             words,
             lines,
-            heap_blocks: heap_blocks.max(1),
+            heap_blocks,
+            lines_per_block: ((u128::from(span) << 32) / u128::from(heap_blocks)) as u64,
         }
     }
 
@@ -49,42 +63,41 @@ impl Bloom {
         self.lines * 64 * LINE_WORDS as u64
     }
 
-    /// The word and the mask of a fingerprint of an entry whose TID points at `heap_block`:
-    /// the window from the heap block, the cache line in it from the high bits, the word in
-    /// the line from three more, each probe 6 bits of a second mixing of the fingerprint.
-    fn position(&self, fingerprint: u64, heap_block: u32) -> (usize, u64) {
+    /// The slot of a fingerprint of an entry whose TID points at `heap_block`: the window
+    /// from the heap block, the cache line in it from the fingerprint's high 32 bits, the word
+    /// in the line from bits 29-31, each of the [`PROBES`] bits from 6 of bits 0-28 and 32-33
+    /// (the fingerprint is already a mixed hash: its bits are independent).
+    pub fn slot(&self, fingerprint: u64, heap_block: u32) -> Slot {
         let window = WINDOW.min(self.lines);
-        let span = self.lines - window;
-        let base = (u64::from(heap_block).min(self.heap_blocks) as u128 * span as u128
-            / self.heap_blocks as u128) as u64;
+        let block = u64::from(heap_block).min(self.heap_blocks);
+        let base = ((u128::from(block) * u128::from(self.lines_per_block)) >> 32) as u64;
         let line = (base + (((fingerprint >> 32) * window) >> 32)) as usize;
         let word = ((fingerprint >> 29) & (LINE_WORDS as u64 - 1)) as usize;
-        let mut h = mix(fingerprint);
+        let probes = (fingerprint & 0x1FFF_FFFF) | ((fingerprint >> 3) & 0x6000_0000);
         let mut mask = 0u64;
-        for _ in 0..PROBES {
-            mask |= 1 << (h & 63);
-            h >>= 6;
+        for i in 0..PROBES {
+            mask |= 1 << ((probes >> (6 * i)) & 63);
         }
-        (line * LINE_WORDS + word, mask)
+        Slot {
+            word: line * LINE_WORDS + word,
+            mask,
+        }
     }
 
-    /// Sets the fingerprint's bits: one atomic `fetch_or`.
-    pub fn insert(&self, fingerprint: u64, heap_block: u32) {
-        let (word, mask) = self.position(fingerprint, heap_block);
-        self.words[word].fetch_or(mask, Ordering::Relaxed);
+    /// Sets the slot's bits: one atomic `fetch_or`.
+    pub fn insert(&self, slot: Slot) {
+        self.words[slot.word].fetch_or(slot.mask, Ordering::Relaxed);
     }
 
-    /// Asks for the word a fingerprint falls in to be brought into the cache, so that a
-    /// following [`Bloom::insert`] or [`Bloom::contains`] finds it there (a hint: the loads of
-    /// many fingerprints overlap instead of waiting one after another).
-    pub fn prefetch(&self, fingerprint: u64, heap_block: u32) {
-        let (word, _) = self.position(fingerprint, heap_block);
-        prefetch_ptr(&self.words[word]);
+    /// Asks for the slot's word to be brought into the cache, so that a following
+    /// [`Bloom::insert`] or [`Bloom::contains`] finds it there (a hint: the loads of many
+    /// fingerprints overlap instead of waiting one after another).
+    pub fn prefetch(&self, slot: Slot) {
+        prefetch_ptr(&self.words[slot.word]);
     }
 
-    pub fn contains(&self, fingerprint: u64, heap_block: u32) -> bool {
-        let (word, mask) = self.position(fingerprint, heap_block);
-        self.words[word].load(Ordering::Relaxed) & mask == mask
+    pub fn contains(&self, slot: Slot) -> bool {
+        self.words[slot.word].load(Ordering::Relaxed) & slot.mask == slot.mask
     }
 
     /// The chance that a fingerprint never inserted is found, after the inserts so far: the
@@ -117,12 +130,13 @@ mod tests {
         // 100,000 entries, 60 per heap block.
         let bloom = Bloom::with_bits(12 * 100_000, 100_000 / 60);
         let block = |i: u64| (i % 100_000 / 60) as u32;
+        let slot = |i: u64| bloom.slot(mix(i), block(i));
         for i in 0..100_000u64 {
-            bloom.insert(mix(i), block(i));
+            bloom.insert(slot(i));
         }
-        assert!((0..100_000u64).all(|i| bloom.contains(mix(i), block(i))));
+        assert!((0..100_000u64).all(|i| bloom.contains(slot(i))));
         let false_hits = (1_000_000..1_100_000u64)
-            .filter(|&i| bloom.contains(mix(i), block(i)))
+            .filter(|&i| bloom.contains(slot(i)))
             .count();
         // 12 bits per entry, 5 probes in one word: about 1 %.
         assert!(false_hits < 3_000, "{false_hits} false hits in 100,000");
@@ -134,7 +148,7 @@ mod tests {
     fn an_empty_filter_finds_nothing() {
         let bloom = Bloom::with_bits(0, 0);
         assert_eq!(bloom.bits(), 512);
-        assert!(!bloom.contains(12345, 7));
+        assert!(!bloom.contains(bloom.slot(12345, 7)));
         assert_eq!(bloom.false_positive_rate(), 0.0);
     }
 }

@@ -5,6 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::bloom::{Bloom, Slot};
 use super::keys::{deform_into, fingerprint, KeyHasher, Span, ValueForm};
 use super::{AllIndexed, Lacking};
 use crate::btree_order::tuple::{decode_into, KeyTuple};
@@ -18,8 +19,13 @@ use crate::layout::itemid::{ItemId, LpFlags};
 #[derive(Default)]
 pub struct Scratch {
     values: Vec<Option<Span>>,
-    /// A heap page's lookups: (index number, fingerprint, root line pointer).
-    lookups: Vec<(usize, u64, u16)>,
+    /// A heap page's lookups: (index number, slot, root line pointer).
+    lookups: Vec<(usize, Slot, u16)>,
+    /// A leaf page's inserts.
+    inserts: Vec<Slot>,
+    /// Per index of the table: tuples of the page checked, and not checked.
+    checked: Vec<u64>,
+    not_checked: Vec<u64>,
 }
 
 /// The index side normalises a `name` column as the C string it stores.
@@ -38,11 +44,13 @@ pub fn insert_leaf(
     opaque: &BtPageOpaque,
     items: &[ItemId],
     max_align: usize,
+    scratch: &mut Scratch,
 ) {
     let first = if opaque.btpo_next == P_NONE { 1 } else { 2 };
     let mut decoded = KeyTuple::EMPTY;
     let mut entries = 0u64;
-    let mut pending: Vec<(u64, u32)> = Vec::with_capacity(items.len());
+    let pending = &mut scratch.inserts;
+    pending.clear();
     for item in items.iter().filter(|i| i.offnum >= first) {
         // Entries the server marked dead point at tuples dead to everyone (amcheck skips
         // them too).
@@ -56,7 +64,7 @@ pub fn insert_leaf(
             return;
         };
         match entry_key(idx, tuple, max_align, &mut decoded)
-            .and_then(|kh| insert_tids(tuple, kh, &mut pending))
+            .and_then(|kh| insert_tids(&idx.bloom, tuple, kh, pending))
         {
             Some(n) => entries += n,
             None => {
@@ -65,7 +73,7 @@ pub fn insert_leaf(
             }
         }
     }
-    insert_pending(idx, &pending);
+    insert_pending(&idx.bloom, pending);
     idx.entries.fetch_add(entries, Ordering::Relaxed);
 }
 
@@ -87,12 +95,12 @@ fn entry_key<'t>(
     Some(h.finish())
 }
 
-/// Queues the fingerprints of a tuple's heap TIDs (its `t_tid`, or each TID of its posting
-/// list); returns how many, `None` when the tuple does not decode.
-fn insert_tids(tuple: &[u8], kh: u64, pending: &mut Vec<(u64, u32)>) -> Option<u64> {
+/// Queues the slots of the fingerprints of a tuple's heap TIDs (its `t_tid`, or each TID of
+/// its posting list); returns how many, `None` when the tuple does not decode.
+fn insert_tids(bloom: &Bloom, tuple: &[u8], kh: u64, pending: &mut Vec<Slot>) -> Option<u64> {
     let mut n = 0;
     leaf_tuple_tids(tuple, |p| {
-        pending.push((fingerprint(kh, p.block, p.offset), p.block));
+        pending.push(bloom.slot(fingerprint(kh, p.block, p.offset), p.block));
         n += 1;
     })?;
     Some(n)
@@ -101,12 +109,12 @@ fn insert_tids(tuple: &[u8], kh: u64, pending: &mut Vec<(u64, u32)>) -> Option<u
 /// Sets a page's fingerprints: first asks for every word they fall in (the loads overlap,
 /// where one insert after another would wait for each cache miss of an index not in table
 /// order), then sets the bits.
-fn insert_pending(idx: &AllIndexed, pending: &[(u64, u32)]) {
-    for &(fp, block) in pending {
-        idx.bloom.prefetch(fp, block);
+fn insert_pending(bloom: &Bloom, pending: &[Slot]) {
+    for &slot in pending {
+        bloom.prefetch(slot);
     }
-    for &(fp, block) in pending {
-        idx.bloom.insert(fp, block);
+    for &slot in pending {
+        bloom.insert(slot);
     }
 }
 
@@ -127,10 +135,18 @@ pub fn probe_heap(
     let Some(attrs) = indexes.first().map(|i| i.heap_attrs.clone()) else {
         return;
     };
-    let Scratch { values, lookups } = scratch;
+    let Scratch {
+        values,
+        lookups,
+        checked,
+        not_checked,
+        ..
+    } = scratch;
     lookups.clear();
-    let mut checked = vec![0u64; indexes.len()];
-    let mut not_checked = vec![0u64; indexes.len()];
+    checked.clear();
+    checked.resize(indexes.len(), 0);
+    not_checked.clear();
+    not_checked.resize(indexes.len(), 0);
     for_each_live_chain(page, blkno, items, clog, |root, _member, tuple| {
         let Some(h) = HeapTupleHeader::parse(tuple) else {
             return;
@@ -151,14 +167,14 @@ pub fn probe_heap(
                 continue;
             }
             checked[n] += 1;
-            let fp = fingerprint(h.finish(), blkno, root);
-            idx.bloom.prefetch(fp, blkno);
-            lookups.push((n, fp, root));
+            let slot = idx.bloom.slot(fingerprint(h.finish(), blkno, root), blkno);
+            idx.bloom.prefetch(slot);
+            lookups.push((n, slot, root));
         }
     });
-    for &(n, fp, root) in lookups.iter() {
+    for &(n, slot, root) in lookups.iter() {
         let idx = &indexes[n];
-        if !idx.bloom.contains(fp, blkno) {
+        if !idx.bloom.contains(slot) {
             idx.record_lacking(Lacking {
                 heap_block: blkno,
                 heap_offset: root,
