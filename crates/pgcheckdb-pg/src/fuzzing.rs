@@ -196,7 +196,9 @@ impl StandardContext {
                         ordering: std::sync::Arc::new(
                             crate::btree_order::IndexOrdering::for_fuzzing(),
                         ),
-                        heapkeyspace: true,
+                        version: std::sync::Arc::new(
+                            crate::btree_order::plan::IndexVersion::known(true),
+                        ),
                     }
                 });
                 let file = FileStructure {

@@ -108,6 +108,17 @@ impl IndexOrdering {
         b: &KeyTuple<'_>,
         heapkeyspace: bool,
     ) -> Option<Ordering> {
+        self.compare_decoded_lazy(a, b, || heapkeyspace)
+    }
+
+    /// [`IndexOrdering::compare_decoded`] that asks `heapkeyspace` only when the answer
+    /// depends on it (the keys are equal in every key column).
+    pub fn compare_decoded_lazy(
+        &self,
+        a: &KeyTuple<'_>,
+        b: &KeyTuple<'_>,
+        heapkeyspace: impl FnOnce() -> bool,
+    ) -> Option<Ordering> {
         let (na, nb) = (a.natts(), b.natts());
         let shared = na.min(nb).min(self.columns.len());
         for (i, col) in self.columns.iter().enumerate().take(shared) {
@@ -121,7 +132,7 @@ impl IndexOrdering {
             Ordering::Equal => {}
             shorter_first => return Some(shorter_first),
         }
-        if !heapkeyspace || na < self.key_columns {
+        if na < self.key_columns || !heapkeyspace() {
             return Some(Ordering::Equal);
         }
         Some(compare_heap(a.heap, b.heap))
@@ -446,6 +457,28 @@ mod tests {
         assert_eq!(asc.compare_keys(&a, &b), Some(Equal));
         assert_eq!(asc.compare(&a, &b), Some(Greater));
         assert_eq!(asc.compare(&b, &a), Some(Less));
+    }
+
+    #[test]
+    fn index_version_asked_only_for_equal_keys() {
+        let asc = ordering([false, false], [false, false]);
+        let asked = std::cell::Cell::new(0);
+        let ask = || {
+            asked.set(asked.get() + 1);
+            true
+        };
+        let (a, b) = (leaf(6, &[Some(1), Some(2)]), leaf(5, &[Some(1), Some(3)]));
+        let (ta, tb) = (asc.decode(&a).unwrap(), asc.decode(&b).unwrap());
+        assert_eq!(asc.compare_decoded_lazy(&ta, &tb, ask), Some(Less));
+        let hk = pivot(&[Some(1)], None);
+        let thk = asc.decode(&hk).unwrap();
+        assert_eq!(asc.compare_decoded_lazy(&ta, &thk, ask), Some(Greater));
+        assert_eq!(asked.get(), 0, "keys that differ never need the version");
+        let same = leaf(5, &[Some(1), Some(2)]);
+        let ts = asc.decode(&same).unwrap();
+        assert_eq!(asc.compare_decoded_lazy(&ta, &ts, ask), Some(Greater));
+        assert_eq!(asked.get(), 1);
+        assert_eq!(asc.compare_decoded_lazy(&ta, &ts, || false), Some(Equal));
     }
 
     #[test]

@@ -53,6 +53,9 @@ pub fn check_btree_page(
     };
     if blkno == 0 {
         check_metapage(page, &opaque, fork_blocks, out);
+        if let Some(order) = &inputs.file.btree_order {
+            order.version.learn_from_metapage(page);
+        }
         return;
     }
     check_opaque(&opaque, blkno, fork_blocks, out);

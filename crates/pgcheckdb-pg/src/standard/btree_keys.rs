@@ -107,7 +107,9 @@ pub fn check_key_order(
 }
 
 fn compare(order: &BtreeOrderCheck, a: &KeyTuple<'_>, b: &KeyTuple<'_>) -> Option<Ordering> {
-    order.ordering.compare_decoded(a, b, order.heapkeyspace)
+    order
+        .ordering
+        .compare_decoded_lazy(a, b, || order.version.heapkeyspace())
 }
 
 fn out_of_order(offnum: u16, other: u16, what: &str) -> StructureProblem {
