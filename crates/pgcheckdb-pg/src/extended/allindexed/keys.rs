@@ -111,14 +111,7 @@ impl KeyHasher {
             return Ok(());
         };
         let payload = normalised(v, form)?;
-        let word = match payload.len() {
-            n if n <= 8 => {
-                let mut w = [0u8; 8];
-                w[..n].copy_from_slice(&payload);
-                u64::from_le_bytes(w)
-            }
-            _ => xxh3_64(&payload),
-        };
+        let word = small_word(&payload).unwrap_or_else(|| xxh3_64(&payload));
         self.h = mix(mix(self.h ^ word) ^ LENGTH_TAG ^ payload.len() as u64);
         Ok(())
     }
@@ -126,6 +119,22 @@ impl KeyHasher {
     pub fn finish(self) -> u64 {
         self.h
     }
+}
+
+/// A value of up to 8 bytes as a little-endian word, zero-padded; `None` when longer. Built
+/// from whole loads, not copied into a buffer and read back: the read-back of a short copy
+/// cannot be forwarded from the store and stalls on every key.
+fn small_word(p: &[u8]) -> Option<u64> {
+    Some(match *p {
+        [a, b, c, d, e, f, g, h] => u64::from_le_bytes([a, b, c, d, e, f, g, h]),
+        [a, b, c, d] => u64::from(u32::from_le_bytes([a, b, c, d])),
+        [a, b] => u64::from(u16::from_le_bytes([a, b])),
+        _ if p.len() <= 8 => p
+            .iter()
+            .rev()
+            .fold(0u64, |w, &byte| (w << 8) | u64::from(byte)),
+        _ => return None,
+    })
 }
 
 /// The fingerprint of one entry: its key's hash and its heap TID.
@@ -187,6 +196,24 @@ pub fn heap_only(h: &HeapTupleHeader) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_values_fold_as_zero_padded_little_endian_words() {
+        let padded = |p: &[u8]| {
+            let mut w = [0u8; 8];
+            w[..p.len()].copy_from_slice(p);
+            u64::from_le_bytes(w)
+        };
+        let bytes = [1u8, 2, 3, 4, 5, 6, 7, 8, 9];
+        for n in 0..=8 {
+            assert_eq!(
+                small_word(&bytes[..n]),
+                Some(padded(&bytes[..n])),
+                "{n} bytes"
+            );
+        }
+        assert_eq!(small_word(&bytes), None);
+    }
 
     fn key(values: &[(Option<&[u8]>, ValueForm)]) -> u64 {
         let mut h = KeyHasher::default();
