@@ -36,7 +36,7 @@ pub struct Emitter<'a> {
     /// The live-root bitmap of the current heap page.
     bits: Vec<u8>,
     /// Buffers of the heap -> index check.
-    all_indexed: Scratch,
+    all_indexed: Scratch<'a>,
     /// The heap TIDs of the current index page, and a heap page's line-pointer target map.
     tids: Vec<(u32, u16)>,
     /// The cluster's xid bounds (which xids `pg_xact` answers for).
@@ -167,11 +167,12 @@ impl<'a> Emitter<'a> {
         self.runs.adopt(other.finish());
     }
 
-    pub fn finish(self) -> Runs {
+    pub fn finish(mut self) -> Runs {
+        self.all_indexed.flush();
         self.runs.finish()
     }
 
-    fn heap_page(&mut self, info: &HeapInfo, blkno: u32, page: &[u8]) {
+    fn heap_page(&mut self, info: &'a HeapInfo, blkno: u32, page: &[u8]) {
         let Some(h) = PageHeader::parse(page) else {
             return;
         };
@@ -253,7 +254,7 @@ impl<'a> Emitter<'a> {
         self.runs.push(&self.buf);
     }
 
-    fn btree_page(&mut self, info: &IndexInfo, blkno: u32, page: &[u8]) {
+    fn btree_page(&mut self, info: &'a IndexInfo, blkno: u32, page: &[u8]) {
         let unit = info.fork as u32;
         let Some(h) = PageHeader::parse(page) else {
             return;

@@ -2,6 +2,7 @@
 //! its index's filter (first phase); a heap page looks up the fingerprint each live tuple's
 //! entries must have (second phase).
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -15,9 +16,21 @@ use crate::layout::btree::{leaf_tuple_tids, BtPageOpaque, P_NONE};
 use crate::layout::heap::HeapTupleHeader;
 use crate::layout::itemid::{ItemId, LpFlags};
 
-/// A worker's reused buffer: where the current heap tuple's attributes lie.
+/// One worker's counts for one index, added to the index's shared counters once, when the
+/// worker finishes ([`Scratch::flush`]): counters updated by every worker on every page would
+/// bounce their cache line between the cores.
 #[derive(Default)]
-pub struct Scratch {
+struct Counts {
+    entries: u64,
+    tuples_checked: u64,
+    tuples_not_checked: u64,
+}
+
+/// A worker's reused buffers (where the current heap tuple's attributes lie, ...) and counts.
+#[derive(Default)]
+pub struct Scratch<'a> {
+    /// By the address of the index's shared state.
+    counts: HashMap<usize, (&'a AllIndexed, Counts)>,
     values: Vec<Option<Span>>,
     /// A heap page's lookups: (index number, slot, root line pointer).
     lookups: Vec<(usize, Slot, u16)>,
@@ -26,6 +39,27 @@ pub struct Scratch {
     /// Per index of the table: tuples of the page checked, and not checked.
     checked: Vec<u64>,
     not_checked: Vec<u64>,
+}
+
+impl<'a> Scratch<'a> {
+    fn counts(&mut self, idx: &'a AllIndexed) -> &mut Counts {
+        &mut self
+            .counts
+            .entry(idx as *const AllIndexed as usize)
+            .or_insert_with(|| (idx, Counts::default()))
+            .1
+    }
+
+    /// Adds this worker's counts to the indexes' shared counters.
+    pub fn flush(&mut self) {
+        for (_, (idx, c)) in self.counts.drain() {
+            idx.entries.fetch_add(c.entries, Ordering::Relaxed);
+            idx.tuples_checked
+                .fetch_add(c.tuples_checked, Ordering::Relaxed);
+            idx.tuples_not_checked
+                .fetch_add(c.tuples_not_checked, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The index side normalises a `name` column as the C string it stores.
@@ -38,13 +72,13 @@ fn index_form(form: ValueForm) -> ValueForm {
 
 /// Puts the fingerprint of every entry of a live leaf page into the index's filter. A tuple
 /// that cannot be read makes the index incomplete (nothing is then reported from it).
-pub fn insert_leaf(
-    idx: &AllIndexed,
+pub fn insert_leaf<'a>(
+    idx: &'a AllIndexed,
     page: &[u8],
     opaque: &BtPageOpaque,
     items: &[ItemId],
     max_align: usize,
-    scratch: &mut Scratch,
+    scratch: &mut Scratch<'a>,
 ) {
     let first = if opaque.btpo_next == P_NONE { 1 } else { 2 };
     let mut decoded = KeyTuple::EMPTY;
@@ -74,7 +108,7 @@ pub fn insert_leaf(
         }
     }
     insert_pending(&idx.bloom, pending);
-    idx.entries.fetch_add(entries, Ordering::Relaxed);
+    scratch.counts(idx).entries += entries;
 }
 
 /// The key hash of one leaf tuple.
@@ -121,18 +155,18 @@ fn insert_pending(bloom: &Bloom, pending: &[Slot]) {
 /// Looks up, for every certainly live tuple of a heap page, its entry in each index of the
 /// table; records the entries an index lacks. The page's fingerprints are computed first and
 /// looked up after, so that their cache misses overlap.
-pub fn probe_heap(
-    indexes: &[Arc<AllIndexed>],
+pub fn probe_heap<'a>(
+    indexes: &'a [Arc<AllIndexed>],
     page: &[u8],
     blkno: u32,
     items: &[ItemId],
     clog: &CommitLog,
-    scratch: &mut Scratch,
+    scratch: &mut Scratch<'a>,
 ) {
     let Some(upto) = indexes.iter().map(|i| i.upto).max() else {
         return;
     };
-    let Some(attrs) = indexes.first().map(|i| i.heap_attrs.clone()) else {
+    let Some(attrs) = indexes.first().map(|i| &i.heap_attrs) else {
         return;
     };
     let Scratch {
@@ -141,7 +175,7 @@ pub fn probe_heap(
         checked,
         not_checked,
         ..
-    } = scratch;
+    } = &mut *scratch;
     lookups.clear();
     checked.clear();
     checked.resize(indexes.len(), 0);
@@ -151,7 +185,7 @@ pub fn probe_heap(
         let Some(h) = HeapTupleHeader::parse(tuple) else {
             return;
         };
-        let deformed = deform_into(tuple, &h, &attrs, upto, values);
+        let deformed = deform_into(tuple, &h, attrs, upto, values);
         for (n, idx) in indexes.iter().enumerate() {
             if deformed.is_err() && idx.upto > values.len() {
                 not_checked[n] += 1;
@@ -182,8 +216,9 @@ pub fn probe_heap(
         }
     }
     for (n, idx) in indexes.iter().enumerate() {
-        idx.tuples_checked.fetch_add(checked[n], Ordering::Relaxed);
-        idx.tuples_not_checked
-            .fetch_add(not_checked[n], Ordering::Relaxed);
+        let (page_checked, page_not_checked) = (scratch.checked[n], scratch.not_checked[n]);
+        let counts = scratch.counts(idx);
+        counts.tuples_checked += page_checked;
+        counts.tuples_not_checked += page_not_checked;
     }
 }
