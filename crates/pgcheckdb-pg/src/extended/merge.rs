@@ -1,9 +1,9 @@
 //! The merge phase: after the scan, each index's facts are merged from the sorted runs and
-//! checked, in parallel across indexes (as many threads as scan jobs); then each table behind a
-//! unique index gives the liveness of the heap tuples its duplicate-key groups name; then the
-//! heap -> index filters report what they lacked, each table's heap TIDs held by its indexes are
-//! checked (`tids`), the TOAST values against their chunks (`toast`) and the visibility maps and
-//! hint bits (`vm`). The findings are placed at their files and blocks and added to the report.
+//! checked, and each table's heap TIDs held by its indexes are checked (`tids`), all of them
+//! as tasks of one pool (as many threads as scan jobs); then each table behind a unique index
+//! gives the liveness of the heap tuples its duplicate-key groups name; then the heap -> index
+//! filters report what they lacked, the TOAST values are checked against their chunks
+//! (`toast`) and the visibility maps and hint bits (`vm`). The findings are placed at their files and blocks and added to the report.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,7 +14,7 @@ use super::btree::{IndexCheck, Problem};
 use super::plan::{ExtendedPlan, IndexInfo};
 use super::report::block_finding;
 use super::spill::Runs;
-use super::tids::merge::check_tids;
+use super::tids::merge::{check_heap_tids, TidOutcome};
 use super::toast::merge::{check_toasts, unread_forks};
 use super::unique::{collect_live, needed_blocks, violations, Group};
 use super::{ExtendedSummary, NotOrderCheckedIndex};
@@ -36,7 +36,7 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
     let mut forks: Vec<usize> = ext.indexes.keys().copied().collect();
     forks.sort_unstable();
     let errors: Mutex<Vec<String>> = Mutex::new(runs.errors.clone());
-    let results = check_indexes(ext, &runs, &forks, &errors);
+    let (results, tids) = check_indexes_and_tids(plan, ext, &runs, &forks, &errors);
     let mut summary = ExtendedSummary {
         facts: runs.stats.records,
         spilled_bytes: runs.stats.spilled_bytes,
@@ -75,7 +75,6 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
         &report.findings,
         &mut summary,
     ));
-    let tids = check_tids(plan, ext, &runs, &errors);
     findings.extend(tids.findings);
     summary.tid_indexes_checked = ext.tids.indexes.len() as u64;
     summary.tid_indexes_not_checked = ext.tids.not_checked.len() as u64;
@@ -131,37 +130,89 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
     report.summary.extended = Some(summary);
 }
 
-/// Checks every index, `ext.jobs` at a time.
-fn check_indexes(
+/// One task of the first merge pool.
+#[derive(Debug, Clone, Copy)]
+enum Task {
+    /// The facts of the B-tree index at this fork.
+    Index(usize),
+    /// The heap TIDs the indexes of the table at this heap fork hold.
+    Tids(usize),
+}
+
+/// Bytes of a fork's files: how long its merge task takes, roughly (a TID task: its
+/// indexes' bytes).
+fn fork_bytes(plan: &Plan, fork: usize) -> u64 {
+    plan.forks[fork]
+        .segments
+        .clone()
+        .map(|i| plan.dir.files[i].size)
+        .sum()
+}
+
+/// A stable order among tasks of the same size.
+fn task_order(task: Task) -> (u8, usize) {
+    match task {
+        Task::Index(f) => (0, f),
+        Task::Tids(h) => (1, h),
+    }
+}
+
+/// Checks every index and every table's TIDs, `ext.jobs` tasks at a time: the TIDs of one big
+/// table are one task, which runs while the other threads check indexes instead of after them.
+fn check_indexes_and_tids(
+    plan: &Plan,
     ext: &ExtendedPlan,
     runs: &Runs,
     forks: &[usize],
     errors: &Mutex<Vec<String>>,
-) -> Vec<IndexResult> {
+) -> (Vec<IndexResult>, TidOutcome) {
+    let mut tasks: Vec<(u64, Task)> = forks
+        .iter()
+        .map(|&f| (fork_bytes(plan, f), Task::Index(f)))
+        .collect();
+    let mut tid_bytes: HashMap<usize, u64> = HashMap::new();
+    for i in ext.tids.indexes.values() {
+        *tid_bytes.entry(i.heap_fork).or_default() += fork_bytes(plan, i.fork);
+    }
+    tasks.extend(tid_bytes.into_iter().map(|(h, b)| (b, Task::Tids(h))));
+    // The biggest first, so that no long task starts last while the other threads idle.
+    tasks.sort_by_key(|&(bytes, task)| (std::cmp::Reverse(bytes), task_order(task)));
+    let tasks: Vec<Task> = tasks.into_iter().map(|(_, t)| t).collect();
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<IndexResult>> = Mutex::new(Vec::new());
+    let tids = Mutex::new(TidOutcome::default());
     std::thread::scope(|s| {
-        for _ in 0..ext.jobs.min(forks.len()).max(1) {
+        for _ in 0..ext.jobs.min(tasks.len()).max(1) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&fork) = forks.get(i) else { break };
-                let info = &ext.indexes[&fork];
-                match check_one(runs, info, ext.next_full_xid) {
-                    Ok(r) => results.lock().unwrap_or_else(|e| e.into_inner()).push(r),
-                    Err(e) => errors
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(format!(
-                            "could not read the facts of index {}: {e}",
-                            info.name
-                        )),
+                match tasks.get(i) {
+                    None => break,
+                    Some(&Task::Index(fork)) => {
+                        let info = &ext.indexes[&fork];
+                        match check_one(runs, info, ext.next_full_xid) {
+                            Ok(r) => results.lock().unwrap_or_else(|e| e.into_inner()).push(r),
+                            Err(e) => {
+                                errors
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .push(format!(
+                                        "could not read the facts of index {}: {e}",
+                                        info.name
+                                    ))
+                            }
+                        }
+                    }
+                    Some(&Task::Tids(heap)) => {
+                        let out = check_heap_tids(plan, ext, runs, heap, errors);
+                        tids.lock().unwrap_or_else(|e| e.into_inner()).absorb(out);
+                    }
                 }
             });
         }
     });
     let mut out = results.into_inner().unwrap_or_else(|e| e.into_inner());
     out.sort_by_key(|r| r.fork);
-    out
+    (out, tids.into_inner().unwrap_or_else(|e| e.into_inner()))
 }
 
 fn check_one(

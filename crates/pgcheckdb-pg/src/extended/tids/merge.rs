@@ -1,12 +1,12 @@
 //! The TID check's merge: each table's `Tids` records stream in chunk order, each chunk's heap
 //! page summaries before the index groups naming it, so one pass with one chunk's summaries
-//! in memory checks every TID. Tables are merged in parallel. Findings: `index_tid_invalid` at
+//! in memory checks every TID. Tables are merged in parallel, alongside the index checks
+//! (`crate::extended::merge`). Findings: `index_tid_invalid` at
 //! the index page holding a TID that names nothing an index may name, and `lost_write`
 //! (evidence "index") at a heap page that is all zero, or past the end of the table, while
 //! index entries point into it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use serde_json::{json, Value};
@@ -37,45 +37,32 @@ pub struct TidOutcome {
 }
 
 impl TidOutcome {
-    fn absorb(&mut self, other: TidOutcome) {
+    pub fn absorb(&mut self, other: TidOutcome) {
         self.findings.extend(other.findings);
         self.tids_checked += other.tids_checked;
         self.tids_not_checked += other.tids_not_checked;
     }
 }
 
-/// Checks the TIDs of every planned table, `ext.jobs` tables at a time.
-pub fn check_tids(
+/// Checks the TIDs of one table (a heap fork of [`super::TidPlan::heap_forks`]); errors
+/// reading its facts go to `errors`.
+pub fn check_heap_tids(
     plan: &Plan,
     ext: &ExtendedPlan,
     runs: &Runs,
+    heap: usize,
     errors: &Mutex<Vec<String>>,
 ) -> TidOutcome {
-    let heaps = ext.tids.heap_forks();
-    let next = AtomicUsize::new(0);
-    let total = Mutex::new(TidOutcome::default());
-    std::thread::scope(|s| {
-        for _ in 0..ext.jobs.min(heaps.len()).max(1) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&heap) = heaps.get(i) else { break };
-                let mut m = HeapMerge::new(plan, &ext.tids.indexes, heap);
-                let result = runs.for_each_in_unit(heap as u32, |r| m.record(r));
-                m.finish_chunk();
-                if let Err(e) = result {
-                    errors
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(format!("could not read the TID facts of a table: {e}"));
-                }
-                total
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .absorb(m.out);
-            });
-        }
-    });
-    total.into_inner().unwrap_or_else(|e| e.into_inner())
+    let mut m = HeapMerge::new(plan, &ext.tids.indexes, heap);
+    let result = runs.for_each_in_unit(heap as u32, |r| m.record(r));
+    m.finish_chunk();
+    if let Err(e) = result {
+        errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(format!("could not read the TID facts of a table: {e}"));
+    }
+    m.out
 }
 
 /// A heap page's summary, as the chunk in hand holds it.
