@@ -74,8 +74,51 @@ impl Server {
         config.application_name("pgcheckdb verify --online");
         let client = config
             .connect(postgres::NoTls)
-            .map_err(|e| anyhow!("could not connect to the server: {e}"))?;
+            .map_err(|e| anyhow!("could not connect to the server: {}", pg_error(&e)))?;
         Ok(Server { client, config })
+    }
+
+    /// Refuses a server that does not run the cluster of `datadir`: its end of WAL, checkpoints,
+    /// catalog and commit statuses would be another cluster's. The system identifier must be
+    /// `pg_control`'s; the server's `data_directory`, when the role may read it, must be this
+    /// directory.
+    fn check_same_cluster(&mut self, control: &ControlFile, datadir: &Path) -> anyhow::Result<()> {
+        let row = self
+            .client
+            .query_one("SELECT system_identifier FROM pg_control_system()", &[])
+            .map_err(|e| {
+                anyhow!(
+                    "could not ask the server for its system identifier: {}",
+                    pg_error(&e)
+                )
+            })?;
+        // A bigint on the server: identifiers past 2^63 arrive negative.
+        let id = row.get::<_, i64>(0) as u64;
+        if id != control.system_identifier {
+            bail!(
+                "the server reached with --dbname runs another cluster (system identifier {id}; \"{}\" has {})",
+                datadir.display(),
+                control.system_identifier
+            );
+        }
+        // Only superusers and members of pg_read_all_settings may read it.
+        let Ok(row) = self.client.query_one("SHOW data_directory", &[]) else {
+            return Ok(());
+        };
+        let theirs: String = row.get(0);
+        if let (Ok(a), Ok(b)) = (
+            std::fs::canonicalize(&theirs),
+            std::fs::canonicalize(datadir),
+        ) {
+            if a != b {
+                bail!(
+                    "the server reached with --dbname runs the data directory \"{}\", not \"{}\" (a copy of the same cluster)",
+                    a.display(),
+                    b.display()
+                );
+            }
+        }
+        Ok(())
     }
 
     /// The file number database `db` gives relation `oid` now, `None` when the relation is gone.
@@ -84,24 +127,26 @@ impl Server {
         config.dbname(db);
         let mut client = config
             .connect(postgres::NoTls)
-            .map_err(|e| anyhow!("could not connect to database \"{db}\": {e}"))?;
+            .map_err(|e| anyhow!("could not connect to database \"{db}\": {}", pg_error(&e)))?;
         let row = client
             .query_one(
                 "SELECT pg_relation_filenode(c.oid)::bigint FROM pg_class c WHERE c.oid = $1::bigint::oid \
                  UNION ALL SELECT NULL LIMIT 1",
                 &[&(oid as i64)],
             )
-            .map_err(|e| anyhow!("could not look relation {oid} up in database \"{db}\": {e}"))?;
+            .map_err(|e| anyhow!("could not look relation {oid} up in database \"{db}\": {}", pg_error(&e)))?;
         let node: Option<i64> = row.get(0);
         Ok(node.and_then(|n| u32::try_from(n).ok()))
     }
 
     /// The end of WAL now.
     pub fn end_of_wal(&mut self) -> anyhow::Result<u64> {
-        let row = self
-            .client
-            .query_one(END_OF_WAL_SQL, &[])
-            .map_err(|e| anyhow!("could not ask the server for the end of WAL: {e}"))?;
+        let row = self.client.query_one(END_OF_WAL_SQL, &[]).map_err(|e| {
+            anyhow!(
+                "could not ask the server for the end of WAL: {}",
+                pg_error(&e)
+            )
+        })?;
         let text: Option<String> = row.get(0);
         let text = text.context("the server does not know its end of WAL (a standby that has neither received nor replayed WAL)")?;
         parse_lsn(&text).with_context(|| format!("the server sent an unreadable LSN \"{text}\""))
@@ -110,10 +155,12 @@ impl Server {
     /// The first transaction id not yet completed, as a full (epoch-extended) id: every id
     /// below it has either ended or is running, so the server can say which.
     fn next_completed_xid(&mut self) -> anyhow::Result<u64> {
-        let row = self
-            .client
-            .query_one(SNAPSHOT_XMAX_SQL, &[])
-            .map_err(|e| anyhow!("could not ask the server for its snapshot: {e}"))?;
+        let row = self.client.query_one(SNAPSHOT_XMAX_SQL, &[]).map_err(|e| {
+            anyhow!(
+                "could not ask the server for its snapshot: {}",
+                pg_error(&e)
+            )
+        })?;
         let xmax: i64 = row.get(0);
         u64::try_from(xmax).map_err(|_| anyhow!("the server sent a negative transaction id {xmax}"))
     }
@@ -121,10 +168,12 @@ impl Server {
     /// The ids of `xids` (full ids) that have committed (`true`) or aborted (`false`); ids
     /// still running and ids older than the server's commit log are left out.
     fn ended_xacts(&mut self, xids: &[i64]) -> anyhow::Result<Vec<(u64, bool)>> {
-        let rows = self
-            .client
-            .query(XACT_STATUS_SQL, &[&xids])
-            .map_err(|e| anyhow!("could not ask the server for transaction status: {e}"))?;
+        let rows = self.client.query(XACT_STATUS_SQL, &[&xids]).map_err(|e| {
+            anyhow!(
+                "could not ask the server for transaction status: {}",
+                pg_error(&e)
+            )
+        })?;
         rows.iter()
             .map(|r| {
                 let xid: i64 = r.get(0);
@@ -138,7 +187,7 @@ impl Server {
     pub fn checkpoint(&mut self) -> anyhow::Result<()> {
         self.client
             .batch_execute("CHECKPOINT")
-            .map_err(|e| anyhow!("CHECKPOINT failed: {e}"))
+            .map_err(|e| anyhow!("CHECKPOINT failed: {}", pg_error(&e)))
     }
 
     /// `checkpoint_timeout`: the longest wait for the next checkpoint.
@@ -153,6 +202,15 @@ impl Server {
             .and_then(|r| r.try_get::<_, i64>(0).ok())
             .unwrap_or(300);
         Duration::from_secs(secs.max(1) as u64)
+    }
+}
+
+/// A client error with the server's own message, when it sent one (the error's `Display` says
+/// only "db error").
+fn pg_error(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.severity(), db.message()),
+        None => e.to_string(),
     }
 }
 
@@ -229,6 +287,9 @@ impl Online {
             ),
         }
         let mut server = args.dbname.as_deref().map(Server::connect).transpose()?;
+        if let Some(s) = server.as_mut() {
+            s.check_same_cluster(control, datadir)?;
+        }
         let start_end = server.as_mut().map(Server::end_of_wal).transpose()?;
         Ok(Some(Online {
             checkpoint_allowed: !args.no_checkpoint,

@@ -408,6 +408,42 @@ fn commit_status_the_files_lag_behind_is_asked_of_the_server() {
     assert!(from_server >= 1, "{asked}");
 }
 
+/// A connection to a server that runs another cluster is refused: its end of WAL and commit
+/// statuses would be judged against the wrong files.
+#[test]
+fn a_connection_to_another_cluster_is_refused() {
+    let opts = ClusterOptions::new(17, true);
+    let mut mine = Cluster::init_temp(&opts).expect("initdb");
+    mine.start().expect("start");
+    let mut other = Cluster::init_temp(&opts).expect("initdb");
+    other.start().expect("start");
+    let d = mine.datadir().display().to_string();
+    let conninfo = other.conninfo();
+    let run = run::pgcheckdb(
+        &common::bin(),
+        &["verify", "-D", &d, "--online", "--dbname", &conninfo],
+        mine.user(),
+    );
+    assert_eq!(run.status, 1, "{run}");
+    assert!(run.stderr.contains("another cluster"), "{run}");
+    assert_eq!(run.stderr.trim().lines().count(), 1, "{run}");
+    // Its own server is accepted, also through a role that is no superuser (it may not read
+    // data_directory, nor run CHECKPOINT).
+    let own = verify_online(&mine, "standard", true);
+    assert_eq!(own.status, 0, "{own}");
+    mine.psql("postgres", "CREATE ROLE plain LOGIN;")
+        .expect("role");
+    let plain = format!("{} user=plain dbname=postgres", mine.conninfo());
+    let run = common::verify_json(
+        &["-D", &d, "--online"],
+        "standard",
+        &["--dbname", &plain, "--no-checkpoint"],
+        mine.user(),
+    );
+    assert_eq!(run.status, 0, "{run}");
+    assert_eq!(run.summary()["connection"], true, "{run}");
+}
+
 #[test]
 fn running_cluster_without_online_is_refused_naming_it() {
     let opts = ClusterOptions::new(17, true);

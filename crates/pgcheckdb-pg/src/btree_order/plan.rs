@@ -21,7 +21,8 @@ use crate::layout::btree::{BtMetaPage, BTREE_MAGIC};
 use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 use crate::verify::Plan;
 
-/// `BTREE_NOVAC_VERSION`: from version 4 on, heap TIDs are the last key ("heapkeyspace").
+/// `BTREE_VERSION`: the newest B-tree version, the one where heap TIDs are the last key
+/// ("heapkeyspace"); a larger number is no version PostgreSQL 14-18 writes.
 const BTREE_HEAPKEYSPACE_VERSION: u32 = 4;
 
 /// Bytes of block 0 that [`BtMetaPage::parse`] decodes: the page header and the first six
@@ -64,10 +65,22 @@ impl IndexVersion {
     }
 
     /// Whether heap TIDs are part of the key; reads the metapage if the scan has not seen it.
+    /// A metapage that cannot be read now is not remembered: the scan may still read block 0
+    /// (a tar backup streams the segments in any order).
     pub fn heapkeyspace(&self) -> bool {
-        *self
-            .heapkeyspace
-            .get_or_init(|| self.read_metapage().is_some_and(|m| says_heapkeyspace(&m)))
+        if let Some(&known) = self.heapkeyspace.get() {
+            return known;
+        }
+        match self.read_metapage() {
+            Some(m) => *self.heapkeyspace.get_or_init(|| says_heapkeyspace(&m)),
+            None => false,
+        }
+    }
+
+    /// Block 0 failed its checks: only keys are compared from now on (a damaged version field
+    /// must not make heap TIDs part of the key of an index whose keys they are not).
+    pub fn distrust_metapage(&self) {
+        let _ = self.heapkeyspace.set(false);
     }
 
     /// Records the version from block 0 as the scan read it (`page` is the whole block).
@@ -88,7 +101,7 @@ impl IndexVersion {
 }
 
 fn says_heapkeyspace(m: &BtMetaPage) -> bool {
-    m.btm_magic == BTREE_MAGIC && m.btm_version >= BTREE_HEAPKEYSPACE_VERSION
+    m.btm_magic == BTREE_MAGIC && m.btm_version == BTREE_HEAPKEYSPACE_VERSION
 }
 
 /// The order checks of the plan's B-tree indexes, one per fork.

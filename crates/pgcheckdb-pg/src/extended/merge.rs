@@ -3,7 +3,8 @@
 //! as tasks of one pool (as many threads as scan jobs); then each table behind a unique index
 //! gives the liveness of the heap tuples its duplicate-key groups name; then the heap -> index
 //! filters report what they lacked, the TOAST values are checked against their chunks
-//! (`toast`) and the visibility maps and hint bits (`vm`). The findings are placed at their files and blocks and added to the report.
+//! (`toast`) and the visibility maps and hint bits (`vm`). The findings are placed at their
+//! files and blocks and added to the report.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};

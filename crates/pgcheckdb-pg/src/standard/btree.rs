@@ -52,9 +52,13 @@ pub fn check_btree_page(
         return;
     };
     if blkno == 0 {
+        let before = out.len();
         check_metapage(page, &opaque, fork_blocks, out);
         if let Some(order) = &inputs.file.btree_order {
-            order.version.learn_from_metapage(page);
+            match out.len() == before {
+                true => order.version.learn_from_metapage(page),
+                false => order.version.distrust_metapage(),
+            }
         }
         return;
     }

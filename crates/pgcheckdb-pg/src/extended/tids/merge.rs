@@ -44,8 +44,8 @@ impl TidOutcome {
     }
 }
 
-/// Checks the TIDs of one table (a heap fork of [`super::TidPlan::heap_forks`]); errors
-/// reading its facts go to `errors`.
+/// Checks the TIDs the indexes of one table hold (`heap`: the table's main fork, the
+/// `heap_fork` of its [`super::TidIndexInfo`]s); errors reading its facts go to `errors`.
 pub fn check_heap_tids(
     plan: &Plan,
     ext: &ExtendedPlan,

@@ -76,16 +76,6 @@ pub struct TidPlan {
     pub not_checked: Vec<TidNotChecked>,
 }
 
-impl TidPlan {
-    /// The table forks whose heap pages must give line-pointer summaries.
-    pub fn heap_forks(&self) -> Vec<usize> {
-        let mut v: Vec<usize> = self.indexes.values().map(|i| i.heap_fork).collect();
-        v.sort_unstable();
-        v.dedup();
-        v
-    }
-}
-
 /// What [`plan_tids`] reads.
 pub struct TidPlanInputs<'a> {
     pub catalog: &'a Catalog,
