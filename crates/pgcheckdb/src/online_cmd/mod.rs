@@ -1,14 +1,15 @@
 //! `verify --online`: the steps around the block scan of a running cluster. Without a
 //! connection: the redo point of `pg_control` (re-read until its CRC verifies) and the re-reads
 //! of pages that failed. With `--dbname`: the end of WAL (pages beyond it are corrupt), a
-//! `CHECKPOINT` (or the wait for the next one) after which in-flux pages are read once more.
-//! The rules themselves are in `pgcheckdb_pg::online`.
+//! `CHECKPOINT` (or the wait for the next one) after which in-flux pages are read once more,
+//! and, at the standard level, the commit status of transactions `pg_xact` on disk does not
+//! show yet ([`server`] holds what is asked of the server). The rules themselves are in
+//! `pgcheckdb_pg::online`.
 
 use std::path::Path;
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::bail;
 use pgcheckdb_pg::catalog::xact::{CommitLog, XidStatus, FIRST_NORMAL_TRANSACTION_ID};
 use pgcheckdb_pg::catalog::Catalog;
 use pgcheckdb_pg::cluster::{check_stopped, RunningReason};
@@ -17,7 +18,7 @@ use pgcheckdb_pg::finding::{Finding, FindingKind};
 use pgcheckdb_pg::naming::name_findings;
 use pgcheckdb_pg::online::recheck::{Rechecker, LISTING_KINDS};
 use pgcheckdb_pg::online::{
-    keep_lasting, lsn_text, parse_lsn, read_control_settled, OnlineSummary, ScanOptions,
+    keep_lasting, lsn_text, read_control_settled, OnlineSummary, ScanOptions,
 };
 use pgcheckdb_pg::scope::Scope;
 use pgcheckdb_pg::standard::bounds::cluster_facts;
@@ -25,25 +26,11 @@ use pgcheckdb_pg::verify::{Level, Plan, Structure, VerifyReport};
 
 use crate::cli::VerifyArgs;
 
+mod server;
+pub use server::Server;
+
 /// Times the catalog is read while its pages do not parse (torn by concurrent writes).
 const CATALOG_READS: usize = 3;
-
-/// The end of WAL: the insert position of a primary, the received or replayed position of a
-/// standby (whichever is further).
-const END_OF_WAL_SQL: &str = "SELECT (CASE WHEN pg_is_in_recovery() \
-     THEN greatest(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()) \
-     ELSE pg_current_wal_insert_lsn() END)::text";
-
-/// The first transaction id not yet completed (the `xmax` of a fresh snapshot; also on a
-/// standby), as a full id.
-const SNAPSHOT_XMAX_SQL: &str = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint";
-
-/// The final status of each id of an array of full ids: only the ended ones
-/// (`pg_xact_status` says `NULL` for ids older than the commit log, `in progress` for running
-/// ones).
-const XACT_STATUS_SQL: &str = "SELECT x, s = 'committed' FROM \
-     (SELECT x, pg_xact_status(x::text::xid8) AS s FROM unnest($1::bigint[]) AS x) q \
-     WHERE s IN ('committed', 'aborted')";
 
 /// The newest transaction ids whose status is asked of the server when the commit log on disk
 /// does not record it (the server writes `pg_xact` pages out at checkpoints).
@@ -51,202 +38,6 @@ const MAX_XIDS_ASKED: u64 = 4_000_000;
 
 /// Transaction ids asked per query.
 const XIDS_PER_QUERY: usize = 100_000;
-
-/// A connection to the running server.
-pub struct Server {
-    client: postgres::Client,
-    /// To reach the other databases of the cluster.
-    config: postgres::Config,
-}
-
-impl Server {
-    /// Connects with a connection string or URL; `PGHOST`, `PGPORT`, `PGUSER` and `PGDATABASE`
-    /// fill in what it leaves out, as libpq does.
-    pub fn connect(conninfo: &str) -> anyhow::Result<Server> {
-        let mut config = if conninfo.trim().is_empty() {
-            postgres::Config::new()
-        } else {
-            postgres::Config::from_str(conninfo)
-                .map_err(|e| anyhow!("invalid --dbname connection string: {e}"))?
-        };
-        fill_from_environment(&mut config);
-        config.connect_timeout(Duration::from_secs(10));
-        config.application_name("pgcheckdb verify --online");
-        let client = config
-            .connect(postgres::NoTls)
-            .map_err(|e| anyhow!("could not connect to the server: {}", pg_error(&e)))?;
-        Ok(Server { client, config })
-    }
-
-    /// Refuses a server that does not run the cluster of `datadir`: its end of WAL, checkpoints,
-    /// catalog and commit statuses would be another cluster's. The system identifier must be
-    /// `pg_control`'s; the server's `data_directory`, when the role may read it, must be this
-    /// directory.
-    fn check_same_cluster(&mut self, control: &ControlFile, datadir: &Path) -> anyhow::Result<()> {
-        let row = self
-            .client
-            .query_one("SELECT system_identifier FROM pg_control_system()", &[])
-            .map_err(|e| {
-                anyhow!(
-                    "could not ask the server for its system identifier: {}",
-                    pg_error(&e)
-                )
-            })?;
-        // A bigint on the server: identifiers past 2^63 arrive negative.
-        let id = row.get::<_, i64>(0) as u64;
-        if id != control.system_identifier {
-            bail!(
-                "the server reached with --dbname runs another cluster (system identifier {id}; \"{}\" has {})",
-                datadir.display(),
-                control.system_identifier
-            );
-        }
-        // Only superusers and members of pg_read_all_settings may read it.
-        let Ok(row) = self.client.query_one("SHOW data_directory", &[]) else {
-            return Ok(());
-        };
-        let theirs: String = row.get(0);
-        if let (Ok(a), Ok(b)) = (
-            std::fs::canonicalize(&theirs),
-            std::fs::canonicalize(datadir),
-        ) {
-            if a != b {
-                bail!(
-                    "the server reached with --dbname runs the data directory \"{}\", not \"{}\" (a copy of the same cluster)",
-                    a.display(),
-                    b.display()
-                );
-            }
-        }
-        Ok(())
-    }
-
-    /// The file number database `db` gives relation `oid` now, `None` when the relation is gone.
-    fn filenode_in(&mut self, db: &str, oid: u32) -> anyhow::Result<Option<u32>> {
-        let mut config = self.config.clone();
-        config.dbname(db);
-        let mut client = config
-            .connect(postgres::NoTls)
-            .map_err(|e| anyhow!("could not connect to database \"{db}\": {}", pg_error(&e)))?;
-        let row = client
-            .query_one(
-                "SELECT pg_relation_filenode(c.oid)::bigint FROM pg_class c WHERE c.oid = $1::bigint::oid \
-                 UNION ALL SELECT NULL LIMIT 1",
-                &[&(oid as i64)],
-            )
-            .map_err(|e| anyhow!("could not look relation {oid} up in database \"{db}\": {}", pg_error(&e)))?;
-        let node: Option<i64> = row.get(0);
-        Ok(node.and_then(|n| u32::try_from(n).ok()))
-    }
-
-    /// The end of WAL now.
-    pub fn end_of_wal(&mut self) -> anyhow::Result<u64> {
-        let row = self.client.query_one(END_OF_WAL_SQL, &[]).map_err(|e| {
-            anyhow!(
-                "could not ask the server for the end of WAL: {}",
-                pg_error(&e)
-            )
-        })?;
-        let text: Option<String> = row.get(0);
-        let text = text.context("the server does not know its end of WAL (a standby that has neither received nor replayed WAL)")?;
-        parse_lsn(&text).with_context(|| format!("the server sent an unreadable LSN \"{text}\""))
-    }
-
-    /// The first transaction id not yet completed, as a full (epoch-extended) id: every id
-    /// below it has either ended or is running, so the server can say which.
-    fn next_completed_xid(&mut self) -> anyhow::Result<u64> {
-        let row = self.client.query_one(SNAPSHOT_XMAX_SQL, &[]).map_err(|e| {
-            anyhow!(
-                "could not ask the server for its snapshot: {}",
-                pg_error(&e)
-            )
-        })?;
-        let xmax: i64 = row.get(0);
-        u64::try_from(xmax).map_err(|_| anyhow!("the server sent a negative transaction id {xmax}"))
-    }
-
-    /// The ids of `xids` (full ids) that have committed (`true`) or aborted (`false`); ids
-    /// still running and ids older than the server's commit log are left out.
-    fn ended_xacts(&mut self, xids: &[i64]) -> anyhow::Result<Vec<(u64, bool)>> {
-        let rows = self.client.query(XACT_STATUS_SQL, &[&xids]).map_err(|e| {
-            anyhow!(
-                "could not ask the server for transaction status: {}",
-                pg_error(&e)
-            )
-        })?;
-        rows.iter()
-            .map(|r| {
-                let xid: i64 = r.get(0);
-                let committed: bool = r.get(1);
-                Ok((u64::try_from(xid)?, committed))
-            })
-            .collect()
-    }
-
-    /// Runs `CHECKPOINT` (a restartpoint on a standby).
-    pub fn checkpoint(&mut self) -> anyhow::Result<()> {
-        self.client
-            .batch_execute("CHECKPOINT")
-            .map_err(|e| anyhow!("CHECKPOINT failed: {}", pg_error(&e)))
-    }
-
-    /// `checkpoint_timeout`: the longest wait for the next checkpoint.
-    fn checkpoint_timeout(&mut self) -> Duration {
-        let secs = self
-            .client
-            .query_one(
-                "SELECT setting::bigint FROM pg_settings WHERE name = 'checkpoint_timeout'",
-                &[],
-            )
-            .ok()
-            .and_then(|r| r.try_get::<_, i64>(0).ok())
-            .unwrap_or(300);
-        Duration::from_secs(secs.max(1) as u64)
-    }
-}
-
-/// A client error with the server's own message, when it sent one (the error's `Display` says
-/// only "db error").
-fn pg_error(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{}: {}", db.severity(), db.message()),
-        None => e.to_string(),
-    }
-}
-
-fn fill_from_environment(config: &mut postgres::Config) {
-    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    if config.get_hosts().is_empty() {
-        let hosts = env("PGHOST").unwrap_or_else(default_socket_dir);
-        for h in hosts.split(',') {
-            config.host(h);
-        }
-    }
-    if config.get_ports().is_empty() {
-        if let Some(port) = env("PGPORT").and_then(|p| p.parse().ok()) {
-            config.port(port);
-        }
-    }
-    if config.get_user().is_none() {
-        if let Some(user) = env("PGUSER").or_else(|| env("USER")) {
-            config.user(&user);
-        }
-    }
-    if config.get_dbname().is_none() {
-        if let Some(db) = env("PGDATABASE") {
-            config.dbname(&db);
-        }
-    }
-}
-
-/// libpq's usual Unix socket directories.
-fn default_socket_dir() -> String {
-    ["/var/run/postgresql", "/tmp"]
-        .into_iter()
-        .find(|d| Path::new(d).is_dir())
-        .unwrap_or("/tmp")
-        .to_string()
-}
 
 /// The state of one online run.
 pub struct Online {
