@@ -126,21 +126,9 @@ pub fn is_live(bits: &[u8], offnum: u16) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::heap::ItemPointer;
 
     fn header(xmin: u32, xmax: u32, mask: u16) -> HeapTupleHeader {
-        HeapTupleHeader {
-            t_xmin: xmin,
-            t_xmax: xmax,
-            t_field3: 0,
-            t_ctid: ItemPointer {
-                block: 0,
-                offset: 1,
-            },
-            t_infomask2: 0,
-            t_infomask: mask,
-            t_hoff: 24,
-        }
+        HeapTupleHeader::for_tests(xmin, xmax, mask)
     }
 
     #[test]

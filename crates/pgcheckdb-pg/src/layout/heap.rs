@@ -159,6 +159,26 @@ impl HeapTupleHeader {
 }
 
 #[cfg(test)]
+impl HeapTupleHeader {
+    /// A header for unit tests: `t_xmin`, `t_xmax` and `t_infomask` as given, `t_ctid`
+    /// (0,1), no attributes counted in `t_infomask2`, a 24-byte `t_hoff`.
+    pub(crate) fn for_tests(xmin: u32, xmax: u32, mask: u16) -> HeapTupleHeader {
+        HeapTupleHeader {
+            t_xmin: xmin,
+            t_xmax: xmax,
+            t_field3: 0,
+            t_ctid: ItemPointer {
+                block: 0,
+                offset: 1,
+            },
+            t_infomask2: 0,
+            t_infomask: mask,
+            t_hoff: 24,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -354,20 +354,12 @@ pub fn chunk_life(h: &HeapTupleHeader, clog: &CommitLog) -> ChunkLife {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::heap::ItemPointer;
 
+    /// A header that counts three attributes.
     fn header(xmin: u32, xmax: u32, mask: u16) -> HeapTupleHeader {
         HeapTupleHeader {
-            t_xmin: xmin,
-            t_xmax: xmax,
-            t_field3: 0,
-            t_ctid: ItemPointer {
-                block: 0,
-                offset: 1,
-            },
             t_infomask2: 3,
-            t_infomask: mask,
-            t_hoff: 24,
+            ..HeapTupleHeader::for_tests(xmin, xmax, mask)
         }
     }
 

@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::finding::Severity;
-use crate::layout::heap::ItemPointer;
 use std::collections::HashMap;
 
 fn facts() -> ClusterFacts {
@@ -28,18 +27,7 @@ fn clog() -> CommitLog {
 }
 
 fn header(xmin: u32, xmax: u32, mask: u16) -> HeapTupleHeader {
-    HeapTupleHeader {
-        t_xmin: xmin,
-        t_xmax: xmax,
-        t_field3: 0,
-        t_ctid: ItemPointer {
-            block: 0,
-            offset: 1,
-        },
-        t_infomask2: 0,
-        t_infomask: mask,
-        t_hoff: 24,
-    }
+    HeapTupleHeader::for_tests(xmin, xmax, mask)
 }
 
 #[test]
