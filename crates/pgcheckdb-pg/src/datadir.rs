@@ -359,6 +359,21 @@ const REQUIRED_DIRS: [&str; 3] = ["global", "base", "pg_tblspc"];
 
 /// The sorted entry names of `rel`, or `None` when it cannot be listed (recorded in `out`).
 fn read_dir_sorted(datadir: &Path, rel: &str, out: &mut DataDirectory) -> Option<Vec<String>> {
+    let mut names = Vec::new();
+    for_each_dir_entry(datadir, rel, out, |name, _| names.push(name))?;
+    names.sort();
+    Some(names)
+}
+
+/// Hands each entry name of `rel` to `visit` in directory order (with `out`, which it may add
+/// to), holding no list of them. `None` when the directory cannot be listed or an entry cannot
+/// be read (recorded in `out`); what `visit` did before that stays done.
+fn for_each_dir_entry(
+    datadir: &Path,
+    rel: &str,
+    out: &mut DataDirectory,
+    mut visit: impl FnMut(String, &mut DataDirectory),
+) -> Option<()> {
     let dir = datadir.join(rel);
     let entries = match fs::read_dir(&dir) {
         Ok(entries) => entries,
@@ -376,11 +391,10 @@ fn read_dir_sorted(datadir: &Path, rel: &str, out: &mut DataDirectory) -> Option
             return None;
         }
     };
-    let mut names = Vec::new();
     for entry in entries {
         match entry {
             Ok(e) => match e.file_name().into_string() {
-                Ok(name) => names.push(name),
+                Ok(name) => visit(name, out),
                 Err(raw) => out.findings.push(unexpected(
                     &format!("{rel}/{}", raw.to_string_lossy()),
                     "file",
@@ -392,20 +406,24 @@ fn read_dir_sorted(datadir: &Path, rel: &str, out: &mut DataDirectory) -> Option
             }
         }
     }
-    names.sort();
-    Some(names)
+    Some(())
 }
 
+/// Lists one directory of relation files. The common entry, a regular relation file, is
+/// kept as it is met (a database directory may hold hundreds of thousands: no list of their
+/// names is built); the rest are looked at afterwards in name order, so that findings come
+/// out the same on every run. If the directory cannot be listed whole, none of it is kept.
 fn scan_relation_dir(datadir: &Path, rel: &str, location: Location, out: &mut DataDirectory) {
-    let names = read_dir_sorted(datadir, rel, out).unwrap_or_default();
     let dir = Arc::new(RelationDir {
         path: datadir.join(rel),
         rel: rel.to_string(),
     });
     let handle = fs::File::open(&dir.path).ok();
-    for name in names {
+    let (files_before, temp_before) = (out.files.len(), out.skipped_temp_files);
+    let mut others: Vec<(String, Option<RelFileName>)> = Vec::new();
+    let listed = for_each_dir_entry(datadir, rel, out, |name, out| {
         if is_skipped_name(&name) {
-            continue;
+            return;
         }
         let parsed = parse_relation_file_name(&name);
         // The common case, one `fstatat` relative to the open directory: a regular file.
@@ -418,8 +436,17 @@ fn scan_relation_dir(datadir: &Path, rel: &str, location: Location, out: &mut Da
                 name: p,
                 size,
             }),
-            _ => classify_entry(&dir, &name, parsed, location, out),
+            _ => others.push((name, parsed)),
         }
+    });
+    if listed.is_none() {
+        out.files.truncate(files_before);
+        out.skipped_temp_files = temp_before;
+        return;
+    }
+    others.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, parsed) in others {
+        classify_entry(&dir, &name, parsed, location, out);
     }
 }
 

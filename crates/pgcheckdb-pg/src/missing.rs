@@ -235,7 +235,7 @@ impl Files<'_> {
         f.relation = Some(RelationRef {
             filenode: Some(key.2),
             oid: Some(rel.oid),
-            name: Some(rel.name.clone()),
+            name: Some(rel.name.to_string()),
             kind: Some(rel.kind.name()),
         });
         f

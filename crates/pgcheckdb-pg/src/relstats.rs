@@ -171,7 +171,7 @@ pub fn relation_summaries(
         let entry = out.entry(key).or_insert_with(|| RelationSummary {
             database: catalog.databases.get(&db).map(|d| d.name.clone()),
             database_oid: db,
-            relation: rel.map(|r| r.name.clone()),
+            relation: rel.map(|r| r.name.to_string()),
             filenode: node,
             kind: rel.map(|r| r.kind.name()),
             access_method: rel.and_then(|r| r.am.as_deref().map(String::from)),

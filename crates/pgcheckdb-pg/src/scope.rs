@@ -497,11 +497,7 @@ fn add_dependents(
             continue;
         };
         if !opts.no_dependent_indexes {
-            for &ix in indexes_of
-                .get(&(table.0, rel.name.as_str()))
-                .into_iter()
-                .flatten()
-            {
+            for &ix in indexes_of.get(&(table.0, &*rel.name)).into_iter().flatten() {
                 add(ix, chosen);
             }
         }
@@ -513,7 +509,7 @@ fn add_dependents(
         };
         add(toast, chosen);
         // The TOAST table's own index is part of it: without it no value can be found.
-        let toast_name = catalog.relations.get(&toast).map(|r| r.name.as_str());
+        let toast_name = catalog.relations.get(&toast).map(|r| &*r.name);
         if let Some(name) = toast_name {
             for &ix in indexes_of.get(&(table.0, name)).into_iter().flatten() {
                 add(ix, chosen);

@@ -88,7 +88,7 @@ pub fn resolve(
         segno,
         block_in_file: args.block % relseg,
         block: args.block,
-        relation,
+        relation: relation.map(|r| r.to_string()),
         database,
         fork_blocks,
         fork,

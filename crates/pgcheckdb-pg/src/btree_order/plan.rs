@@ -135,7 +135,7 @@ impl<'a> BtreeOrders<'a> {
                 version: Arc::new(IndexVersion::unread(self.metapage_file(fork))),
             }),
             Err(why) => {
-                self.skipped.push((rel.name.clone(), db_oid, why));
+                self.skipped.push((rel.name.to_string(), db_oid, why));
                 None
             }
         };

@@ -32,6 +32,7 @@ pub fn decode_catalog_file(
                     d,
                     &l.pg_class,
                     super::heapscan::RowState::Visible,
+                    &mut super::rows::RelNames::default(),
                 ));
                 std::hint::black_box(database_row(d, &l.pg_database));
             }

@@ -137,7 +137,7 @@ pub struct PendingRelation {
 pub struct RelationInfo {
     pub oid: u32,
     /// `schema.name`.
-    pub name: String,
+    pub name: Arc<str>,
     pub kind: RelKind,
     pub relam: u32,
     /// Access method name (`heap`, `btree`, ...), if it has one; shared by every relation of
@@ -156,7 +156,8 @@ pub struct RelationInfo {
     /// Tablespace name, when not the database's default.
     pub tablespace: Option<Box<str>>,
     /// For an index, its table; for a TOAST table, the table whose values it holds.
-    pub owner: Option<Box<str>>,
+    /// Shared with the owner's own [`RelationInfo::name`].
+    pub owner: Option<Arc<str>>,
     /// Columns 1..=relnatts, if `pg_attribute` described them completely.
     pub attributes: Option<Arc<[Attribute]>>,
 }
@@ -360,7 +361,7 @@ impl Catalog {
             f.relation = Some(RelationRef {
                 filenode: Some(filenode),
                 oid: Some(rel.oid),
-                name: Some(rel.name.clone()),
+                name: Some(rel.name.to_string()),
                 kind: Some(rel.kind.name()),
             });
             if let Some(obj) = f.detail.as_object_mut() {
@@ -392,7 +393,7 @@ impl Catalog {
             Some(d) => db_oid == 0 || self.databases.get(&db_oid).is_some_and(|db| db.name == d),
         };
         let matches_name = |rel: &RelationInfo| {
-            rel.name == name
+            *rel.name == *name
                 || (!name.contains('.')
                     && rel.name.rsplit_once('.').is_some_and(|(_, n)| n == name))
         };

@@ -13,7 +13,7 @@ use super::*;
 use crate::control::ControlFile;
 use crate::finding::{FindingKind, Severity};
 use attributes::{attribute_layout, Attribute};
-use heapscan::{for_each_page, rows_of_page, usable_page_header, Row, RowState, ScanTrouble};
+use heapscan::{for_each_page, rows_of_page, Row, RowState, ScanTrouble};
 use layouts::{oids, CatalogLayouts};
 use pgcheckdb_scan::open::not_regular;
 
@@ -75,6 +75,7 @@ impl RelationColumns {
 
 /// What one database's catalogs give for naming its relations.
 pub(super) struct NameSources<'a> {
+    pub(super) relnames: &'a RelNames,
     pub(super) namespaces: &'a HashMap<u32, String>,
     pub(super) ams: &'a HashMap<u32, Arc<str>>,
     pub(super) local_map: &'a HashMap<u32, u32>,
@@ -241,7 +242,6 @@ impl Reader<'_> {
             return out;
         };
         if !self.columns {
-            self.check_pages(dir, Some(filenode), "pg_attribute");
             return out;
         }
         let mut ids: HashMap<Attribute, u32> = HashMap::new();
@@ -289,25 +289,20 @@ impl Reader<'_> {
 
     /// The rows of `pg_class` (visible and uncommitted), and whether every page of it could be
     /// used.
-    pub(super) fn read_class_rows(&mut self, dir: &Path, filenode: u32) -> (Vec<ClassRow>, bool) {
+    pub(super) fn read_class_rows(
+        &mut self,
+        dir: &Path,
+        filenode: u32,
+    ) -> (Vec<ClassRow>, RelNames, bool) {
         let l = self.layouts.pg_class;
         let mut rows = Vec::new();
+        let mut names = RelNames::default();
         let complete = self.scan_rows(dir, filenode, "pg_class", |row, state| {
-            rows.extend(class_row(row.data, &l, state));
+            rows.extend(class_row(row.data, &l, state, &mut names));
         });
         rows.shrink_to_fit();
-        (rows, complete)
-    }
-
-    /// Reads every page of a catalog for the damage [`Self::scan`] reports, using no row: the
-    /// catalogs whose rows a run does not need are still checked the same way.
-    pub(super) fn check_pages(&mut self, dir: &Path, filenode: Option<u32>, what: &str) {
-        let ma = self.control.max_align as usize;
-        if let Some(filenode) = filenode {
-            self.scan_pages(dir, filenode, what, |blkno, page, trouble| {
-                usable_page_header(page, blkno, ma, trouble);
-            });
-        }
+        names.shrink_to_fit();
+        (rows, names, complete)
     }
 
     /// `oid -> name` from a catalog whose rows start with `oid, name` (pg_namespace, pg_am).
@@ -334,9 +329,8 @@ impl Reader<'_> {
         let Some(&class_node) = local_map.get(&oids::PG_CLASS) else {
             return;
         };
-        let (rows, complete) = self.read_class_rows(&dir, class_node);
-        let (rows, uncommitted): (Vec<ClassRow>, Vec<ClassRow>) =
-            rows.into_iter().partition(|r| r.state == RowState::Visible);
+        let (mut rows, relnames, complete) = self.read_class_rows(&dir, class_node);
+        let uncommitted = split_off_uncommitted(&mut rows);
         if !complete {
             self.catalog.incomplete_databases.insert(db.oid);
         }
@@ -354,14 +348,17 @@ impl Reader<'_> {
             .into_iter()
             .map(|(oid, name)| (oid, Arc::from(name)))
             .collect();
+        // The physical level reads no column, type or operator class: those catalogs' pages
+        // are checked by its scan like every other page, and a damaged one costs no name.
         let types = if self.columns {
             self.read_names(&dir, node_of(oids::PG_TYPE), "pg_type")
         } else {
-            self.check_pages(&dir, node_of(oids::PG_TYPE), "pg_type");
             HashMap::new()
         };
-        let owners = self.owners(&dir, node_of(oids::PG_INDEX), &rows, &namespaces);
-        self.read_order_meta(db, &dir, &node_of);
+        let owners = self.owners(&dir, node_of(oids::PG_INDEX), &rows);
+        if self.columns {
+            self.read_order_meta(db, &dir, &node_of);
+        }
         let global_map = if rows.iter().any(|r| r.relisshared) {
             self.map_of(&self.datadir.join("global"))
         } else {
@@ -373,20 +370,28 @@ impl Reader<'_> {
             .unwrap_or_default();
         drop(types);
         let names = NameSources {
+            relnames: &relnames,
             namespaces: &namespaces,
             ams: &ams,
             local_map: &local_map,
             global_map: &global_map,
         };
+        // One `schema.name` per row, shared with the indexes and TOAST table it owns.
+        let full_names: Vec<Arc<str>> = rows
+            .iter()
+            .map(|r| Arc::from(Self::full_name(r, &names)))
+            .collect();
         self.catalog.relations.reserve_exact(rows.len());
         let mut taken: HashSet<u32> = HashSet::new();
-        for r in rows {
+        for (r, name) in rows.iter().zip(&full_names) {
             // A second row with the same oid (a stale one) gets no columns, as before.
             let ids = taken.insert(r.oid).then(|| columns.of(r.oid)).flatten();
             let attrs = complete_columns(ids, r.relnatts)
                 .map(|ids| self.column_lists.intern(ids, &columns.distinct));
-            let owner = owners.get(&r.oid).map(|o| Box::from(o.as_str()));
-            self.add_relation(db, &r, &names, attrs, owner);
+            let owner = owners
+                .get(&r.oid)
+                .map(|&i| Arc::clone(&full_names[i as usize]));
+            self.add_relation(db, r, &names, Arc::clone(name), attrs, owner);
         }
         for r in uncommitted {
             self.add_pending(db, &r, &names);
@@ -421,7 +426,7 @@ impl Reader<'_> {
             .get(&r.relnamespace)
             .cloned()
             .unwrap_or_else(|| format!("namespace_{}", r.relnamespace));
-        format!("{schema}.{}", r.relname)
+        format!("{schema}.{}", names.relnames.get(r.relname))
     }
 
     /// Records an uncommitted row, unless a committed row owns the same file.
@@ -443,31 +448,33 @@ impl Reader<'_> {
     }
 
     /// For each index, its table (`pg_index`); for each TOAST table, the table pointing at it
-    /// (`reltoastrelid`): oid -> `schema.name`.
+    /// (`reltoastrelid`): oid -> the owner's position in `rows` (of its last row, if a stale
+    /// one shares its oid).
     pub(super) fn owners(
         &mut self,
         dir: &Path,
         pg_index: Option<u32>,
         rows: &[ClassRow],
-        namespaces: &HashMap<u32, String>,
-    ) -> HashMap<u32, String> {
-        let full_name = |r: &ClassRow| {
-            let schema = namespaces.get(&r.relnamespace).map_or("?", String::as_str);
-            format!("{schema}.{}", r.relname)
-        };
-        let by_oid: HashMap<u32, &ClassRow> = rows.iter().map(|r| (r.oid, r)).collect();
-        let mut owners: HashMap<u32, String> = rows
+    ) -> HashMap<u32, u32> {
+        let position = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+        let by_oid: HashMap<u32, u32> = rows
             .iter()
-            .filter(|r| r.reltoastrelid != 0)
-            .map(|r| (r.reltoastrelid, full_name(r)))
+            .enumerate()
+            .map(|(i, r)| (r.oid, position(i)))
+            .collect();
+        let mut owners: HashMap<u32, u32> = rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.reltoastrelid != 0)
+            .map(|(i, r)| (r.reltoastrelid, position(i)))
             .collect();
         let Some(node) = pg_index else { return owners };
         self.scan(dir, node, "pg_index", |row| {
             let Some((index, table)) = index_row(row.data) else {
                 return;
             };
-            if let Some(t) = by_oid.get(&table) {
-                owners.insert(index, full_name(t));
+            if let Some(&t) = by_oid.get(&table) {
+                owners.insert(index, t);
             }
         });
         owners
@@ -478,8 +485,9 @@ impl Reader<'_> {
         db: &DatabaseInfo,
         r: &ClassRow,
         names: &NameSources<'_>,
+        name: Arc<str>,
         attributes: Option<Arc<[Attribute]>>,
-        owner: Option<Box<str>>,
+        owner: Option<Arc<str>>,
     ) {
         let Some((db_oid, spc, filenode)) = Self::file_key(db, r, names) else {
             return;
@@ -495,7 +503,7 @@ impl Reader<'_> {
             .flatten();
         let info = RelationInfo {
             oid: r.oid,
-            name: Self::full_name(r, names),
+            name,
             kind: r.relkind,
             relam: r.relam,
             am,
@@ -520,4 +528,18 @@ impl Reader<'_> {
         };
         self.catalog.relations.insert((db_oid, spc, filenode), info);
     }
+}
+
+/// Moves the rows that are not visible (inserted by transactions that did not commit) out of
+/// `rows`, in place: the visible rows keep their page order, and no second vector of every
+/// row is allocated (a multi-tenant database has hundreds of thousands of them).
+fn split_off_uncommitted(rows: &mut Vec<ClassRow>) -> Vec<ClassRow> {
+    let mut visible = 0;
+    for i in 0..rows.len() {
+        if rows[i].state == RowState::Visible {
+            rows.swap(visible, i);
+            visible += 1;
+        }
+    }
+    rows.split_off(visible)
 }

@@ -51,10 +51,45 @@ pub(super) fn complete_columns<T>(rows: Option<Vec<(i16, T)>>, relnatts: i16) ->
     dense.then(|| rows.into_iter().map(|(_, a)| a).collect())
 }
 
+/// The `relname`s of one database's `pg_class` rows in one buffer: a multi-tenant database
+/// has hundreds of thousands of rows, and a string of its own for each would be the largest
+/// part of them.
+#[derive(Default)]
+pub(super) struct RelNames(String);
+
+/// Where one row's `relname` lies in its [`RelNames`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RelName {
+    start: u32,
+    len: u16,
+}
+
+impl RelNames {
+    /// Appends the `name` column at `off` of `d` (as [`name_at`] reads it).
+    fn push_name_at(&mut self, d: &[u8], off: usize) -> Option<RelName> {
+        let s = d.get(off..off + NAMEDATALEN)?;
+        let end = s.iter().position(|&c| c == 0).unwrap_or(NAMEDATALEN);
+        let start = u32::try_from(self.0.len()).ok()?;
+        self.0.push_str(&String::from_utf8_lossy(&s[..end]));
+        let len = u16::try_from(self.0.len() - start as usize).ok()?;
+        Some(RelName { start, len })
+    }
+
+    pub(super) fn get(&self, n: RelName) -> &str {
+        let start = n.start as usize;
+        self.0.get(start..start + n.len as usize).unwrap_or("")
+    }
+
+    pub(super) fn shrink_to_fit(&mut self) {
+        self.0.shrink_to_fit();
+    }
+}
+
 /// A `pg_class` row as read, before names are resolved.
 pub(super) struct ClassRow {
     pub(super) oid: u32,
-    pub(super) relname: String,
+    /// In the [`RelNames`] the row was read into.
+    pub(super) relname: RelName,
     pub(super) relnamespace: u32,
     pub(super) relam: u32,
     pub(super) relfilenode: u32,
@@ -72,11 +107,18 @@ pub(super) struct ClassRow {
 }
 
 /// One `pg_class` row's columns, `None` if the row is too short for them.
-pub(super) fn class_row(d: &[u8], l: &PgClassLayout, state: RowState) -> Option<ClassRow> {
+/// Its `relname` goes to `names`.
+pub(super) fn class_row(
+    d: &[u8],
+    l: &PgClassLayout,
+    state: RowState,
+    names: &mut RelNames,
+) -> Option<ClassRow> {
     let byte = |off: usize| d.get(off).copied();
     Some(ClassRow {
         oid: u32_at(d, l.oid)?,
-        relname: name_at(d, l.relname)?,
+        // (A row too short for a later column leaves its name unused in `names`.)
+        relname: names.push_name_at(d, l.relname)?,
         relnamespace: u32_at(d, l.relnamespace)?,
         relam: u32_at(d, l.relam)?,
         relfilenode: u32_at(d, l.relfilenode)?,

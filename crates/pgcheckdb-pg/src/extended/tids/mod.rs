@@ -120,7 +120,7 @@ pub fn plan_tids(inputs: &TidPlanInputs<'_>) -> TidPlan {
                         .catalog
                         .relations
                         .get(&table)
-                        .map_or_else(String::new, |r| r.name.clone()),
+                        .map_or_else(String::new, |r| r.name.to_string()),
                 };
                 out.indexes.insert(fork, Arc::new(info));
             }
