@@ -174,7 +174,7 @@ pub fn relation_summaries(
             relation: rel.map(|r| r.name.to_string()),
             filenode: node,
             kind: rel.map(|r| r.kind.name()),
-            access_method: rel.and_then(|r| r.am.as_deref().map(String::from)),
+            access_method: rel.and_then(|r| catalog.access_method(r).map(String::from)),
             pages: 0,
             pages_all_forks: 0,
             tuples: None,

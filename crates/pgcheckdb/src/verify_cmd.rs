@@ -242,6 +242,9 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     // data directory is listed meanwhile on a second thread. Only the structure checks (and
     // the estimate of their time) need every relation's columns.
     let columns = level != Level::Physical || args.estimate;
+    if level == Level::Physical {
+        one_malloc_arena();
+    }
     let (mut catalog, listing) = std::thread::scope(|s| {
         let listing = s.spawn(|| match &tar {
             Some(t) => t.listing(&control),
@@ -701,5 +704,18 @@ fn list_not_order_checked(structure: &Structure<'_>) {
     );
     for (index, db_oid, why) in &structure.not_order_checked {
         eprintln!("pgcheckdb: keys not order-checked: index {index} (database {db_oid}): {why}");
+    }
+}
+
+/// Has every thread allocate from one malloc arena. The physical level's threads allocate
+/// almost nothing once the catalogs are read and the plan is made, but each thread that does
+/// gets an arena of its own, whose freed memory stays resident: on a cluster of 80,000 small
+/// relations that was a sixth of the peak resident memory. The levels above allocate per
+/// page in every worker, and keep the default.
+fn one_malloc_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `mallopt` only changes a tuning parameter of the C allocator.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
     }
 }

@@ -140,9 +140,8 @@ pub struct RelationInfo {
     pub name: Arc<str>,
     pub kind: RelKind,
     pub relam: u32,
-    /// Access method name (`heap`, `btree`, ...), if it has one; shared by every relation of
-    /// the access method.
-    pub am: Option<Arc<str>>,
+    /// Access method name (`heap`, `btree`, ...), if it has one: [`Catalog::access_method`].
+    pub am: Option<SharedName>,
     pub relnatts: i16,
     pub reltoastrelid: u32,
     pub relfrozenxid: u32,
@@ -153,13 +152,43 @@ pub struct RelationInfo {
     pub reltuples: f32,
     pub persistence: u8,
     pub is_shared: bool,
-    /// Tablespace name, when not the database's default.
-    pub tablespace: Option<Box<str>>,
+    /// Tablespace name, when not the database's default: [`Catalog::tablespace_of`].
+    pub tablespace: Option<SharedName>,
     /// For an index, its table; for a TOAST table, the table whose values it holds.
     /// Shared with the owner's own [`RelationInfo::name`].
     pub owner: Option<Arc<str>>,
     /// Columns 1..=relnatts, if `pg_attribute` described them completely.
     pub attributes: Option<Arc<[Attribute]>>,
+}
+
+/// A name many relations share (an access method's, a tablespace's), held once in
+/// [`Catalog::shared_names`]: a relation keeps two bytes instead of a pointer and a length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedName(u16);
+
+/// The distinct access method and tablespace names of the catalogs.
+#[derive(Debug, Default)]
+pub struct SharedNames {
+    names: Vec<Arc<str>>,
+    ids: HashMap<Arc<str>, SharedName>,
+}
+
+impl SharedNames {
+    /// The id of `name`, adding it if new; `None` past 65,536 distinct names.
+    pub fn intern(&mut self, name: &str) -> Option<SharedName> {
+        if let Some(&id) = self.ids.get(name) {
+            return Some(id);
+        }
+        let id = SharedName(u16::try_from(self.names.len()).ok()?);
+        let name: Arc<str> = Arc::from(name);
+        self.names.push(Arc::clone(&name));
+        self.ids.insert(name, id);
+        Some(id)
+    }
+
+    pub fn get(&self, id: SharedName) -> &str {
+        self.names.get(id.0 as usize).map_or("", |n| n)
+    }
 }
 
 /// Key of a relation's files: database oid (0 for shared), tablespace oid, file number.
@@ -258,6 +287,8 @@ pub struct Catalog {
     pub prepared: Vec<PreparedXact>,
     /// What B-tree key order depends on (operator classes, collations, `pg_index` options).
     pub order: index_meta::OrderCatalog,
+    /// Access method and tablespace names of [`RelationInfo`]s.
+    pub shared_names: SharedNames,
 }
 
 impl Catalog {
@@ -343,6 +374,16 @@ impl Catalog {
         self.prepared.iter().find(|p| p.owns(xid))
     }
 
+    /// The access method name of `rel` (`heap`, `btree`, ...), if it has one.
+    pub fn access_method(&self, rel: &RelationInfo) -> Option<&str> {
+        rel.am.map(|id| self.shared_names.get(id))
+    }
+
+    /// The tablespace name of `rel`, when not its database's default.
+    pub fn tablespace_of(&self, rel: &RelationInfo) -> Option<&str> {
+        rel.tablespace.map(|id| self.shared_names.get(id))
+    }
+
     /// Fills in the names of a finding's database and relation.
     pub fn annotate(&self, f: &mut Finding) {
         let Some(db_oid) = f.database.as_ref().and_then(|d| d.oid) else {
@@ -366,9 +407,9 @@ impl Catalog {
             });
             if let Some(obj) = f.detail.as_object_mut() {
                 let extra = [
-                    ("access_method", rel.am.as_deref()),
+                    ("access_method", self.access_method(rel)),
                     ("table", rel.owner.as_deref()),
-                    ("tablespace", rel.tablespace.as_deref()),
+                    ("tablespace", self.tablespace_of(rel)),
                 ];
                 for (key, value) in extra {
                     if let Some(v) = value {

@@ -77,7 +77,7 @@ impl RelationColumns {
 pub(super) struct NameSources<'a> {
     pub(super) relnames: &'a RelNames,
     pub(super) namespaces: &'a HashMap<u32, String>,
-    pub(super) ams: &'a HashMap<u32, Arc<str>>,
+    pub(super) ams: &'a HashMap<u32, String>,
     pub(super) local_map: &'a HashMap<u32, u32>,
     pub(super) global_map: &'a HashMap<u32, u32>,
 }
@@ -343,11 +343,7 @@ impl Reader<'_> {
                 .or_else(|| local_map.get(&oid).copied())
         };
         let namespaces = self.read_names(&dir, node_of(oids::PG_NAMESPACE), "pg_namespace");
-        let ams: HashMap<u32, Arc<str>> = self
-            .read_names(&dir, node_of(oids::PG_AM), "pg_am")
-            .into_iter()
-            .map(|(oid, name)| (oid, Arc::from(name)))
-            .collect();
+        let ams = self.read_names(&dir, node_of(oids::PG_AM), "pg_am");
         // The physical level reads no column, type or operator class: those catalogs' pages
         // are checked by its scan like every other page, and a damaged one costs no name.
         let types = if self.columns {
@@ -492,13 +488,17 @@ impl Reader<'_> {
         let Some((db_oid, spc, filenode)) = Self::file_key(db, r, names) else {
             return;
         };
+        let shared = &mut self.catalog.shared_names;
         let am = (r.relam != 0)
+            .then(|| match names.ams.get(&r.relam) {
+                Some(name) => shared.intern(name),
+                None => builtin_am(r.relam).and_then(|name| shared.intern(name)),
+            })
+            .flatten();
+        let tablespace = (!matches!(spc, oids::DEFAULTTABLESPACE | oids::GLOBALTABLESPACE))
             .then(|| {
-                names
-                    .ams
-                    .get(&r.relam)
-                    .cloned()
-                    .or_else(|| builtin_am(r.relam).map(Arc::from))
+                let name = self.catalog.tablespaces.get(&spc)?;
+                self.catalog.shared_names.intern(name)
             })
             .flatten();
         let info = RelationInfo {
@@ -515,14 +515,7 @@ impl Reader<'_> {
             reltuples: r.reltuples,
             persistence: r.relpersistence,
             is_shared: r.relisshared,
-            tablespace: (!matches!(spc, oids::DEFAULTTABLESPACE | oids::GLOBALTABLESPACE))
-                .then(|| {
-                    self.catalog
-                        .tablespaces
-                        .get(&spc)
-                        .map(|t| Box::from(t.as_str()))
-                })
-                .flatten(),
+            tablespace,
             owner,
             attributes,
         };
