@@ -9,7 +9,7 @@
 //! and directories that could not be listed (a tool error already). Missing middle segments
 //! are `segment_gap` findings of the plan.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use serde_json::json;
 
@@ -23,15 +23,11 @@ use crate::verify::Plan;
 /// `HEAP_TABLE_AM_OID`.
 const HEAP_TABLE_AM_OID: u32 = 2;
 
-/// A file the data directory has: database, tablespace, file number, fork, segment.
-type FileId = (u32, u32, u32, ForkNumber, u32);
-
 /// What one relation needs and the listing holds.
 struct Files<'a> {
-    /// Sorted: looked up by binary search (no hash of every file of a large cluster).
-    present: Vec<FileId>,
-    /// Main-fork segments after 0 by file key, sorted.
-    later: HashMap<FileKey, Vec<u32>>,
+    /// The listed files, looked up through its forks (sorted: a binary search, and no copy
+    /// or hash of every file of a large cluster).
+    plan: &'a Plan,
     unreadable: Vec<&'a str>,
     version_dir: String,
     in_recovery: bool,
@@ -40,26 +36,8 @@ struct Files<'a> {
 
 /// One finding per missing main fork (segment 0) or `_init` fork of a relation with storage.
 pub fn missing_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
-    let mut present: Vec<FileId> = plan
-        .dir
-        .files
-        .iter()
-        .map(|f| {
-            let (db, spc) = location_key(f.location);
-            (db, spc, f.name.relfilenode, f.name.fork, f.name.segno)
-        })
-        .collect();
-    present.sort_unstable();
-    let mut later: HashMap<FileKey, Vec<u32>> = HashMap::new();
-    for &(db, spc, node, fork, seg) in &present {
-        if fork == ForkNumber::Main && seg > 0 {
-            later.entry((db, spc, node)).or_default().push(seg);
-        }
-    }
-    later.values_mut().for_each(|v| v.sort_unstable());
     let files = Files {
-        present,
-        later,
+        plan,
         unreadable: plan.dir.errors.iter().map(|(p, _)| p.as_str()).collect(),
         version_dir: plan
             .control
@@ -76,37 +54,52 @@ pub fn missing_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
         // unlogged relation.
         backup: crate::backup::state_of_a_backup(plan.control.state),
     };
-    let mut keys: Vec<(&FileKey, &RelationInfo)> = catalog
-        .relations
-        .iter()
-        .filter(|(key, rel)| expects_files(key, rel, catalog))
-        .collect();
-    keys.sort_by_key(|(k, _)| **k);
-    // A relation seen with two visible rows (a stale one) counts as present if either has files.
-    let with_main: HashSet<(u32, u32)> = keys
-        .iter()
-        .filter(|(k, _)| files.has_any_segment(k, ForkNumber::Main))
-        .map(|(k, r)| (k.0, r.oid))
-        .collect();
-    let mut out = missing_database_dirs(plan, catalog, &files);
-    for (key, rel) in keys {
-        let unlogged = rel.persistence == persistence::UNLOGGED;
-        let dir = Catalog::relation_dir(*key, &files.version_dir);
-        if files.unreadable.iter().any(|e| under(&dir, e)) {
+    // The relations whose first main segment or init fork is not listed, in no order: on a
+    // healthy cluster none, so nothing is sorted or collected for every relation.
+    let mut absent: Vec<(&FileKey, &RelationInfo, ForkNumber)> = Vec::new();
+    for (key, rel) in catalog.relations.iter() {
+        if !expects_files(key, rel, catalog) {
             continue;
         }
+        let unlogged = rel.persistence == persistence::UNLOGGED;
         // A standby removes the main forks of unlogged relations and a base backup leaves them
         // out; only the init fork remains.
         let main_needed = !(unlogged && (files.in_recovery || files.backup));
         if main_needed && !files.has(key, ForkNumber::Main, 0) {
-            let later = files.later_segments(key);
-            if !later.is_empty() || !with_main.contains(&(key.0, rel.oid)) {
-                out.push(files.finding(key, rel, &dir, ForkNumber::Main, later));
-            }
+            absent.push((key, rel, ForkNumber::Main));
         }
         if unlogged && !files.has(key, ForkNumber::Init, 0) {
-            out.push(files.finding(key, rel, &dir, ForkNumber::Init, Vec::new()));
+            absent.push((key, rel, ForkNumber::Init));
         }
+    }
+    absent.sort_by_key(|&(key, _, fork)| (*key, fork));
+    // A relation seen with two visible rows (a stale one) counts as present if either has files.
+    let with_main: HashSet<(u32, u32)> = if absent.is_empty() {
+        HashSet::new()
+    } else {
+        catalog
+            .relations
+            .iter()
+            .filter(|(k, r)| {
+                expects_files(k, r, catalog) && files.has_any_segment(k, ForkNumber::Main)
+            })
+            .map(|(k, r)| (k.0, r.oid))
+            .collect()
+    };
+    let mut out = missing_database_dirs(plan, catalog, &files);
+    for (key, rel, fork) in absent {
+        let dir = Catalog::relation_dir(*key, &files.version_dir);
+        if files.unreadable.iter().any(|e| under(&dir, e)) {
+            continue;
+        }
+        let later = match fork {
+            ForkNumber::Main => files.later_segments(key),
+            _ => Vec::new(),
+        };
+        if fork == ForkNumber::Main && later.is_empty() && with_main.contains(&(key.0, rel.oid)) {
+            continue;
+        }
+        out.push(files.finding(key, rel, &dir, fork, later));
     }
     out
 }
@@ -155,13 +148,13 @@ fn expects_files(key: &FileKey, rel: &RelationInfo, catalog: &Catalog) -> bool {
         && db_ok
 }
 
-/// Database and tablespace oid of a relation directory, as the catalog keys them.
-fn location_key(location: Location) -> (u32, u32) {
+/// The relation directory of a catalog file key's database and tablespace.
+fn location_of(key: &FileKey) -> Location {
     use crate::catalog::layouts::oids;
-    match location {
-        Location::Global => (0, oids::GLOBALTABLESPACE),
-        Location::Database { db_oid } => (db_oid, oids::DEFAULTTABLESPACE),
-        Location::Tablespace { spc_oid, db_oid } => (db_oid, spc_oid),
+    match (key.0, key.1) {
+        (0, oids::GLOBALTABLESPACE) => Location::Global,
+        (db_oid, oids::DEFAULTTABLESPACE) => Location::Database { db_oid },
+        (db_oid, spc_oid) => Location::Tablespace { spc_oid, db_oid },
     }
 }
 
@@ -185,19 +178,30 @@ impl Files<'_> {
         Severity::Warning
     }
 
+    /// The listed segment numbers of one fork of the relation `key`, in order.
+    fn segments(&self, key: &FileKey, fork: ForkNumber) -> impl Iterator<Item = u32> + '_ {
+        let wanted = (location_of(key), key.2, fork);
+        let forks = &self.plan.forks;
+        let found = forks
+            .binary_search_by(|f| (f.location, f.relfilenode, f.fork).cmp(&wanted))
+            .ok();
+        let files = found.map_or(0..0, |i| forks[i].segments.clone());
+        self.plan.dir.files[files].iter().map(|f| f.name.segno)
+    }
+
     fn has(&self, key: &FileKey, fork: ForkNumber, segno: u32) -> bool {
-        self.present
-            .binary_search(&(key.0, key.1, key.2, fork, segno))
-            .is_ok()
+        self.segments(key, fork).any(|s| s == segno)
     }
 
     fn has_any_segment(&self, key: &FileKey, fork: ForkNumber) -> bool {
-        self.has(key, fork, 0) || !self.later_segments(key).is_empty()
+        self.segments(key, fork).next().is_some()
     }
 
     /// Segments after 0 of the main fork that exist.
     fn later_segments(&self, key: &FileKey) -> Vec<u32> {
-        self.later.get(key).cloned().unwrap_or_default()
+        self.segments(key, ForkNumber::Main)
+            .filter(|&s| s > 0)
+            .collect()
     }
 
     fn finding(
