@@ -559,9 +559,18 @@ pub struct ForkFiles {
     pub location: Location,
     pub relfilenode: u32,
     pub fork: ForkNumber,
+    /// `first..end` indexes into `DataDirectory::files`: [`ForkFiles::segments`]. Four bytes
+    /// each: a plan of a million forks holds them all.
+    first: u32,
+    end: u32,
+}
+
+impl ForkFiles {
     /// Indexes into `DataDirectory::files` (sorted by location, file number, fork and segment,
     /// so a fork's files are contiguous), in segment order.
-    pub segments: std::ops::Range<usize>,
+    pub fn segments(&self) -> std::ops::Range<usize> {
+        self.first as usize..self.end as usize
+    }
 }
 
 /// Groups relation files, sorted as [`list_relation_files`] sorts them, into forks.
@@ -586,7 +595,8 @@ pub fn group_forks(files: &[RelationFile]) -> Vec<ForkFiles> {
             location: k.0,
             relfilenode: k.1,
             fork: k.2,
-            segments: start..end,
+            first: u32::try_from(start).expect("fewer than 2^32 relation files"),
+            end: u32::try_from(end).expect("fewer than 2^32 relation files"),
         });
         start = end;
     }
@@ -646,8 +656,7 @@ pub fn check_segments(
 ) -> Vec<Finding> {
     let mut findings = Vec::new();
     let last_nonempty = fork
-        .segments
-        .clone()
+        .segments()
         .rev()
         .find(|&i| files[i].size > 0)
         .map(|i| files[i].name.segno);
@@ -655,7 +664,7 @@ pub fn check_segments(
         return findings;
     };
     let mut expected_segno = 0u32;
-    for i in fork.segments.clone() {
+    for i in fork.segments() {
         let f = &files[i];
         let segno = f.name.segno;
         if segno > expected_segno && segno <= last_nonempty {

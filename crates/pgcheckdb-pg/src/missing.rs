@@ -185,7 +185,7 @@ impl Files<'_> {
         let found = forks
             .binary_search_by(|f| (f.location, f.relfilenode, f.fork).cmp(&wanted))
             .ok();
-        let files = found.map_or(0..0, |i| forks[i].segments.clone());
+        let files = found.map_or(0..0, |i| forks[i].segments());
         self.plan.dir.files[files].iter().map(|f| f.name.segno)
     }
 

@@ -38,7 +38,7 @@ fn orphan_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
             continue;
         }
         let db = fork.location.db_oid();
-        let first = &plan.dir.files[fork.segments.start];
+        let first = &plan.dir.files[fork.segments().start];
         if !named_dbs.contains(&db)
             || catalog.incomplete_databases.contains(&db)
             || catalog.relation_of(first).is_some()

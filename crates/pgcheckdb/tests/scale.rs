@@ -127,7 +127,7 @@ fn a_table_of_1200_sparse_segments_is_planned_with_one_gap_and_little_memory_pg1
         .find(|(_, f)| f.relfilenode == relfilenode && f.fork == ForkNumber::Main)
         .expect("the table's main fork is planned");
     assert_eq!(
-        fork.segments.len(),
+        fork.segments().len(),
         present,
         "every segment file in one fork"
     );

@@ -146,8 +146,7 @@ impl<'a> BtreeOrders<'a> {
     /// Segment 0 of `fork`, which holds the metapage.
     fn metapage_file(&self, fork: usize) -> Option<RelationFile> {
         self.plan.forks[fork]
-            .segments
-            .clone()
+            .segments()
             .map(|i| &self.plan.dir.files[i])
             .find(|f| f.name.segno == 0)
             .cloned()

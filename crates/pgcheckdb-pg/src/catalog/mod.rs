@@ -195,39 +195,56 @@ impl SharedNames {
 pub type FileKey = (u32, u32, u32);
 
 /// The relations of the catalogs by file key, held compactly: the descriptions in one vector
-/// (grown per database to its exact size) and a small hash index of 16-byte entries, instead of
-/// a hash table whose empty slots are each as large as a description. Iteration order is
+/// (grown per database to its exact size) and a hash index of 4-byte positions into it, instead
+/// of a hash table whose empty slots are each as large as a description. Iteration order is
 /// unspecified, as with a hash map.
 #[derive(Debug, Default)]
 pub struct RelationMap {
     entries: Vec<(FileKey, RelationInfo)>,
-    index: HashMap<FileKey, u32>,
+    index: hashbrown::HashTable<u32>,
+    hasher: std::hash::RandomState,
 }
 
 impl RelationMap {
+    fn hash(&self, key: &FileKey) -> u64 {
+        hash_key(&self.hasher, key)
+    }
+
+    fn position(&self, key: &FileKey) -> Option<usize> {
+        let entries = &self.entries;
+        self.index
+            .find(self.hash(key), |&i| entries[i as usize].0 == *key)
+            .map(|&i| i as usize)
+    }
+
     /// Inserts or replaces the relation of `key`; returns the one it replaced.
     pub fn insert(&mut self, key: FileKey, info: RelationInfo) -> Option<RelationInfo> {
-        if let Some(&i) = self.index.get(&key) {
-            return Some(std::mem::replace(&mut self.entries[i as usize].1, info));
+        if let Some(i) = self.position(&key) {
+            return Some(std::mem::replace(&mut self.entries[i].1, info));
         }
         let i = u32::try_from(self.entries.len()).expect("fewer than 2^32 relations");
-        self.index.insert(key, i);
+        let hash = self.hash(&key);
         self.entries.push((key, info));
+        let (entries, hasher) = (&self.entries, &self.hasher);
+        self.index
+            .insert_unique(hash, i, |&j| hash_key(hasher, &entries[j as usize].0));
         None
     }
 
     /// Room for `n` more relations, exactly.
     pub fn reserve_exact(&mut self, n: usize) {
         self.entries.reserve_exact(n);
-        self.index.reserve(n);
+        let (entries, hasher) = (&self.entries, &self.hasher);
+        self.index
+            .reserve(n, |&j| hash_key(hasher, &entries[j as usize].0));
     }
 
     pub fn get(&self, key: &FileKey) -> Option<&RelationInfo> {
-        self.index.get(key).map(|&i| &self.entries[i as usize].1)
+        self.position(key).map(|i| &self.entries[i].1)
     }
 
     pub fn contains_key(&self, key: &FileKey) -> bool {
-        self.index.contains_key(key)
+        self.position(key).is_some()
     }
 
     pub fn len(&self) -> usize {
@@ -250,6 +267,11 @@ impl RelationMap {
     pub fn values(&self) -> impl Iterator<Item = &RelationInfo> + '_ {
         self.entries.iter().map(|(_, r)| r)
     }
+}
+
+fn hash_key(hasher: &std::hash::RandomState, key: &FileKey) -> u64 {
+    use std::hash::BuildHasher;
+    hasher.hash_one(key)
 }
 
 impl<'a> IntoIterator for &'a RelationMap {

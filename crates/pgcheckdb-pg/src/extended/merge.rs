@@ -144,8 +144,7 @@ enum Task {
 /// indexes' bytes).
 fn fork_bytes(plan: &Plan, fork: usize) -> u64 {
     plan.forks[fork]
-        .segments
-        .clone()
+        .segments()
         .map(|i| plan.dir.files[i].size)
         .sum()
 }

@@ -220,7 +220,7 @@ impl ExtendedPlan {
             indexes.into_iter().map(|(k, v)| (k, Arc::new(v))).collect();
         let mut heaps: HashMap<usize, HeapInfo> = HashMap::new();
         for (&fork, info) in &indexes {
-            for i in plan.forks[fork].segments.clone() {
+            for i in plan.forks[fork].segments() {
                 roles[i] = Some(Role::Btree(info.clone()));
             }
             if let Some(u) = &info.unique {
@@ -242,7 +242,7 @@ impl ExtendedPlan {
         for (&fork, info) in &tids.indexes {
             heap_info(&mut heaps, info.heap_fork).tids = true;
             if info.am != IndexAm::Btree {
-                for i in plan.forks[fork].segments.clone() {
+                for i in plan.forks[fork].segments() {
                     roles[i] = Some(Role::TidIndex(info.clone()));
                 }
             }
@@ -256,13 +256,13 @@ impl ExtendedPlan {
             info.relfrozenxid = t.relfrozenxid;
         }
         for (vm_fork, info) in vm.map_roles() {
-            for i in plan.forks[vm_fork].segments.clone() {
+            for i in plan.forks[vm_fork].segments() {
                 roles[i] = Some(Role::Vm(info.clone()));
             }
         }
         for (fork, info) in heaps {
             let info = Arc::new(info);
-            for i in plan.forks[fork].segments.clone() {
+            for i in plan.forks[fork].segments() {
                 roles[i] = Some(Role::Heap(info.clone()));
             }
         }
@@ -346,9 +346,9 @@ fn fork_keys(plan: &Plan) -> HashMap<FileKey, usize> {
     plan.forks
         .iter()
         .enumerate()
-        .filter(|(_, f)| f.fork == ForkNumber::Main && !f.segments.is_empty())
+        .filter(|(_, f)| f.fork == ForkNumber::Main && !f.segments().is_empty())
         .map(|(i, f)| {
-            let first = &plan.dir.files[f.segments.start];
+            let first = &plan.dir.files[f.segments().start];
             let key = (
                 f.location.db_oid(),
                 tablespace_of_path(&first.rel_path()),

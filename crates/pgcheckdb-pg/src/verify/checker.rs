@@ -466,10 +466,9 @@ impl<'a> BlockChecker<'a> {
         let first = interior.shown[0];
         let seg = (first / relseg) as u32;
         let index = f
-            .segments
-            .clone()
+            .segments()
             .find(|&i| self.plan.dir.files[i].name.segno == seg)
-            .unwrap_or(f.segments.start);
+            .unwrap_or(f.segments().start);
         self.block_finding(
             index,
             first,

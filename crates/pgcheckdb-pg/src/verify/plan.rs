@@ -66,7 +66,7 @@ impl Plan {
         let mut fork_blocks = vec![0u64; forks.len()];
         let mut findings = dir.findings.clone();
         for (fi, fork) in forks.iter().enumerate() {
-            for i in fork.segments.clone() {
+            for i in fork.segments() {
                 fork_of_file[i] = fi;
                 fork_blocks[fi] += dir.files[i].size / bs;
             }
@@ -104,7 +104,7 @@ impl Plan {
         }
         let mut fork_blocks = vec![0u64; self.forks.len()];
         for (fi, fork) in self.forks.iter().enumerate() {
-            fork_blocks[fi] = fork.segments.clone().map(|i| files[i].size / bs).sum();
+            fork_blocks[fi] = fork.segments().map(|i| files[i].size / bs).sum();
         }
         Plan {
             datadir: self.datadir.clone(),
@@ -149,8 +149,7 @@ impl Plan {
         let bs = self.control.blcksz as u64;
         let segno = u32::try_from(blkno / relseg).ok()?;
         let i = self.forks[fork]
-            .segments
-            .clone()
+            .segments()
             .find(|&i| self.dir.files[i].name.segno == segno)?;
         let mut buf = vec![0u8; bs as usize];
         let file = open_regular(&self.dir.files[i].path(), false).ok()?;

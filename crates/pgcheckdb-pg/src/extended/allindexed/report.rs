@@ -73,8 +73,7 @@ pub fn findings(
 /// Whether a segment of the index has a finding of its own.
 fn has_findings(plan: &Plan, idx: &AllIndexed, damaged_files: &HashSet<&str>) -> bool {
     plan.forks[idx.index_fork]
-        .segments
-        .clone()
+        .segments()
         .any(|i| damaged_files.contains(plan.dir.files[i].rel_path().as_str()))
 }
 

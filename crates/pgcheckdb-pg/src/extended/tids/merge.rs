@@ -344,7 +344,7 @@ impl<'a> HeapMerge<'a> {
             .values()
             .find(|i| i.heap_fork == self.heap_fork)
             .map(|i| i.table.clone());
-        let file = self.plan.dir.files[f.segments.start].rel_path();
+        let file = self.plan.dir.files[f.segments().start].rel_path();
         json!({"table": table, "filenode": f.relfilenode, "file": file})
     }
 
@@ -358,7 +358,7 @@ impl<'a> HeapMerge<'a> {
         pages.sort_unstable();
         for &(fork, blk, n) in pages.iter().take(MAX_LISTED_PAGES) {
             let name = self.indexes.get(&(fork as usize)).map(|i| i.name.clone());
-            let file = &self.plan.dir.files[self.plan.forks[fork as usize].segments.start];
+            let file = &self.plan.dir.files[self.plan.forks[fork as usize].segments().start];
             listed.push(json!({"index": name, "file": file.rel_path(), "block": blk, "tids": n}));
         }
         let npages = pages.len();

@@ -48,7 +48,7 @@ pub fn check_tables(
                     }
                     Err(e) => lock(errors).push(format!(
                         "could not read the visibility facts of {}: {e}",
-                        plan.dir.files[plan.forks[fork].segments.start].rel_path()
+                        plan.dir.files[plan.forks[fork].segments().start].rel_path()
                     )),
                 }
             });
@@ -85,8 +85,7 @@ impl<'p> Table<'p> {
         let relseg = plan.control.relseg_size.max(1) as u64;
         let bs = plan.control.blcksz as u64;
         let present = plan.forks[fork]
-            .segments
-            .clone()
+            .segments()
             .map(|i| {
                 let f = &plan.dir.files[i];
                 let start = f.name.segno as u64 * relseg;

@@ -98,7 +98,7 @@ fn vm_forks(plan: &Plan) -> HashMap<(Location, u32), usize> {
     plan.forks
         .iter()
         .enumerate()
-        .filter(|(_, f)| f.fork == ForkNumber::Vm && !f.segments.is_empty())
+        .filter(|(_, f)| f.fork == ForkNumber::Vm && !f.segments().is_empty())
         .map(|(i, f)| ((f.location, f.relfilenode), i))
         .collect()
 }
