@@ -409,40 +409,47 @@ fn for_each_dir_entry(
     Some(())
 }
 
-/// Lists one directory of relation files. The common entry, a regular relation file, is
-/// kept as it is met (a database directory may hold hundreds of thousands: no list of their
-/// names is built); the rest are looked at afterwards in name order, so that findings come
-/// out the same on every run. If the directory cannot be listed whole, none of it is kept.
+/// Lists one directory of relation files. Entries are parsed as they are met (a database
+/// directory may hold hundreds of thousands: no list of their names is built), then the
+/// relation files are looked at with one `fstatat` each, by several threads in a large
+/// directory (that system call was a sixth of a physical run on 80,000 small files, and the
+/// listing runs before the scan can start). The other entries are looked at in name order, so
+/// that findings come out the same on every run. If the directory cannot be listed whole, none
+/// of it is kept.
 fn scan_relation_dir(datadir: &Path, rel: &str, location: Location, out: &mut DataDirectory) {
     let dir = Arc::new(RelationDir {
         path: datadir.join(rel),
         rel: rel.to_string(),
     });
-    let handle = fs::File::open(&dir.path).ok();
-    let (files_before, temp_before) = (out.files.len(), out.skipped_temp_files);
+    let mut parsed: Vec<RelFileName> = Vec::new();
     let mut others: Vec<(String, Option<RelFileName>)> = Vec::new();
-    let listed = for_each_dir_entry(datadir, rel, out, |name, out| {
+    let listed = for_each_dir_entry(datadir, rel, out, |name, _| {
         if is_skipped_name(&name) {
             return;
         }
-        let parsed = parse_relation_file_name(&name);
-        // The common case, one `fstatat` relative to the open directory: a regular file.
-        let size = handle.as_ref().and_then(|d| regular_file_size(d, &name));
-        match (size, parsed) {
-            (Some(_), Some(p)) if p.temp_backend.is_some() => out.skipped_temp_files += 1,
-            (Some(size), Some(p)) => out.files.push(RelationFile {
+        match parse_relation_file_name(&name) {
+            Some(p) => parsed.push(p),
+            None => others.push((name, None)),
+        }
+    });
+    if listed.is_none() {
+        return;
+    }
+    let handle = fs::File::open(&dir.path).ok();
+    let sizes = regular_file_sizes(handle.as_ref(), &parsed);
+    out.files.reserve(parsed.len());
+    for (p, size) in parsed.into_iter().zip(sizes) {
+        match (size, p.temp_backend) {
+            // The name formats back exactly: see `RelFileName`'s `Display`.
+            (NOT_REGULAR, _) => others.push((p.to_string(), Some(p))),
+            (_, Some(_)) => out.skipped_temp_files += 1,
+            (size, None) => out.files.push(RelationFile {
                 dir: Arc::clone(&dir),
                 location,
                 name: p,
                 size,
             }),
-            _ => others.push((name, parsed)),
         }
-    });
-    if listed.is_none() {
-        out.files.truncate(files_before);
-        out.skipped_temp_files = temp_before;
-        return;
     }
     others.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, parsed) in others {
@@ -450,11 +457,54 @@ fn scan_relation_dir(datadir: &Path, rel: &str, location: Location, out: &mut Da
     }
 }
 
-/// The size of `name` in the directory `dir` if it is a regular file (symbolic links followed),
-/// from one `fstatat`; `None` for anything else or any error (the caller looks again).
-fn regular_file_size(dir: &fs::File, name: &str) -> Option<u64> {
+/// The size [`regular_file_sizes`] gives a name that is not a regular file (or could not be
+/// looked at): no file has it (`st_size` is signed).
+const NOT_REGULAR: u64 = u64::MAX;
+
+/// Entries of a directory below which its files are looked at by one thread.
+const PARALLEL_STAT_MIN: usize = 8192;
+
+/// [`regular_file_size`] of every name in `dir`, in order, [`NOT_REGULAR`] for `None`;
+/// several threads share a long list.
+fn regular_file_sizes(dir: Option<&fs::File>, names: &[RelFileName]) -> Vec<u64> {
+    let Some(dir) = dir else {
+        return vec![NOT_REGULAR; names.len()];
+    };
+    let sizes_of = |names: &[RelFileName]| -> Vec<u64> {
+        names
+            .iter()
+            .map(|n| regular_file_size(dir, n).unwrap_or(NOT_REGULAR))
+            .collect()
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8)
+        .min(names.len() / PARALLEL_STAT_MIN + 1);
+    if threads <= 1 {
+        return sizes_of(names);
+    }
+    let per_thread = names.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let parts: Vec<_> = names
+            .chunks(per_thread)
+            .map(|part| s.spawn(move || sizes_of(part)))
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
+/// The size of the file `name` in the directory `dir` if it is a regular file (symbolic links
+/// followed), from one `fstatat`; `None` for anything else or any error (the caller looks
+/// again).
+fn regular_file_size(dir: &fs::File, name: &RelFileName) -> Option<u64> {
+    use std::fmt::Write;
     use std::os::unix::io::AsRawFd;
-    let c_name = std::ffi::CString::new(name).ok()?;
+    let mut buf = NameBuf::default();
+    write!(buf, "{name}\0").ok()?;
+    let c_name = std::ffi::CStr::from_bytes_with_nul(&buf.bytes[..buf.len]).ok()?;
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: a valid directory descriptor, a NUL-terminated name and a buffer of the right
     // type; `st` is read only after the call succeeded.
@@ -740,4 +790,44 @@ fn missing_segments(next: &RelationFile, first: u32, last: u32, relseg_size: u64
     )
     .with_detail(serde_json::json!({"missing_segment": first, "last_missing_segment": last, "missing_segments": count, "relseg_size": relseg_size}))
     .at_segment(first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory long enough to be looked at by several threads: every regular file gets its
+    /// own size, in listing order, and a directory, a FIFO and a missing name get none.
+    #[test]
+    fn sizes_of_a_large_directory_in_order() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let count = PARALLEL_STAT_MIN * 2 + 17;
+        let mut names = Vec::new();
+        for i in 0..count {
+            let node = 16384 + i as u32;
+            let name = format!("{node}");
+            match i {
+                100 => fs::create_dir(tmp.path().join(&name)).expect("dir"),
+                // SAFETY: a NUL-terminated path; mkfifo only creates the node.
+                9000 => unsafe {
+                    let path = std::ffi::CString::new(tmp.path().join(&name).to_str().unwrap())
+                        .expect("path");
+                    assert_eq!(libc::mkfifo(path.as_ptr(), 0o600), 0);
+                },
+                12345 => {} // listed, then gone
+                _ => fs::write(tmp.path().join(&name), vec![0u8; i % 7]).expect("file"),
+            }
+            names.push(parse_relation_file_name(&name).expect("a relation file name"));
+        }
+        let dir = fs::File::open(tmp.path()).expect("open dir");
+        let sizes = regular_file_sizes(Some(&dir), &names);
+        assert_eq!(sizes.len(), count);
+        for (i, size) in sizes.iter().enumerate() {
+            let expected = match i {
+                100 | 9000 | 12345 => NOT_REGULAR,
+                _ => (i % 7) as u64,
+            };
+            assert_eq!(*size, expected, "entry {i}");
+        }
+    }
 }
