@@ -49,8 +49,13 @@ fn with_c_string<R>(s: &[u8], f: impl FnOnce(*const libc::c_char) -> R) -> Optio
         return None;
     }
     if s.len() < STACK_STRING {
-        let mut buf = [0u8; STACK_STRING];
-        buf[..s.len()].copy_from_slice(s);
+        // Only the string and its NUL are written: zeroing the whole buffer first cost more
+        // than the copy for the short keys this is called with twice per comparison.
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); STACK_STRING];
+        for (slot, &byte) in buf.iter_mut().zip(s) {
+            slot.write(byte);
+        }
+        buf[s.len()].write(0);
         return Some(f(buf.as_ptr().cast()));
     }
     let owned = CString::new(s).ok()?;
