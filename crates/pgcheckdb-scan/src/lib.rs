@@ -114,6 +114,10 @@ pub trait Visitor: Send {
     /// A dirty range of `len` bytes at `offset` was written to `handle` (write mode only), e.g.
     /// to start its writeback early. The default does nothing.
     fn written(&mut self, _file: usize, _handle: &File, _offset: u64, _len: u64) {}
+    /// This worker has no units left: work the visitor would otherwise leave to the thread
+    /// that collects the visitors (sorting what it gathered) runs here, while the other
+    /// workers still scan. The default does nothing.
+    fn done(&mut self) {}
 }
 
 /// Splits files into units of at most `unit_bytes` (rounded to blocks). Consecutive files
@@ -223,6 +227,7 @@ where
                         }
                         worker.scan_unit(*unit, &mut visitor);
                     }
+                    visitor.done();
                     visitor
                 })
             })

@@ -43,14 +43,39 @@ impl LibcLocale {
 /// Strings up to this length are NUL-terminated on the stack, longer ones on the heap.
 const STACK_STRING: usize = 256;
 
+/// Whether `s` holds a NUL byte, eight bytes at a time (the keys compared are short: a call
+/// into the general byte search cost more than the test).
+fn has_nul(s: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut words = s.chunks_exact(8);
+    for word in &mut words {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        let w = u64::from_le_bytes(w);
+        // Some byte of `w` is zero exactly when this is non-zero.
+        if w.wrapping_sub(ONES) & !w & HIGHS != 0 {
+            return true;
+        }
+    }
+    words.remainder().contains(&0)
+}
+
 /// Calls `f` with a NUL-terminated copy of `s`; `None` if `s` contains a NUL.
 fn with_c_string<R>(s: &[u8], f: impl FnOnce(*const libc::c_char) -> R) -> Option<R> {
-    if s.contains(&0) {
+    if has_nul(s) {
         return None;
     }
     if s.len() < STACK_STRING {
-        let mut buf = [0u8; STACK_STRING];
-        buf[..s.len()].copy_from_slice(s);
+        // Only the string and its NUL are written: zeroing the whole buffer first cost more
+        // than the copy for the short keys this is called with twice per comparison.
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); STACK_STRING];
+        // SAFETY: `s.len() < STACK_STRING` bytes fit the buffer, which does not overlap `s`;
+        // `MaybeUninit<u8>` has the layout of `u8`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(s.as_ptr(), buf.as_mut_ptr().cast::<u8>(), s.len())
+        };
+        buf[s.len()].write(0);
         return Some(f(buf.as_ptr().cast()));
     }
     let owned = CString::new(s).ok()?;
@@ -127,5 +152,33 @@ impl Collate {
             Collate::Bytes => "byte order".into(),
             Collate::Libc(l) => format!("libc locale \"{}\"", l.name()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nul_bytes_are_found_at_every_position_and_length() {
+        for len in 0..40 {
+            let clean: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            assert!(!has_nul(&clean), "{len}");
+            // Bytes 0x80 and 0x01 around the word boundaries must not look like a NUL.
+            let high: Vec<u8> = (0..len)
+                .map(|i| if i % 2 == 0 { 0x80 } else { 0x01 })
+                .collect();
+            assert!(!has_nul(&high), "{len}");
+            for at in 0..len {
+                let mut s = clean.clone();
+                s[at] = 0;
+                assert!(has_nul(&s), "{len} {at}");
+            }
+        }
+        assert_eq!(with_c_string(b"ab\0c", |_| ()), None);
+        assert_eq!(
+            with_c_string(b"abc", |p| unsafe { libc::strlen(p) }),
+            Some(3)
+        );
     }
 }

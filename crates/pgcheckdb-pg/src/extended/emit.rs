@@ -167,6 +167,11 @@ impl<'a> Emitter<'a> {
         self.runs.adopt(other.finish());
     }
 
+    /// Sorts the facts gathered so far into a run (see [`RunBuilder::seal`]).
+    pub fn seal(&mut self) {
+        self.runs.seal();
+    }
+
     pub fn finish(mut self) -> Runs {
         self.all_indexed.flush();
         self.runs.finish()

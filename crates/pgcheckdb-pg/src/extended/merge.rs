@@ -1,9 +1,9 @@
 //! The merge phase: after the scan, each index's facts are merged from the sorted runs and
-//! checked, and each table's heap TIDs held by its indexes are checked (`tids`), all of them
-//! as tasks of one pool (as many threads as scan jobs); then each table behind a unique index
-//! gives the liveness of the heap tuples its duplicate-key groups name; then the heap -> index
-//! filters report what they lacked, the TOAST values are checked against their chunks
-//! (`toast`) and the visibility maps and hint bits (`vm`). The findings are placed at their
+//! checked, each table's heap TIDs held by its indexes are checked (`tids`), and each table's
+//! visibility map and hint bits (`vm`), all of them as tasks of one pool (as many threads as
+//! scan jobs); then each table behind a unique index gives the liveness of the heap tuples its
+//! duplicate-key groups name; then the heap -> index filters report what they lacked and the
+//! TOAST values are checked against their chunks (`toast`). The findings are placed at their
 //! files and blocks and added to the report.
 
 use std::collections::{HashMap, HashSet};
@@ -37,7 +37,12 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
     let mut forks: Vec<usize> = ext.indexes.keys().copied().collect();
     forks.sort_unstable();
     let errors: Mutex<Vec<String>> = Mutex::new(runs.errors.clone());
-    let (results, tids) = check_indexes_and_tids(plan, ext, &runs, &forks, &errors);
+    let PoolOutcome {
+        results,
+        tids,
+        vm,
+        miss_chances,
+    } = run_pool(plan, ext, &runs, &forks, &errors);
     let mut summary = ExtendedSummary {
         facts: runs.stats.records,
         spilled_bytes: runs.stats.spilled_bytes,
@@ -75,6 +80,7 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
         ext,
         &report.findings,
         &mut summary,
+        &miss_chances,
     ));
     findings.extend(tids.findings);
     summary.tid_indexes_checked = ext.tids.indexes.len() as u64;
@@ -101,7 +107,7 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
     summary.toast_values_checked = toast.values;
     summary.toast_chunks_unreferenced = toast.unreferenced_chunks;
     summary.toast_values_presence_unchecked = toast.presence_unchecked;
-    findings.extend(super::vm::merge::check_tables(plan, ext, &runs, &errors));
+    findings.extend(super::vm::merge::in_table_order(vm));
     summary.hint_bits_tables_checked = ext.vm.tables.len() as u64;
     summary.visibility_maps_checked = ext.vm.maps.len() as u64;
     summary.visibility_maps_not_checked = ext.vm.not_checked.clone();
@@ -138,6 +144,20 @@ enum Task {
     Index(usize),
     /// The heap TIDs the indexes of the table at this heap fork hold.
     Tids(usize),
+    /// The visibility map and hint bits of the table at this heap fork.
+    Vm(usize),
+    /// The miss chance of every heap -> index filter (a pass over each filter's words).
+    Filters,
+}
+
+/// What the first pool's tasks gave.
+struct PoolOutcome {
+    results: Vec<IndexResult>,
+    tids: TidOutcome,
+    /// Per table, its visibility-map and hint-bit findings (tables without any left out).
+    vm: Vec<(usize, Vec<Finding>)>,
+    /// The miss chance of each filter of `ext.all_indexed`, in its order.
+    miss_chances: Vec<f64>,
 }
 
 /// Bytes of a fork's files: how long its merge task takes, roughly (a TID task: its
@@ -154,18 +174,21 @@ fn task_order(task: Task) -> (u8, usize) {
     match task {
         Task::Index(f) => (0, f),
         Task::Tids(h) => (1, h),
+        Task::Vm(h) => (2, h),
+        Task::Filters => (3, 0),
     }
 }
 
-/// Checks every index and every table's TIDs, `ext.jobs` tasks at a time: the TIDs of one big
-/// table are one task, which runs while the other threads check indexes instead of after them.
-fn check_indexes_and_tids(
+/// Checks every index, every table's TIDs and every table's visibility map, `ext.jobs` tasks
+/// at a time: the TIDs of one big table are one task, which runs while the other threads
+/// check indexes and visibility instead of after them.
+fn run_pool(
     plan: &Plan,
     ext: &ExtendedPlan,
     runs: &Runs,
     forks: &[usize],
     errors: &Mutex<Vec<String>>,
-) -> (Vec<IndexResult>, TidOutcome) {
+) -> PoolOutcome {
     let mut tasks: Vec<(u64, Task)> = forks
         .iter()
         .map(|&f| (fork_bytes(plan, f), Task::Index(f)))
@@ -175,12 +198,22 @@ fn check_indexes_and_tids(
         *tid_bytes.entry(i.heap_fork).or_default() += fork_bytes(plan, i.fork);
     }
     tasks.extend(tid_bytes.into_iter().map(|(h, b)| (b, Task::Tids(h))));
+    tasks.extend(
+        ext.vm
+            .tables
+            .iter()
+            .map(|&h| (fork_bytes(plan, h), Task::Vm(h))),
+    );
+    let filter_bytes: u64 = ext.all_indexed.iter().map(|i| i.bloom.bits() / 8).sum();
+    tasks.push((filter_bytes, Task::Filters));
     // The biggest first, so that no long task starts last while the other threads idle.
     tasks.sort_by_key(|&(bytes, task)| (std::cmp::Reverse(bytes), task_order(task)));
     let tasks: Vec<Task> = tasks.into_iter().map(|(_, t)| t).collect();
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<IndexResult>> = Mutex::new(Vec::new());
     let tids = Mutex::new(TidOutcome::default());
+    let vm: Mutex<Vec<(usize, Vec<Finding>)>> = Mutex::new(Vec::new());
+    let miss_chances: Mutex<Vec<f64>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..ext.jobs.min(tasks.len()).max(1) {
             s.spawn(|| loop {
@@ -206,13 +239,36 @@ fn check_indexes_and_tids(
                         let out = check_heap_tids(plan, ext, runs, heap, errors);
                         tids.lock().unwrap_or_else(|e| e.into_inner()).absorb(out);
                     }
+                    Some(&Task::Vm(heap)) => {
+                        match super::vm::merge::check_table(plan, ext, runs, heap) {
+                            Ok(out) if out.is_empty() => {}
+                            Ok(out) => vm
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .push((heap, out)),
+                            Err(e) => errors.lock().unwrap_or_else(|e| e.into_inner()).push(e),
+                        }
+                    }
+                    Some(&Task::Filters) => {
+                        let chances = ext
+                            .all_indexed
+                            .iter()
+                            .map(|i| i.bloom.false_positive_rate())
+                            .collect();
+                        *miss_chances.lock().unwrap_or_else(|e| e.into_inner()) = chances;
+                    }
                 }
             });
         }
     });
     let mut out = results.into_inner().unwrap_or_else(|e| e.into_inner());
     out.sort_by_key(|r| r.fork);
-    (out, tids.into_inner().unwrap_or_else(|e| e.into_inner()))
+    PoolOutcome {
+        results: out,
+        tids: tids.into_inner().unwrap_or_else(|e| e.into_inner()),
+        vm: vm.into_inner().unwrap_or_else(|e| e.into_inner()),
+        miss_chances: miss_chances.into_inner().unwrap_or_else(|e| e.into_inner()),
+    }
 }
 
 fn check_one(

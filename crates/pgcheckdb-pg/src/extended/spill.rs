@@ -205,13 +205,20 @@ impl RunBuilder {
         self.runs.absorb(runs);
     }
 
-    /// The runs: the arena's rest sorted in memory, and the spilled files.
-    pub fn finish(mut self) -> Runs {
+    /// Sorts the arena's records into an in-memory run; later records start a new arena.
+    /// A worker calls it when its scan ends, so that the sort runs in parallel with the other
+    /// workers instead of in the thread that collects them.
+    pub fn seal(&mut self) {
         let mut arena = std::mem::take(&mut self.arena);
         if !arena.starts.is_empty() {
             arena.sort();
             self.runs.mem.push(arena);
         }
+    }
+
+    /// The runs: the arena's rest sorted in memory, and the spilled files.
+    pub fn finish(mut self) -> Runs {
+        self.seal();
         self.runs
     }
 }

@@ -173,8 +173,10 @@ fn check_items(
         )));
         return;
     }
+    // Once per page, not per item: it divides by MAXALIGN.
+    let limit = bt_max_item_size(facts);
     for item in items {
-        if let Err(message) = check_item(page, h, o, item, facts) {
+        if let Err(message) = check_item(page, h, o, item, facts.max_align, limit) {
             out.push(
                 StructureProblem::error(K::BtreeItemInvalid, message)
                     .at(item.offnum)
@@ -189,7 +191,8 @@ fn check_item(
     h: &PageHeader,
     o: &BtPageOpaque,
     item: &ItemId,
-    facts: &ClusterFacts,
+    max_align: usize,
+    limit: usize,
 ) -> Result<(), String> {
     if matches!(item.lp_flags, LpFlags::Unused | LpFlags::Redirect) || item.lp_len == 0 {
         return Err(format!(
@@ -198,9 +201,7 @@ fn check_item(
         ));
     }
     let (off, len) = (item.lp_off as usize, item.lp_len as usize);
-    if !is_aligned(off, facts.max_align)
-        || off < h.pd_upper as usize
-        || off + len > h.pd_special as usize
+    if !is_aligned(off, max_align) || off < h.pd_upper as usize || off + len > h.pd_special as usize
     {
         return Err(format!(
             "item at {off} with lp_len {len} is outside the item area {}..{}",
@@ -215,7 +216,6 @@ fn check_item(
             "index tuple size {size} in t_info differs from lp_len {len} (torn page?)"
         ));
     }
-    let limit = bt_max_item_size(facts);
     if size > limit {
         return Err(format!(
             "index tuple of {size} bytes exceeds the largest B-tree item {limit}"

@@ -592,4 +592,12 @@ impl Visitor for BlockChecker<'_> {
     }
 
     fn write_failed(&mut self, _file: usize, _offset: u64, _err: &io::Error) {}
+
+    /// Sorts this worker's facts in its own thread, not in the one that absorbs the workers
+    /// one after another.
+    fn done(&mut self) {
+        if let Some(facts) = self.facts.as_mut() {
+            facts.seal();
+        }
+    }
 }

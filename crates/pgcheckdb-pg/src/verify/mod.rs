@@ -258,7 +258,7 @@ pub fn run(
     let total_bytes = plan.scan_bytes();
     let unit_bytes = unit_bytes_for(opts.unit_bytes, total_bytes, opts.jobs, cfg.blcksz as u64);
     let extended = structure.and_then(|s| s.extended);
-    let phases = scan_phases(plan, extended, unit_bytes, cfg.blcksz as u64);
+    let phases = scan_phases(plan, extended, unit_bytes, opts.jobs, cfg.blcksz as u64);
     let scan_opts = ScanOptions {
         jobs: opts.jobs,
         chunk_bytes: (opts.chunk_bytes / cfg.blcksz).max(1) * cfg.blcksz,
@@ -333,10 +333,16 @@ fn scan_phases(
     plan: &Plan,
     extended: Option<&crate::extended::ExtendedPlan>,
     unit_bytes: u64,
+    jobs: usize,
     blcksz: u64,
 ) -> Vec<Vec<pgcheckdb_scan::WorkUnit>> {
     let Some(ext) = extended.filter(|e| !e.all_indexed.is_empty()) else {
-        return vec![plan_units(plan, unit_bytes, blcksz)];
+        return vec![finer_tail(
+            plan_units(plan, unit_bytes, blcksz),
+            unit_bytes,
+            jobs,
+            blcksz,
+        )];
     };
     let first = PhaseFiles {
         plan,
@@ -347,9 +353,59 @@ fn scan_phases(
         keep: &|f| !ext.first_phase(f),
     };
     vec![
-        plan_units(&first, unit_bytes, blcksz),
-        plan_units(&second, unit_bytes, blcksz),
+        finer_tail(
+            plan_units(&first, unit_bytes, blcksz),
+            unit_bytes,
+            jobs,
+            blcksz,
+        ),
+        finer_tail(
+            plan_units(&second, unit_bytes, blcksz),
+            unit_bytes,
+            jobs,
+            blcksz,
+        ),
     ]
+}
+
+/// Pieces each block range is cut into near the end of a phase.
+const TAIL_SPLIT: u64 = 4;
+
+/// Cuts the block ranges among the last `2 * jobs` units' worth of bytes of a phase into
+/// [`TAIL_SPLIT`] pieces: a worker that takes the last big unit no longer keeps the others
+/// waiting for the whole of it (a unit of a B-tree with collated text keys takes a twentieth
+/// of a second). Batches of small files stay as they are.
+fn finer_tail(
+    units: Vec<pgcheckdb_scan::WorkUnit>,
+    unit_bytes: u64,
+    jobs: usize,
+    blcksz: u64,
+) -> Vec<pgcheckdb_scan::WorkUnit> {
+    let total: u64 = units.iter().map(|u| u.len).sum();
+    let tail_start = total.saturating_sub(2 * jobs.max(1) as u64 * unit_bytes);
+    let mut out = Vec::with_capacity(units.len() + 8 * jobs);
+    let mut before = 0u64;
+    for u in units {
+        let reaches_tail = before + u.len > tail_start;
+        before += u.len;
+        let piece = (u.len / TAIL_SPLIT / blcksz).max(1) * blcksz;
+        if !reaches_tail || u.last_file != u.file || u.len <= piece {
+            out.push(u);
+            continue;
+        }
+        let mut offset = u.offset;
+        let end = u.offset + u.len;
+        while offset < end {
+            let mut len = piece.min(end - offset);
+            if end - (offset + len) < blcksz {
+                // A partial last block stays with the blocks before it.
+                len = end - offset;
+            }
+            out.push(pgcheckdb_scan::WorkUnit { offset, len, ..u });
+            offset += len;
+        }
+    }
+    out
 }
 
 /// The plan's files as the scan sees them, with the files of other phases left empty.
@@ -377,6 +433,49 @@ impl pgcheckdb_scan::FileList for PhaseFiles<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tail_of_a_phase_is_cut_finer() {
+        use pgcheckdb_scan::WorkUnit;
+        let range = |file, offset, len| WorkUnit {
+            file,
+            offset,
+            len,
+            last_file: file,
+        };
+        // File 0: ten 64 kB units; then a batch of small files 1..=3 (8 kB in all).
+        let mut units: Vec<WorkUnit> = (0..10).map(|i| range(0, i * 65536, 65536)).collect();
+        units.push(WorkUnit {
+            file: 1,
+            offset: 0,
+            len: 8192,
+            last_file: 3,
+        });
+        let out = finer_tail(units.clone(), 65536, 1, 8192);
+        // The last 128 kB (two units of 64 kB): units 8 and 9 reach into it and are cut in
+        // four; the batch of small files stays whole.
+        assert_eq!(out[..8], units[..8]);
+        let pieces: Vec<(u64, u64)> = out[8..16].iter().map(|u| (u.offset, u.len)).collect();
+        let expected: Vec<(u64, u64)> = (0..8).map(|i| (8 * 65536 + i * 16384, 16384)).collect();
+        assert_eq!(pieces, expected);
+        assert_eq!(out[16], units[10]);
+        assert_eq!(out.len(), 17);
+        // Every byte once, in order.
+        let bytes = |v: &[WorkUnit]| v.iter().map(|u| u.len).sum::<u64>();
+        assert_eq!(bytes(&out), bytes(&units));
+        // A partial last block stays with the last piece.
+        let odd = finer_tail(vec![range(0, 0, 5 * 8192 + 100)], 65536, 2, 8192);
+        assert_eq!(
+            odd.iter().map(|u| (u.offset, u.len)).collect::<Vec<_>>(),
+            vec![
+                (0, 8192),
+                (8192, 8192),
+                (16384, 8192),
+                (24576, 8192),
+                (32768, 8292)
+            ]
+        );
+    }
 
     #[test]
     fn unit_size_is_capped_and_shrinks_on_small_clusters() {

@@ -18,11 +18,15 @@ const WEAK_MISS_CHANCE: f64 = 0.02;
 
 /// The findings of every index checked; fills the heap -> index part of `summary`.
 /// `existing` are the findings of the scan: an index with one of its own is not judged.
+/// `miss_chances` are the filters' [`super::bloom::Bloom::false_positive_rate`], in the order
+/// of `ext.all_indexed`, when already computed (the merge pool does it alongside its other
+/// tasks); a missing one is computed here.
 pub fn findings(
     plan: &Plan,
     ext: &ExtendedPlan,
     existing: &[Finding],
     summary: &mut ExtendedSummary,
+    miss_chances: &[f64],
 ) -> Vec<Finding> {
     let damaged_files: HashSet<&str> = existing
         .iter()
@@ -32,7 +36,7 @@ pub fn findings(
     let mut skipped = ext.all_indexed_skipped.clone();
     let mut weak = Vec::new();
     let mut out = Vec::new();
-    for idx in &ext.all_indexed {
+    for (i, idx) in ext.all_indexed.iter().enumerate() {
         if idx.incomplete.load(Ordering::Relaxed) || has_findings(plan, idx, &damaged_files) {
             skipped.push((
                 idx.name.clone(),
@@ -43,7 +47,10 @@ pub fn findings(
         summary.all_indexed_checked += 1;
         summary.all_indexed_tuples += idx.tuples_checked.load(Ordering::Relaxed);
         summary.all_indexed_tuples_not_checked += idx.tuples_not_checked.load(Ordering::Relaxed);
-        let chance = idx.bloom.false_positive_rate();
+        let chance = miss_chances
+            .get(i)
+            .copied()
+            .unwrap_or_else(|| idx.bloom.false_positive_rate());
         summary.all_indexed_miss_chance = summary.all_indexed_miss_chance.max(chance);
         if chance > WEAK_MISS_CHANCE {
             weak.push(WeakFilter {

@@ -4,8 +4,6 @@
 //! one finding.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use serde_json::json;
 
@@ -23,44 +21,28 @@ use crate::verify::Plan;
 /// Offsets listed in a hint-bit finding's `detail` at most.
 const MAX_LISTED_OFFSETS: usize = 20;
 
-/// Checks every planned heap table, `ext.jobs` at a time; findings sorted by table.
-pub fn check_tables(
+/// Checks one planned heap table (its main fork `fork`): its findings, or why its facts could
+/// not be read. The merge runs it as a task of its first pool (`crate::extended::merge`).
+pub fn check_table(
     plan: &Plan,
     ext: &ExtendedPlan,
     runs: &Runs,
-    errors: &Mutex<Vec<String>>,
-) -> Vec<Finding> {
-    let tables = &ext.vm.tables;
-    let next = AtomicUsize::new(0);
-    let found: Mutex<Vec<(usize, Vec<Finding>)>> = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..ext.jobs.min(tables.len()).max(1) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&fork) = tables.get(i) else { break };
-                let mut table = Table::new(plan, fork, ext.vm.maps.contains_key(&fork));
-                match runs.for_each_in_unit(fork as u32, |r| table.record(r)) {
-                    Ok(()) => {
-                        let out = table.finish();
-                        if !out.is_empty() {
-                            lock(&found).push((fork, out));
-                        }
-                    }
-                    Err(e) => lock(errors).push(format!(
-                        "could not read the visibility facts of {}: {e}",
-                        plan.dir.files[plan.forks[fork].segments().start].rel_path()
-                    )),
-                }
-            });
-        }
-    });
-    let mut found = found.into_inner().unwrap_or_else(|e| e.into_inner());
-    found.sort_by_key(|(fork, _)| *fork);
-    found.into_iter().flat_map(|(_, f)| f).collect()
+    fork: usize,
+) -> Result<Vec<Finding>, String> {
+    let mut table = Table::new(plan, fork, ext.vm.maps.contains_key(&fork));
+    match runs.for_each_in_unit(fork as u32, |r| table.record(r)) {
+        Ok(()) => Ok(table.finish()),
+        Err(e) => Err(format!(
+            "could not read the visibility facts of {}: {e}",
+            plan.dir.files[plan.forks[fork].segments().start].rel_path()
+        )),
+    }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+/// The findings of the tables checked, `(fork, findings)` in any order, sorted by table.
+pub fn in_table_order(mut found: Vec<(usize, Vec<Finding>)>) -> Vec<Finding> {
+    found.sort_by_key(|(fork, _)| *fork);
+    found.into_iter().flat_map(|(_, f)| f).collect()
 }
 
 /// The streaming state of one table's merge.
