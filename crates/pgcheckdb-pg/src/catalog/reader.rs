@@ -524,15 +524,14 @@ impl Reader<'_> {
 }
 
 /// Moves the rows that are not visible (inserted by transactions that did not commit) out of
-/// `rows`, in place: the visible rows keep their page order, and no second vector of every
-/// row is allocated (a multi-tenant database has hundreds of thousands of them).
+/// `rows`, both parts in page order, without a second vector of every row (a multi-tenant
+/// database has hundreds of thousands of them; the uncommitted ones are few).
 fn split_off_uncommitted(rows: &mut Vec<ClassRow>) -> Vec<ClassRow> {
-    let mut visible = 0;
-    for i in 0..rows.len() {
-        if rows[i].state == RowState::Visible {
-            rows.swap(visible, i);
-            visible += 1;
-        }
-    }
-    rows.split_off(visible)
+    let uncommitted = rows
+        .iter()
+        .filter(|r| r.state != RowState::Visible)
+        .cloned()
+        .collect();
+    rows.retain(|r| r.state == RowState::Visible);
+    uncommitted
 }

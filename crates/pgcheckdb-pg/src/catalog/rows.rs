@@ -86,6 +86,7 @@ impl RelNames {
 }
 
 /// A `pg_class` row as read, before names are resolved.
+#[derive(Clone)]
 pub(super) struct ClassRow {
     pub(super) oid: u32,
     /// In the [`RelNames`] the row was read into.
