@@ -386,7 +386,8 @@ impl Reader<'_> {
                 .map(|ids| self.column_lists.intern(ids, &columns.distinct));
             let owner = owners
                 .get(&r.oid)
-                .map(|&i| Arc::clone(&full_names[i as usize]));
+                .and_then(|&i| full_names.get(i as usize))
+                .map(Arc::clone);
             self.add_relation(db, r, &names, Arc::clone(name), attrs, owner);
         }
         for r in uncommitted {
