@@ -18,7 +18,7 @@ use super::spill::Runs;
 use super::tids::merge::{check_heap_tids, TidOutcome};
 use super::toast::merge::{check_toasts, unread_forks};
 use super::unique::{collect_live, needed_blocks, violations, Group};
-use super::{ExtendedSummary, NotOrderCheckedIndex};
+use super::{lock, unlocked, ExtendedSummary, NotOrderCheckedIndex};
 use crate::finding::{Finding, Severity};
 use crate::verify::{Plan, VerifyReport};
 
@@ -223,30 +223,22 @@ fn run_pool(
                     Some(&Task::Index(fork)) => {
                         let info = &ext.indexes[&fork];
                         match check_one(runs, info, ext.next_full_xid) {
-                            Ok(r) => results.lock().unwrap_or_else(|e| e.into_inner()).push(r),
-                            Err(e) => {
-                                errors
-                                    .lock()
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .push(format!(
-                                        "could not read the facts of index {}: {e}",
-                                        info.name
-                                    ))
-                            }
+                            Ok(r) => lock(&results).push(r),
+                            Err(e) => lock(errors).push(format!(
+                                "could not read the facts of index {}: {e}",
+                                info.name
+                            )),
                         }
                     }
                     Some(&Task::Tids(heap)) => {
                         let out = check_heap_tids(plan, ext, runs, heap, errors);
-                        tids.lock().unwrap_or_else(|e| e.into_inner()).absorb(out);
+                        lock(&tids).absorb(out);
                     }
                     Some(&Task::Vm(heap)) => {
                         match super::vm::merge::check_table(plan, ext, runs, heap) {
                             Ok(out) if out.is_empty() => {}
-                            Ok(out) => vm
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .push((heap, out)),
-                            Err(e) => errors.lock().unwrap_or_else(|e| e.into_inner()).push(e),
+                            Ok(out) => lock(&vm).push((heap, out)),
+                            Err(e) => lock(errors).push(e),
                         }
                     }
                     Some(&Task::Filters) => {
@@ -255,19 +247,19 @@ fn run_pool(
                             .iter()
                             .map(|i| i.bloom.false_positive_rate())
                             .collect();
-                        *miss_chances.lock().unwrap_or_else(|e| e.into_inner()) = chances;
+                        *lock(&miss_chances) = chances;
                     }
                 }
             });
         }
     });
-    let mut out = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut out = unlocked(results);
     out.sort_by_key(|r| r.fork);
     PoolOutcome {
         results: out,
-        tids: tids.into_inner().unwrap_or_else(|e| e.into_inner()),
-        vm: vm.into_inner().unwrap_or_else(|e| e.into_inner()),
-        miss_chances: miss_chances.into_inner().unwrap_or_else(|e| e.into_inner()),
+        tids: unlocked(tids),
+        vm: unlocked(vm),
+        miss_chances: unlocked(miss_chances),
     }
 }
 
@@ -299,10 +291,7 @@ fn unique_findings(
     let needed: HashSet<u32> = needed_blocks(&all);
     let mut live = HashMap::new();
     if let Err(e) = runs.for_each_in_unit(heap as u32, |r| collect_live(r, &needed, &mut live)) {
-        errors
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(format!("could not read the heap facts: {e}"));
+        lock(errors).push(format!("could not read the heap facts: {e}"));
         return Vec::new();
     }
     let mut out = Vec::new();

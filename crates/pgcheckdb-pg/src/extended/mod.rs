@@ -43,6 +43,18 @@ use serde::Serialize;
 pub use merge::merge_into;
 pub use plan::ExtendedPlan;
 
+/// Locks a mutex the merge threads share. A thread that panicked while holding it left
+/// nothing half-written that the others could misread (each pushes whole results), so its
+/// poison is ignored and the panic itself surfaces when the threads are joined.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The value of a mutex the merge threads shared, poisoned or not (see [`lock`]).
+pub(crate) fn unlocked<T>(m: std::sync::Mutex<T>) -> T {
+    m.into_inner().unwrap_or_else(|e| e.into_inner())
+}
+
 /// How the extended level may use memory and disk.
 #[derive(Debug, Clone)]
 pub struct ExtendedConfig {

@@ -13,6 +13,7 @@ pub use super::value::{Place, ToastOutcome, ToastProblem, ValueChecker};
 use super::ToastInfo;
 use crate::extended::report::block_finding;
 use crate::extended::spill::Runs;
+use crate::extended::{lock, unlocked};
 use crate::finding::{Finding, FindingKind as K, Severity};
 use crate::verify::Plan;
 
@@ -65,7 +66,7 @@ pub fn check_toasts(
             });
         }
     });
-    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut results = unlocked(results);
     results.sort_by_key(|r| r.0);
     let mut totals = ToastTotals::default();
     let mut findings = Vec::new();
@@ -87,10 +88,6 @@ pub struct ToastTotals {
     pub values: u64,
     pub unreferenced_chunks: u64,
     pub presence_unchecked: u64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The findings of one TOAST relation.
