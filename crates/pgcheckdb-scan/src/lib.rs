@@ -10,10 +10,11 @@
 mod cache;
 pub mod open;
 
+use std::ffi::CStr;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -34,6 +35,14 @@ pub trait FileList: Sync {
     fn scan_len(&self, file: usize) -> u64;
     /// Writes the path of file `file` into `path` (its buffer is reused from file to file).
     fn path_into(&self, file: usize, path: &mut PathBuf);
+    /// The directory file `file` is in, when the list knows it: a worker then keeps that
+    /// directory open and opens the file by its name alone ([`FileList::name_into`]), so that
+    /// the kernel does not walk the whole path again for every file.
+    fn dir_of(&self, _file: usize) -> Option<&Path> {
+        None
+    }
+    /// Writes the name of file `file` inside [`FileList::dir_of`], NUL-terminated, into `name`.
+    fn name_into(&self, _file: usize, _name: &mut Vec<u8>) {}
 }
 
 impl FileList for [ScanFile] {
@@ -215,6 +224,8 @@ where
                     throttle: throttle.as_ref(),
                     buffer: vec![0u8; opts.chunk_bytes],
                     path: PathBuf::new(),
+                    dir: None,
+                    name: Vec::new(),
                     open: None,
                 };
                 let next = &next;
@@ -263,6 +274,10 @@ struct Worker<'a, L: ?Sized> {
     buffer: Vec<u8>,
     /// The path of the file being opened, reused from file to file.
     path: PathBuf,
+    /// The directory of the last file opened by name, and a descriptor of it.
+    dir: Option<(PathBuf, File)>,
+    /// The name of the file being opened in `dir`, NUL-terminated, reused from file to file.
+    name: Vec<u8>,
     /// The file this worker has open, kept across consecutive units of the same file.
     open: Option<(usize, File)>,
 }
@@ -272,8 +287,13 @@ impl<L: FileList + ?Sized> Worker<'_, L> {
         if self.open.as_ref().map(|(i, _)| *i) != Some(index) {
             // Close the previous file first: one descriptor per worker.
             self.open = None;
-            self.files.path_into(index, &mut self.path);
-            let file = open::open_listed_regular(&self.path, self.opts.write)?;
+            let file = match self.open_by_name(index) {
+                Some(opened) => opened?,
+                None => {
+                    self.files.path_into(index, &mut self.path);
+                    open::open_listed_regular(&self.path, self.opts.write)?
+                }
+            };
             if self.opts.keep_cache {
                 cache::advise_no_readahead(&file);
             } else if self.files.scan_len(index) > self.opts.chunk_bytes as u64 {
@@ -283,6 +303,24 @@ impl<L: FileList + ?Sized> Worker<'_, L> {
             self.open = Some((index, file));
         }
         Ok(&self.open.as_ref().expect("just opened").1)
+    }
+
+    /// Opens file `index` by its name in its directory ([`FileList::dir_of`]), opening that
+    /// directory when the file is in another one than the last. `None` when the list gives no
+    /// directory or the directory cannot be opened: the caller opens the whole path, and an
+    /// error then names the file.
+    fn open_by_name(&mut self, index: usize) -> Option<io::Result<File>> {
+        let dir = self.files.dir_of(index)?;
+        if self.dir.as_ref().map(|(p, _)| p.as_os_str()) != Some(dir.as_os_str()) {
+            self.dir = None;
+            let handle = open::open_directory(dir).ok()?;
+            self.dir = Some((dir.to_path_buf(), handle));
+        }
+        self.name.clear();
+        self.files.name_into(index, &mut self.name);
+        let name = CStr::from_bytes_with_nul(&self.name).ok()?;
+        let (_, handle) = self.dir.as_ref()?;
+        Some(open::open_listed_regular_at(handle, name, self.opts.write))
     }
 
     fn scan_unit<V: Visitor>(&mut self, unit: WorkUnit, visitor: &mut V) {

@@ -428,6 +428,12 @@ impl pgcheckdb_scan::FileList for PhaseFiles<'_> {
     fn path_into(&self, file: usize, path: &mut std::path::PathBuf) {
         self.plan.path_into(file, path);
     }
+    fn dir_of(&self, file: usize) -> Option<&std::path::Path> {
+        self.plan.dir_of(file)
+    }
+    fn name_into(&self, file: usize, name: &mut Vec<u8>) {
+        self.plan.name_into(file, name);
+    }
 }
 
 #[cfg(test)]

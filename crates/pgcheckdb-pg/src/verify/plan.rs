@@ -172,6 +172,16 @@ impl FileList for Plan {
     fn path_into(&self, file: usize, path: &mut PathBuf) {
         self.dir.files[file].path_into(path);
     }
+
+    fn dir_of(&self, file: usize) -> Option<&Path> {
+        Some(&self.dir.files[file].dir.path)
+    }
+
+    fn name_into(&self, file: usize, name: &mut Vec<u8>) {
+        use std::io::Write;
+        // Writing into a vector cannot fail.
+        let _ = write!(name, "{}\0", self.dir.files[file].name);
+    }
 }
 
 pub(super) fn attach_names(f: &mut Finding, db_oid: u32, relfilenode: u32) {
