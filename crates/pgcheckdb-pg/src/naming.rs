@@ -2,8 +2,6 @@
 //! method for every finding, plus the catalog's own problems, orphan files (with the reason no
 //! committed catalog row owns them) and relation files that are missing.
 
-use std::collections::HashSet;
-
 use serde_json::json;
 
 use crate::catalog::{Catalog, PendingRelation};
@@ -15,11 +13,22 @@ use crate::verify::{Plan, VerifyReport};
 /// Annotates every finding and adds catalog findings, orphan files and missing files; keeps the
 /// order stable.
 pub fn name_findings(report: &mut VerifyReport, plan: &Plan, catalog: &Catalog) {
-    report.findings.extend(catalog.findings.iter().cloned());
-    report.findings.extend(orphan_files(plan, catalog));
-    report
-        .findings
-        .extend(crate::missing::missing_files(plan, catalog));
+    name_findings_with(report, catalog, listing_findings(plan, catalog));
+}
+
+/// The findings that come from comparing the catalog with the listing alone (orphan and
+/// missing files), and the catalog's own: they need no block, so `verify` finds them on a
+/// thread of their own while the scan runs.
+pub fn listing_findings(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
+    let mut out = catalog.findings.clone();
+    out.extend(orphan_files(plan, catalog));
+    out.extend(crate::missing::missing_files(plan, catalog));
+    out
+}
+
+/// [`name_findings`] with the [`listing_findings`] found beforehand.
+pub fn name_findings_with(report: &mut VerifyReport, catalog: &Catalog, listed: Vec<Finding>) {
+    report.findings.extend(listed);
     for f in &mut report.findings {
         catalog.annotate(f);
     }
@@ -31,7 +40,7 @@ pub fn name_findings(report: &mut VerifyReport, plan: &Plan, catalog: &Catalog) 
 
 /// Non-empty main forks that no `pg_class` row of a readable database owns.
 fn orphan_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
-    let named_dbs: HashSet<u32> = catalog.relations.keys().map(|(db, _, _)| *db).collect();
+    let named_dbs = databases_with_relations(catalog);
     let mut out = Vec::new();
     for (fi, fork) in plan.forks.iter().enumerate() {
         if fork.fork != ForkNumber::Main || plan.fork_blocks[fi] == 0 {
@@ -39,7 +48,7 @@ fn orphan_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
         }
         let db = fork.location.db_oid();
         let first = &plan.dir.files[fork.segments().start];
-        if !named_dbs.contains(&db)
+        if named_dbs.binary_search(&db).is_err()
             || catalog.incomplete_databases.contains(&db)
             || catalog.relation_of(first).is_some()
         {
@@ -71,6 +80,21 @@ fn orphan_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
         out.push(f);
     }
     out
+}
+
+/// The databases the catalog names relations of, sorted. Relations come database by database,
+/// so only a change of database is looked up.
+fn databases_with_relations(catalog: &Catalog) -> Vec<u32> {
+    let mut dbs: Vec<u32> = Vec::new();
+    let mut last = None;
+    for &(db, _, _) in catalog.relations.keys() {
+        if last != Some(db) && !dbs.contains(&db) {
+            dbs.push(db);
+        }
+        last = Some(db);
+    }
+    dbs.sort_unstable();
+    dbs
 }
 
 /// Why no committed row owns a file, and the facts behind it as `detail`.
