@@ -179,12 +179,14 @@ pub fn with_progress<T>(d: &Display, progress: &Progress, work: impl FnOnce() ->
     }
     let done = AtomicBool::new(false);
     thread::scope(|s| {
-        s.spawn(|| match d.mode {
+        let drawer = s.spawn(|| match d.mode {
             Mode::Bar => draw_bar(d, progress, &done),
             _ => print_lines(d, progress, &done),
         });
         let result = work();
         done.store(true, Ordering::Relaxed);
+        // Woken now rather than at its next redraw, which the scope would wait for.
+        drawer.thread().unpark();
         result
     })
 }
@@ -202,7 +204,7 @@ fn draw_bar(d: &Display, progress: &Progress, done: &AtomicBool) {
         let snap = Snapshot::take(d, progress, started);
         bar.set_position(snap.done);
         bar.set_message(snap.blocks_and_place(d));
-        thread::sleep(Duration::from_millis(100));
+        thread::park_timeout(Duration::from_millis(100));
     }
     // The bar goes before anything else is said, so it never draws over the lines after it.
     bar.finish_and_clear();
@@ -224,7 +226,7 @@ fn print_lines(d: &Display, progress: &Progress, done: &AtomicBool) {
             eprintln!("{}", Snapshot::take(d, progress, started).line(d));
             next += LINE_INTERVAL;
         }
-        thread::sleep(Duration::from_millis(50));
+        thread::park_timeout(Duration::from_millis(50));
     }
     if let (Some(sig), false) = (signals::caught(), told) {
         eprintln!("{}", interrupted_line(sig));

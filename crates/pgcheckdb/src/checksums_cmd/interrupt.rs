@@ -76,17 +76,18 @@ pub fn name(signal: i32) -> &'static str {
 pub fn forwarding_to<T>(cancel: &AtomicBool, work: impl FnOnce() -> T) -> T {
     let done = AtomicBool::new(false);
     thread::scope(|s| {
-        s.spawn(|| {
+        let watcher = s.spawn(|| {
             while !done.load(Ordering::SeqCst) {
                 if CANCEL.load(Ordering::SeqCst) {
                     cancel.store(true, Ordering::SeqCst);
                     return;
                 }
-                thread::sleep(Duration::from_millis(20));
+                thread::park_timeout(Duration::from_millis(20));
             }
         });
         let result = work();
         done.store(true, Ordering::SeqCst);
+        watcher.thread().unpark();
         result
     })
 }
