@@ -8,7 +8,6 @@
 //! The invariant everywhere: no panic and no endless loop, whatever the bytes.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::catalog::attributes::Attribute;
@@ -254,7 +253,7 @@ impl Default for StandardContext {
 pub fn committed_clog() -> CommitLog {
     const SEGMENT_PAGES: usize = 32;
     let segment = vec![0x55u8; SEGMENT_PAGES * BLCKSZ];
-    CommitLog::from_segments(BLCKSZ as u32, HashMap::from([(0, segment)]))
+    CommitLog::from_segments(BLCKSZ as u32, [(0, segment)])
 }
 
 /// The standard level's structure checks for every page format, on the pages the verify scan

@@ -8,7 +8,7 @@
 //! it checks the metapage, and a page that needs it earlier reads the metapage itself, once
 //! per index.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, OnceLock};
 

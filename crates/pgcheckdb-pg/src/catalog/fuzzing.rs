@@ -2,7 +2,7 @@
 //! every row decoder of every supported version, on bytes that never came from a cluster.
 //! Not part of the API; used by `fuzz/` and the seed-corpus test.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use super::attributes::{attribute_layout, Attribute};
 use super::heapscan::for_each_visible_row;
@@ -20,7 +20,7 @@ pub fn decode_catalog_file(
     max_align: usize,
     clog: &CommitLog,
 ) -> usize {
-    let types: HashMap<u32, String> = HashMap::from([(23, "int4".to_string())]);
+    let types: HashMap<u32, String> = [(23, "int4".to_string())].into_iter().collect();
     let mut rows = 0;
     let mut columns: Vec<(i16, Attribute)> = Vec::new();
     for_each_visible_row(data, blcksz, max_align, clog, |row| {

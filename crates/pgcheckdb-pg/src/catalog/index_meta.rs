@@ -4,7 +4,7 @@
 //! `pg_database`. Column offsets per major version are data in [`super::layouts`]; the
 //! comparators that use these facts live in [`crate::btree_order`].
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::path::Path;
 
 use super::layouts::{

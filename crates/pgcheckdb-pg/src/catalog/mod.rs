@@ -20,7 +20,7 @@ use rows::{i16_at, name_at, u32_at};
 #[doc(hidden)]
 pub mod fuzzing;
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -202,7 +202,7 @@ pub type FileKey = (u32, u32, u32);
 pub struct RelationMap {
     entries: Vec<(FileKey, RelationInfo)>,
     index: hashbrown::HashTable<u32>,
-    hasher: std::hash::RandomState,
+    hasher: foldhash::fast::RandomState,
 }
 
 impl RelationMap {
@@ -269,7 +269,7 @@ impl RelationMap {
     }
 }
 
-fn hash_key(hasher: &std::hash::RandomState, key: &FileKey) -> u64 {
+fn hash_key(hasher: &foldhash::fast::RandomState, key: &FileKey) -> u64 {
     use std::hash::BuildHasher;
     hasher.hash_one(key)
 }
@@ -337,8 +337,8 @@ impl Catalog {
             datadir,
             control,
             layouts,
+            clog: &clog,
             catalog: Catalog {
-                clog,
                 findings: trouble.findings,
                 tool_errors: trouble.tool_errors,
                 prepared: control
@@ -355,7 +355,8 @@ impl Catalog {
         for db in &dbs {
             reader.read_database_relations(db);
         }
-        reader.catalog
+        let catalog = reader.catalog;
+        Catalog { clog, ..catalog }
     }
 
     /// The relation stored in `file` (a path relative to the data directory) under file number

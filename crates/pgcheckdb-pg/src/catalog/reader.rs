@@ -2,7 +2,7 @@
 //! `pg_tablespace`, and per database `pg_class`, `pg_namespace`, `pg_am`, `pg_attribute`,
 //! `pg_type` and `pg_index`, each page checked for damage, rows picked by visibility.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -22,6 +22,10 @@ pub(super) struct Reader<'a> {
     pub(super) datadir: &'a Path,
     pub(super) control: &'a ControlFile,
     pub(super) layouts: CatalogLayouts,
+    /// The commit log that decides which catalog rows are visible; it goes into `catalog`
+    /// when every catalog has been read, and is shared meanwhile with a reader on another
+    /// thread ([`Reader::beside`]).
+    pub(super) clog: &'a CommitLog,
     pub(super) catalog: Catalog,
     /// Column lists already seen: relations with the same columns (the tables of a
     /// multi-tenant cluster's schemas, every TOAST table) share one list.
@@ -82,7 +86,7 @@ pub(super) struct NameSources<'a> {
     pub(super) global_map: &'a HashMap<u32, u32>,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
     pub(super) fn dir_of(&self, db_oid: u32, spc: u32) -> PathBuf {
         match spc {
             oids::GLOBALTABLESPACE => self.datadir.join("global"),
@@ -98,6 +102,20 @@ impl Reader<'_> {
                     .join(version)
                     .join(db_oid.to_string())
             }
+        }
+    }
+
+    /// A reader of the same cluster for another thread: what it finds goes into its own
+    /// (otherwise empty) catalog, for this reader to take in.
+    pub(super) fn beside(&self) -> Reader<'a> {
+        Reader {
+            datadir: self.datadir,
+            control: self.control,
+            layouts: self.layouts,
+            clog: self.clog,
+            catalog: Catalog::default(),
+            column_lists: ColumnLists::default(),
+            columns: self.columns,
         }
     }
 
@@ -131,13 +149,10 @@ impl Reader<'_> {
         mut f: impl FnMut(Row<'_>, RowState),
     ) -> bool {
         let ma = self.control.max_align as usize;
-        // The commit log is lent to the page visitor for the scan and put back after it.
-        let clog = std::mem::take(&mut self.catalog.clog);
-        let complete = self.scan_pages(dir, filenode, what, |blkno, page, trouble| {
-            rows_of_page(page, blkno, ma, &clog, trouble, &mut f)
-        });
-        self.catalog.clog = clog;
-        complete
+        let clog = self.clog;
+        self.scan_pages(dir, filenode, what, |blkno, page, trouble| {
+            rows_of_page(page, blkno, ma, clog, trouble, &mut f)
+        })
     }
 
     /// Reads every page of the catalog `filenode` in `dir`, handing each to `visit`, and reports
@@ -351,19 +366,31 @@ impl Reader<'_> {
         } else {
             HashMap::new()
         };
-        let owners = self.owners(&dir, node_of(oids::PG_INDEX), &rows);
-        if self.columns {
-            self.read_order_meta(db, &dir, &node_of);
-        }
-        let global_map = if rows.iter().any(|r| r.relisshared) {
-            self.map_of(&self.datadir.join("global"))
-        } else {
-            HashMap::new()
-        };
-        let columns = local_map
-            .get(&oids::PG_ATTRIBUTE)
-            .map(|&n| self.read_attributes(&dir, n, &types))
-            .unwrap_or_default();
+        // pg_attribute, the largest catalog, is read on a thread of its own meanwhile.
+        let (owners, global_map, columns) = std::thread::scope(|s| {
+            let attributes = local_map.get(&oids::PG_ATTRIBUTE).filter(|_| self.columns);
+            let columns = attributes.map(|&n| {
+                let mut beside = self.beside();
+                let (dir, types) = (&dir, &types);
+                s.spawn(move || (beside.read_attributes(dir, n, types), beside.catalog))
+            });
+            let owners = self.owners(&dir, node_of(oids::PG_INDEX), &rows);
+            if self.columns {
+                self.read_order_meta(db, &dir, &node_of);
+            }
+            let global_map = if rows.iter().any(|r| r.relisshared) {
+                self.map_of(&self.datadir.join("global"))
+            } else {
+                HashMap::new()
+            };
+            let columns = columns.map(|h| {
+                let (columns, found) = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+                self.catalog.findings.extend(found.findings);
+                self.catalog.tool_errors.extend(found.tool_errors);
+                columns
+            });
+            (owners, global_map, columns.unwrap_or_default())
+        });
         drop(types);
         let names = NameSources {
             relnames: &relnames,

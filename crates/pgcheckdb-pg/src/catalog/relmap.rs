@@ -1,7 +1,7 @@
 //! `pg_filenode.map`: the relation mapper file that gives the file numbers of mapped catalogs
 //! (pg_class, pg_database, their indexes, ...), whose `pg_class.relfilenode` is 0.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::path::Path;
 
 /// `RELMAPPER_FILEMAGIC`.

@@ -1,7 +1,7 @@
 //! Decoding catalog rows: the columns pgcheckdb reads from `pg_class`, `pg_attribute`,
 //! `pg_database`, `pg_namespace`/`pg_am` and `pg_index` rows, by each version's layout.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use super::*;
 use attributes::{align_of, Attribute, PgAttributeLayout};

@@ -3,7 +3,7 @@
 //! What cannot be loaded is never silent: a missing or irregular directory or segment is a
 //! finding, one pgcheckdb may not read is a tool error.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::fs;
 use std::io;
 use std::path::Path;
@@ -154,8 +154,14 @@ impl CommitLog {
     /// A commit log from segment images (`segno -> bytes`) instead of `pg_xact`; for tests and
     /// fuzzing.
     #[doc(hidden)]
-    pub fn from_segments(blcksz: u32, segments: HashMap<u32, Vec<u8>>) -> CommitLog {
-        CommitLog { blcksz, segments }
+    pub fn from_segments(
+        blcksz: u32,
+        segments: impl IntoIterator<Item = (u32, Vec<u8>)>,
+    ) -> CommitLog {
+        CommitLog {
+            blcksz,
+            segments: segments.into_iter().collect(),
+        }
     }
 
     /// Records that `xid` committed or aborted, as the running server says where the files
@@ -217,7 +223,7 @@ mod tests {
     #[test]
     fn recorded_statuses_overwrite_what_the_files_lag_behind() {
         let segment = vec![0u8; 8192 * SLRU_PAGES_PER_SEGMENT as usize];
-        let mut clog = CommitLog::from_segments(8192, HashMap::from([(0, segment)]));
+        let mut clog = CommitLog::from_segments(8192, [(0, segment)]);
         assert_eq!(clog.status(1000), XidStatus::InProgress);
         clog.record(1000, XidStatus::Committed);
         clog.record(1001, XidStatus::Aborted);
