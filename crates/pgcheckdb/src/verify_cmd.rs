@@ -468,6 +468,12 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     if wants_metrics(common) {
         emit_metrics(common, Some(shown), &report.summary, &report.findings, code)?;
     }
+    // The process ends now and its memory goes back whole: the catalogs, the plan and the
+    // structure are not freed object by object (18 ms on one core at the standard level on
+    // 80,000 relations). Nothing of theirs has work to do when dropped.
+    std::mem::forget(structure);
+    std::mem::forget(catalog);
+    std::mem::forget(plan);
     Ok(code)
 }
 
