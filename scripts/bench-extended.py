@@ -14,6 +14,8 @@ In interleaved rounds with a warm page cache (one discarded warm-up round):
   * pgcheckdb verify --level extended -j J                   (the whole cluster)
   * pgcheckdb verify --level extended -j J -d postgres -i '*'   (the B-tree indexes of the same
     database that pg_amcheck checks: the like-for-like comparison with B-tree-only amcheck)
+  * pgcheckdb verify --level standard -j J -d postgres -i '*'   (the same indexes at the standard
+    level: what the B-tree checks of the extended level cost on top of it)
 The server is started before pg_amcheck and stopped after it; start/stop are not timed.
 Then once: peak RSS of the extended level with --memory 64MB and with the default 1 GiB
 (/usr/bin/time -v), and whether both report the same findings.
@@ -141,8 +143,9 @@ def main():
     ours = lambda level: [args.pgcheckdb, "verify", "-D", str(data), "--level", level, "-j", str(args.jobs),
                           "--format", "json", "--no-progress"]
     ours_btree = ours("extended") + ["-d", "postgres", "-i", "*"]
+    standard_btree = ours("standard") + ["-d", "postgres", "-i", "*"]
     times = {"pg_amcheck --parent-check": [], "pg_amcheck --parent-check --heapallindexed": [], "standard": [],
-             "extended": [], "extended -i '*'": []}
+             "extended": [], "extended -i '*'": [], "standard -i '*'": []}
     amchecks = [("pg_amcheck --parent-check", amcheck)]
     if not args.skip_heapallindexed:
         amchecks.append(("pg_amcheck --parent-check --heapallindexed", amcheck_all))
@@ -157,7 +160,7 @@ def main():
                 times[name].append(t)
         bs.pg_ctl(args, data, sock, "stop")
         for level, cmd in (("standard", ours("standard")), ("extended", ours("extended")),
-                           ("extended -i '*'", ours_btree)):
+                           ("extended -i '*'", ours_btree), ("standard -i '*'", standard_btree)):
             t, res = bs.timed(cmd)
             if res.returncode != 0:
                 sys.exit(f"pgcheckdb {level} exit {res.returncode}:\n{res.stdout[-3000:]}{res.stderr}")
@@ -171,6 +174,7 @@ def main():
     med = {k: statistics.median(v) if v else float("nan") for k, v in times.items()}
     ext = summary["extended"]["extended"]
     BT = "extended -i '*'"
+    SBT = "standard -i '*'"
     ratio = lambda a, b: f"{med[a] / med[b]:.2f}×"
     lines = [f"### Extended level, {what} (`-j {args.jobs}`, warm cache, {args.rounds} rounds, medians)", "",
              f"Machine: {bp.cpu_model()}, {os.cpu_count()} cores; load average at the end {bp.load_average()}.", "",
@@ -183,11 +187,13 @@ def main():
              f"{med['standard']:.2f} s |",
              f"| `verify --level extended` | the whole cluster | {med['extended']:.2f} s |",
              f"| `verify --level extended -d postgres -i '*'` | the B-tree indexes of `postgres`, "
-             f"{summary[BT]['bytes'] / 1e9:.2f} GB | {med[BT]:.2f} s |", "",
+             f"{summary[BT]['bytes'] / 1e9:.2f} GB | {med[BT]:.2f} s |",
+             f"| `verify --level standard -d postgres -i '*'` | the same indexes | {med[SBT]:.2f} s |", "",
              f"Ratios: B-tree-only amcheck / `extended -i '*'` = "
              f"{ratio('pg_amcheck --parent-check', BT)}; heapallindexed amcheck / extended = "
              f"{ratio('pg_amcheck --parent-check --heapallindexed', 'extended')}; extended / standard = "
-             f"×{med['extended'] / med['standard']:.2f}.", "",
+             f"×{med['extended'] / med['standard']:.2f}; B-tree checks, extended / standard "
+             f"(`-d postgres -i '*'` both) = ×{med[BT] / med[SBT]:.2f}.", "",
              f"Facts: {ext['facts']}, indexes checked {ext['indexes_checked']}, merge {ext['merge_seconds']:.3f} s.",
              f"Peak RSS: {rss_small:.0f} MiB with `--memory 64MB` ({sum_small['extended']['spill_files']} spill "
              f"files, {sum_small['extended']['spilled_bytes'] / 1e6:.1f} MB spilled), {rss_big:.0f} MiB with 1 GiB; "
