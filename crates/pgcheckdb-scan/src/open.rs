@@ -115,13 +115,22 @@ pub fn open_directory(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-/// `file`, if its descriptor is a regular file (one `fstat`); else it is closed and refused.
+/// `file`, if its descriptor is a regular file (one `fstat`, not the `statx` of every field
+/// that `File::metadata` asks for); else it is closed and refused.
 fn only_regular(file: File) -> io::Result<File> {
-    let ft = file.metadata()?.file_type();
-    if !ft.is_file() {
-        return Err(refuse(&ft));
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: a valid descriptor and a buffer of the right type; `st` is read only after the
+    // call succeeded.
+    if unsafe { libc::fstat(file.as_raw_fd(), st.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
     }
-    Ok(file)
+    // SAFETY: fstat returned 0, so it filled `st`.
+    if unsafe { st.assume_init() }.st_mode & libc::S_IFMT == libc::S_IFREG {
+        return Ok(file);
+    }
+    // Not a regular file: the rare path names what it is.
+    let ft = file.metadata()?.file_type();
+    Err(refuse(&ft))
 }
 
 /// Turns `O_NONBLOCK` off again (it has no effect on regular files, but the descriptor is
