@@ -186,28 +186,18 @@ pub struct Structure<'c> {
 }
 
 impl<'c> Structure<'c> {
-    /// Derives every file's page format from the catalog. A large plan is shared out, at fork
-    /// boundaries, among threads (80,000 files: 50 ms on one core, before the scan can start).
+    /// Derives every file's page format from the catalog. A large plan is cut, at fork
+    /// boundaries, into parts that threads take one after another (80,000 files: 50 ms on one
+    /// core, before the scan can start; B-tree indexes cost more than the rest, so the parts
+    /// are many and small for the threads to end together).
     pub fn from_catalog(plan: &Plan, catalog: &'c Catalog) -> Structure<'c> {
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(plan.forks.len() / PARALLEL_STRUCTURE_MIN_FORKS + 1);
-        let parts: Vec<(Vec<Option<FileStructure>>, Vec<NotOrderCheckedIndex>)> =
-            std::thread::scope(|s| {
-                let handles: Vec<_> = fork_ranges(plan.forks.len(), threads)
-                    .map(|forks| s.spawn(move || file_structures(plan, catalog, forks)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                    .collect()
-            });
-        let mut files = Vec::with_capacity(plan.dir.files.len());
-        let mut not_order_checked = Vec::new();
-        for (part_files, skipped) in parts {
-            files.extend(part_files);
-            not_order_checked.extend(skipped);
-        }
+        let (files, not_order_checked) = match threads {
+            1 => file_structures(plan, catalog, 0..plan.forks.len()),
+            _ => file_structures_in_parallel(plan, catalog, threads),
+        };
         let facts = crate::standard::bounds::cluster_facts(&plan.control, &plan.datadir);
         Structure {
             files,
@@ -219,11 +209,51 @@ impl<'c> Structure<'c> {
     }
 }
 
+/// [`file_structures`] of every fork, on `threads` threads.
+fn file_structures_in_parallel(plan: &Plan, catalog: &Catalog, threads: usize) -> StructurePart {
+    let ranges: Vec<_> = fork_ranges(plan.forks.len(), threads * PARTS_PER_THREAD).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut parts: Vec<(usize, StructurePart)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(forks) = ranges.get(i) else {
+                            return done;
+                        };
+                        done.push((i, file_structures(plan, catalog, forks.clone())));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    parts.sort_unstable_by_key(|(i, _)| *i);
+    let mut files = Vec::with_capacity(plan.dir.files.len());
+    let mut not_order_checked = Vec::new();
+    for (_, (part_files, skipped)) in parts {
+        files.extend(part_files);
+        not_order_checked.extend(skipped);
+    }
+    (files, not_order_checked)
+}
+
 /// A B-tree index whose keys are not order-checked: `(schema.name, database oid, why)`.
 type NotOrderCheckedIndex = (String, u32, NotOrderChecked);
 
 /// Forks below which one thread derives the structure of every file.
 const PARALLEL_STRUCTURE_MIN_FORKS: usize = 8192;
+
+/// Parts of the plan per thread deriving the structure.
+const PARTS_PER_THREAD: usize = 16;
+
+/// The structure of the files of some forks, and the indexes among them not order-checked.
+type StructurePart = (Vec<Option<FileStructure>>, Vec<NotOrderCheckedIndex>);
 
 /// `forks` fork indexes cut into `parts` consecutive ranges, in order.
 fn fork_ranges(forks: usize, parts: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
@@ -233,11 +263,7 @@ fn fork_ranges(forks: usize, parts: usize) -> impl Iterator<Item = std::ops::Ran
 
 /// The structure of every file of the forks `forks`, in file order, and the B-tree indexes
 /// among them whose keys are not order-checked.
-fn file_structures(
-    plan: &Plan,
-    catalog: &Catalog,
-    forks: std::ops::Range<usize>,
-) -> (Vec<Option<FileStructure>>, Vec<NotOrderCheckedIndex>) {
+fn file_structures(plan: &Plan, catalog: &Catalog, forks: std::ops::Range<usize>) -> StructurePart {
     let mut orders = BtreeOrders::new(plan, catalog);
     let files = plan.forks[forks]
         .iter()
@@ -521,6 +547,19 @@ mod tests {
                 (32768, 8292)
             ]
         );
+    }
+
+    #[test]
+    fn fork_ranges_cover_every_fork_once_in_order() {
+        for (forks, parts) in [(0, 1), (5, 32), (8192, 32), (80_950, 32), (7, 3), (1, 1)] {
+            let ranges: Vec<_> = fork_ranges(forks, parts).collect();
+            assert_eq!(ranges.len(), parts);
+            assert_eq!(ranges.first().map(|r| r.start), Some(0));
+            assert_eq!(ranges.last().map(|r| r.end), Some(forks));
+            assert!(ranges.windows(2).all(|w| w[0].end == w[1].start));
+            let longest = ranges.iter().map(|r| r.len()).max().unwrap_or(0);
+            assert!(longest <= forks.div_ceil(parts), "{forks} forks in {parts}");
+        }
     }
 
     #[test]
