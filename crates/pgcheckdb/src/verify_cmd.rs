@@ -723,10 +723,11 @@ fn list_not_order_checked(structure: &Structure<'_>) {
     }
 }
 
-/// Has every thread allocate from one malloc arena, and large blocks mapped on their own. The physical level's threads allocate
-/// almost nothing once the catalogs are read and the plan is made, but each thread that does
-/// gets an arena of its own, whose freed memory stays resident: on a cluster of 80,000 small
-/// relations that was a sixth of the peak resident memory. The levels above allocate per
+/// Has every thread allocate from one malloc arena, and large blocks mapped on their own. The
+/// physical level's threads allocate almost nothing once the catalogs are read and the plan is
+/// made, but each thread that does gets an arena of its own, whose freed memory stays
+/// resident: on a cluster of 80,000 small relations that was a sixth of the peak resident
+/// memory. The levels above allocate per
 /// page in every worker, and keep the default. Blocks of 128 kB and more (the listing's and
 /// the catalog's tables, which grow and are freed while the other is built) are mapped and
 /// unmapped on their own instead of leaving holes in the heap: half a megabyte less at the
