@@ -142,14 +142,12 @@ fn insert_tids(bloom: &Bloom, tuple: &[u8], kh: u64, pending: &mut Vec<Slot>) ->
 
 /// Sets a page's fingerprints: first asks for every word they fall in (the loads overlap,
 /// where one insert after another would wait for each cache miss of an index not in table
-/// order), then sets the bits.
+/// order), then sets the bits (under the filter's lock, once for the page).
 fn insert_pending(bloom: &Bloom, pending: &[Slot]) {
     for &slot in pending {
         bloom.prefetch(slot);
     }
-    for &slot in pending {
-        bloom.insert(slot);
-    }
+    bloom.insert_all(pending);
 }
 
 /// Looks up, for every certainly live tuple of a heap page, its entry in each index of the
