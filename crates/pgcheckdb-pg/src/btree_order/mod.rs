@@ -8,7 +8,7 @@
 //!
 //! Parts: [`opclass`] maps an index's catalog rows to comparators, [`datum`] holds the
 //! comparators ([`numeric`] the numeric format), [`collate`] the string collations, [`tuple`] decodes index tuples, [`pglz`]
-//! unpacks compressed values.
+//! unpacks compressed values, [`quick`] orders single integer-like keys without decoding.
 
 pub mod collate;
 pub mod datum;
@@ -16,6 +16,7 @@ pub mod numeric;
 pub mod opclass;
 pub mod pglz;
 pub mod plan;
+pub mod quick;
 pub mod tuple;
 
 use std::cmp::Ordering;
@@ -24,6 +25,7 @@ use std::sync::Arc;
 
 use crate::catalog::{Catalog, RelationInfo};
 use datum::KeyType;
+use quick::QuickKey;
 use tuple::{HeapKey, KeyTuple, StoredAs};
 
 /// `INDOPTION_DESC` and `INDOPTION_NULLS_FIRST` of `pg_index.indoption`.
@@ -164,6 +166,16 @@ impl IndexOrdering {
     /// Decodes the keys of one item (see [`IndexOrdering::compare`]).
     pub fn decode<'a>(&self, item: &'a [u8]) -> Option<KeyTuple<'a>> {
         tuple::decode(item, &self.stored, self.max_align)
+    }
+
+    /// The shortcut of [`quick`] when the index has a single key column it covers.
+    pub fn quick_key(&self) -> Option<QuickKey> {
+        match self.columns.as_slice() {
+            [col] if self.key_columns == 1 => {
+                QuickKey::for_column(&col.key_type, col.stored, col.desc, self.max_align)
+            }
+            _ => None,
+        }
     }
 
     /// [`IndexOrdering::decode`] into a reused tuple; `None` if the item is malformed.

@@ -15,7 +15,7 @@ use super::btree::{IndexCheck, Problem};
 use super::plan::{ExtendedPlan, IndexInfo};
 use super::report::block_finding;
 use super::spill::Runs;
-use super::tids::merge::{check_heap_tids, TidOutcome};
+use super::tids::merge::{check_heap_tids, parts, ChunkRange, TidOutcome};
 use super::toast::merge::{check_toasts, unread_forks};
 use super::unique::{collect_live, needed_blocks, violations, Group};
 use super::{lock, unlocked, ExtendedSummary, NotOrderCheckedIndex};
@@ -142,8 +142,9 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
 enum Task {
     /// The facts of the B-tree index at this fork.
     Index(usize),
-    /// The heap TIDs the indexes of the table at this heap fork hold.
-    Tids(usize),
+    /// The heap TIDs the indexes of the table at this heap fork hold, in one part of its
+    /// chunks (a big table's TIDs are merged in parts, in parallel).
+    Tids(usize, ChunkRange),
     /// The visibility map and hint bits of the table at this heap fork.
     Vm(usize),
     /// The miss chance of every heap -> index filter (a pass over each filter's words).
@@ -170,12 +171,12 @@ fn fork_bytes(plan: &Plan, fork: usize) -> u64 {
 }
 
 /// A stable order among tasks of the same size.
-fn task_order(task: Task) -> (u8, usize) {
+fn task_order(task: Task) -> (u8, usize, u32) {
     match task {
-        Task::Index(f) => (0, f),
-        Task::Tids(h) => (1, h),
-        Task::Vm(h) => (2, h),
-        Task::Filters => (3, 0),
+        Task::Index(f) => (0, f, 0),
+        Task::Tids(h, part) => (1, h, part.first),
+        Task::Vm(h) => (2, h, 0),
+        Task::Filters => (3, 0, 0),
     }
 }
 
@@ -197,7 +198,11 @@ fn run_pool(
     for i in ext.tids.indexes.values() {
         *tid_bytes.entry(i.heap_fork).or_default() += fork_bytes(plan, i.fork);
     }
-    tasks.extend(tid_bytes.into_iter().map(|(h, b)| (b, Task::Tids(h))));
+    for (heap, bytes) in tid_bytes {
+        let parts = parts(plan.fork_blocks[heap], ext.jobs);
+        let share = bytes / parts.len() as u64;
+        tasks.extend(parts.into_iter().map(|p| (share, Task::Tids(heap, p))));
+    }
     tasks.extend(
         ext.vm
             .tables
@@ -211,7 +216,7 @@ fn run_pool(
     let tasks: Vec<Task> = tasks.into_iter().map(|(_, t)| t).collect();
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<IndexResult>> = Mutex::new(Vec::new());
-    let tids = Mutex::new(TidOutcome::default());
+    let tids: Mutex<Vec<(usize, u32, TidOutcome)>> = Mutex::new(Vec::new());
     let vm: Mutex<Vec<(usize, Vec<Finding>)>> = Mutex::new(Vec::new());
     let miss_chances: Mutex<Vec<f64>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
@@ -230,9 +235,9 @@ fn run_pool(
                             )),
                         }
                     }
-                    Some(&Task::Tids(heap)) => {
-                        let out = check_heap_tids(plan, ext, runs, heap, errors);
-                        lock(&tids).absorb(out);
+                    Some(&Task::Tids(heap, part)) => {
+                        let out = check_heap_tids(plan, ext, runs, heap, part, errors);
+                        lock(&tids).push((heap, part.first, out));
                     }
                     Some(&Task::Vm(heap)) => {
                         match super::vm::merge::check_table(plan, ext, runs, heap) {
@@ -255,9 +260,16 @@ fn run_pool(
     });
     let mut out = unlocked(results);
     out.sort_by_key(|r| r.fork);
+    // The parts' findings in table and chunk order, whichever part ended first.
+    let mut tid_parts = unlocked(tids);
+    tid_parts.sort_by_key(|&(heap, first, _)| (heap, first));
+    let mut tid_outcome = TidOutcome::default();
+    for (_, _, out) in tid_parts {
+        tid_outcome.absorb(out);
+    }
     PoolOutcome {
         results: out,
-        tids: unlocked(tids),
+        tids: tid_outcome,
         vm: unlocked(vm),
         miss_chances: unlocked(miss_chances),
     }

@@ -289,11 +289,28 @@ impl Runs {
     }
 
     /// Calls `f` with every record of `unit`, in byte order, merged from all runs.
-    pub fn for_each_in_unit(&self, unit: u32, mut f: impl FnMut(&[u8])) -> io::Result<()> {
+    pub fn for_each_in_unit(&self, unit: u32, f: impl FnMut(&[u8])) -> io::Result<()> {
+        self.for_each_between(unit, &unit.to_be_bytes(), None, f)
+    }
+
+    /// Calls `f` with the records of `unit` from `from` on (inclusive; `from` starts with the
+    /// unit's four bytes) up to `to` (exclusive; `None`: the unit's end), in byte order,
+    /// merged from all runs: one part of a unit's merge, the parts of which run in parallel.
+    pub fn for_each_between(
+        &self,
+        unit: u32,
+        from: &[u8],
+        to: Option<&[u8]>,
+        mut f: impl FnMut(&[u8]),
+    ) -> io::Result<()> {
+        let below_end = |r: &[u8]| match to {
+            Some(to) => r < to,
+            None => unit_of(r) <= unit,
+        };
         let mut cursors: Vec<Cursor<'_>> = Vec::new();
         for a in &self.mem {
-            let lo = a.starts.partition_point(|&s| unit_of(a.record(s)) < unit);
-            let hi = a.starts.partition_point(|&s| unit_of(a.record(s)) <= unit);
+            let lo = a.starts.partition_point(|&s| a.record(s) < from);
+            let hi = a.starts.partition_point(|&s| below_end(a.record(s)));
             if lo < hi {
                 cursors.push(Cursor::new(Source::Mem {
                     arena: a,
@@ -319,6 +336,8 @@ impl Runs {
             cursors.push(Cursor::new(Source::File {
                 reader: BufReader::with_capacity(capacity, file),
                 left: end - start,
+                from,
+                to,
             }));
         }
         merge_cursors(&mut cursors, &mut f)
@@ -385,9 +404,13 @@ enum Source<'a> {
         pos: usize,
         end: usize,
     },
+    /// A unit's span of a run file; its records before `from`, and from `to` on, are
+    /// skipped.
     File {
         reader: BufReader<File>,
         left: u64,
+        from: &'a [u8],
+        to: Option<&'a [u8]>,
     },
 }
 
@@ -425,7 +448,12 @@ impl<'a> Cursor<'a> {
                 arena.prefetch_at(*pos + PREFETCH_AHEAD);
                 *pos += 1;
             }
-            Source::File { reader, left } => {
+            Source::File {
+                reader,
+                left,
+                from,
+                to,
+            } => loop {
                 if *left == 0 {
                     return Ok(false);
                 }
@@ -435,7 +463,14 @@ impl<'a> Cursor<'a> {
                 self.buf.resize(len, 0);
                 reader.read_exact(&mut self.buf)?;
                 *left = left.saturating_sub(4 + len as u64);
-            }
+                if to.is_some_and(|to| self.buf.as_slice() >= to) {
+                    *left = 0;
+                    return Ok(false);
+                }
+                if self.buf.as_slice() >= *from {
+                    break;
+                }
+            },
         }
         self.key = prefix_key(self.record());
         Ok(true)
@@ -531,5 +566,41 @@ mod tests {
         drop(all);
         drop(dir);
         assert!(!spill_path.exists());
+    }
+
+    #[test]
+    fn a_range_of_a_unit_merges_only_its_records_from_memory_and_files() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = Arc::new(SpillDir::create(parent.path()).unwrap());
+        let mut all = Runs::default();
+        let mut records: Vec<Vec<u8>> = Vec::new();
+        for w in 0..2u32 {
+            // The first worker spills, the second keeps its records in memory.
+            let mut b = RunBuilder::new(if w == 0 { 0 } else { 1 << 30 }, dir.clone());
+            for i in 0..5000u32 {
+                let r = rec(i % 3, &(i * 7 + w).to_be_bytes());
+                records.push(r.clone());
+                b.push(&r);
+            }
+            all.absorb(b.finish());
+        }
+        assert!(all.stats.spill_files > 0 && !all.mem.is_empty());
+        let (from, upper) = (
+            rec(1, &9000u32.to_be_bytes()),
+            rec(1, &20000u32.to_be_bytes()),
+        );
+        for (to, unit_end) in [(Some(&upper[..]), false), (None, true)] {
+            let mut got = Vec::new();
+            all.for_each_between(1, &from, to, |r| got.push(r.to_vec()))
+                .unwrap();
+            let mut expected: Vec<Vec<u8>> = records
+                .iter()
+                .filter(|r| unit_of(r) == 1 && r[..] >= from[..] && (unit_end || r[..] < upper[..]))
+                .cloned()
+                .collect();
+            expected.sort();
+            assert!(!expected.is_empty());
+            assert_eq!(got, expected);
+        }
     }
 }

@@ -69,31 +69,59 @@ pub fn check_key_order(
             .filter(|i| i.offnum >= first_key)
             .filter_map(|i| decode(i).map(|k| (i.offnum, k)))
     };
-    // Two reused slots, the previous key and the current one, so no key is copied.
+    // Two reused slots, the previous key and the current one, so no key is copied. A slot is
+    // filled only when the full comparison needs it: keys the shortcut orders (see
+    // `btree_order::quick`) are never decoded.
+    let quick = order.ordering.quick_key();
     let mut slots = [KeyTuple::EMPTY; 2];
+    let mut decoded = [false; 2];
     let mut current = 0;
-    let mut previous: Option<u16> = None;
+    let mut previous: Option<(u16, &[u8], Option<i128>)> = None;
     let mut in_order = true;
     for item in items.iter().filter(|i| i.offnum >= first_key) {
         let Some(bytes) = item_bytes(page, h, item) else {
             continue;
         };
-        let [a, b] = &mut slots;
-        let (prev, cur) = if current == 0 { (&*b, a) } else { (&*a, b) };
-        if order.ordering.decode_into(bytes, cur).is_none() {
-            continue;
+        // A quick key exists only for items the full decoding accepts too.
+        let quick_key = quick.and_then(|q| q.key(bytes));
+        decoded[current] = false;
+        if quick_key.is_none() {
+            if order
+                .ordering
+                .decode_into(bytes, &mut slots[current])
+                .is_none()
+            {
+                continue;
+            }
+            decoded[current] = true;
         }
-        if let Some(prev_off) = previous {
-            if compare(order, prev, cur) == Some(Ordering::Greater) {
+        if let Some((prev_off, prev_bytes, prev_key)) = previous {
+            let quick_order = match (quick, prev_key, quick_key) {
+                (Some(q), Some(a), Some(b)) => q.order(a, b),
+                _ => None,
+            };
+            let ord = quick_order.or_else(|| {
+                let prev = 1 - current;
+                decode_slot(order, prev_bytes, &mut slots, &mut decoded, prev)?;
+                decode_slot(order, bytes, &mut slots, &mut decoded, current)?;
+                compare(order, &slots[prev], &slots[current])
+            });
+            if ord == Some(Ordering::Greater) {
                 out.push(out_of_order(item.offnum, prev_off, "the previous item"));
                 in_order = false;
             }
         }
-        previous = Some(item.offnum);
+        previous = Some((item.offnum, bytes, quick_key));
         current = 1 - current;
     }
-    let last = previous.map(|_| &slots[1 - current]);
     let Some(hk) = high_key else { return };
+    let last = match previous {
+        Some((_, bytes, _)) => {
+            let slot = 1 - current;
+            decode_slot(order, bytes, &mut slots, &mut decoded, slot).map(|()| &slots[slot])
+        }
+        None => None,
+    };
     // Items in order are all at or below the high key when the last one is.
     let last_ok = last.is_none_or(|last| compare(order, last, &hk) != Some(Ordering::Greater));
     if in_order && last_ok {
@@ -104,6 +132,21 @@ pub fn check_key_order(
             out.push(out_of_order(offnum, P_HIKEY, "the page's high key"));
         }
     }
+}
+
+/// Decodes `bytes` into slot `i` unless it holds them already.
+fn decode_slot<'p>(
+    order: &BtreeOrderCheck,
+    bytes: &'p [u8],
+    slots: &mut [KeyTuple<'p>; 2],
+    decoded: &mut [bool; 2],
+    i: usize,
+) -> Option<()> {
+    if !decoded[i] {
+        order.ordering.decode_into(bytes, &mut slots[i])?;
+        decoded[i] = true;
+    }
+    Some(())
 }
 
 fn compare(order: &BtreeOrderCheck, a: &KeyTuple<'_>, b: &KeyTuple<'_>) -> Option<Ordering> {

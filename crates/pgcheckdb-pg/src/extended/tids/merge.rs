@@ -45,16 +45,27 @@ impl TidOutcome {
 }
 
 /// Checks the TIDs the indexes of one table hold (`heap`: the table's main fork, the
-/// `heap_fork` of its [`super::TidIndexInfo`]s); errors reading its facts go to `errors`.
+/// `heap_fork` of its [`super::TidIndexInfo`]s) in the chunks of `part` (see [`parts`]);
+/// errors reading its facts go to `errors`.
 pub fn check_heap_tids(
     plan: &Plan,
     ext: &ExtendedPlan,
     runs: &Runs,
     heap: usize,
+    part: ChunkRange,
     errors: &Mutex<Vec<String>>,
 ) -> TidOutcome {
     let mut m = HeapMerge::new(plan, &ext.tids.indexes, heap);
-    let result = runs.for_each_in_unit(heap as u32, |r| m.record(r));
+    let unit = heap as u32;
+    let bound = |chunk: u32| {
+        let mut key = unit.to_be_bytes().to_vec();
+        key.push(Family::Tids as u8);
+        key.extend_from_slice(&chunk.to_be_bytes());
+        key
+    };
+    let from = bound(part.first);
+    let to = part.end.map(bound);
+    let result = runs.for_each_between(unit, &from, to.as_deref(), |r| m.record(r));
     m.finish_chunk();
     if let Err(e) = result {
         errors
@@ -63,6 +74,29 @@ pub fn check_heap_tids(
             .push(format!("could not read the TID facts of a table: {e}"));
     }
     m.out
+}
+
+/// The chunks of one part of a table's TID merge: from chunk `first` up to `end`
+/// (exclusive; `None`: every chunk after, the records past the table's end included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkRange {
+    pub first: u32,
+    pub end: Option<u32>,
+}
+
+/// A table of `nblocks` blocks cut into at most `n` parts of whole chunks, which merge
+/// independently: a chunk's heap summaries and the index groups naming it are all in its
+/// records, and what lies past the table's end (a lost tail is judged across chunks) falls
+/// in the last part.
+pub fn parts(nblocks: u64, n: usize) -> Vec<ChunkRange> {
+    let chunks = nblocks.div_ceil(u64::from(CHUNK_BLOCKS)).max(1);
+    let n = (n as u64).clamp(1, chunks);
+    (0..n)
+        .map(|i| ChunkRange {
+            first: if i == 0 { 0 } else { (chunks * i / n) as u32 },
+            end: (i + 1 < n).then(|| (chunks * (i + 1) / n) as u32),
+        })
+        .collect()
 }
 
 /// A heap page's summary, as the chunk in hand holds it.
@@ -395,5 +429,25 @@ impl<'a> HeapMerge<'a> {
             message,
             detail,
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_cover_every_chunk_once_and_the_last_one_runs_to_the_end() {
+        let c = u64::from(CHUNK_BLOCKS);
+        let range = |first, end| ChunkRange { first, end };
+        assert_eq!(parts(0, 2), vec![range(0, None)]);
+        assert_eq!(parts(c, 2), vec![range(0, None)]);
+        assert_eq!(parts(4 * c, 1), vec![range(0, None)]);
+        assert_eq!(parts(4 * c, 2), vec![range(0, Some(2)), range(2, None)]);
+        assert_eq!(
+            parts(3 * c + 1, 3),
+            vec![range(0, Some(1)), range(1, Some(2)), range(2, None)]
+        );
+        assert_eq!(parts(2 * c, 8), vec![range(0, Some(1)), range(1, None)]);
     }
 }
