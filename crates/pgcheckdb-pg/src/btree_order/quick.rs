@@ -58,8 +58,7 @@ impl QuickKey {
         if stored.attlen <= 0 || stored.attlen as usize != width.len() {
             return None;
         }
-        let align = stored.align.min(max_align).max(1);
-        let offset = SIZE_OF_INDEX_TUPLE.div_ceil(align) * align;
+        let offset = plain_key_offset(stored, max_align);
         Some(QuickKey {
             width,
             offset,
@@ -71,11 +70,7 @@ impl QuickKey {
     /// agrees with `t_info` and the key lies inside it); `None` otherwise.
     #[inline]
     pub fn key(&self, item: &[u8]) -> Option<i128> {
-        let t_info = u16::from_le_bytes([*item.get(6)?, *item.get(7)?]);
-        if t_info & NOT_PLAIN_MASK != 0 || (t_info & INDEX_SIZE_MASK) as usize != item.len() {
-            return None;
-        }
-        let b = item.get(self.offset..self.offset + self.width.len())?;
+        let b = plain_key(item, self.offset, self.width.len())?;
         Some(match self.width {
             Width::Signed(2) => i128::from(i16::from_le_bytes(b.try_into().ok()?)),
             Width::Signed(4) => i128::from(i32::from_le_bytes(b.try_into().ok()?)),
@@ -97,6 +92,24 @@ impl QuickKey {
             ord => Some(ord),
         }
     }
+}
+
+/// Where the first key column of a tuple without NULLs starts: after `IndexTupleData`, at the
+/// column's alignment.
+pub fn plain_key_offset(stored: StoredAs, max_align: usize) -> usize {
+    let align = stored.align.min(max_align).max(1);
+    SIZE_OF_INDEX_TUPLE.div_ceil(align) * align
+}
+
+/// The `len` bytes at `offset` of `item` when it is a plain leaf tuple (no NULL, not a posting
+/// list or pivot) whose size agrees with `t_info` and holds them; `None` for every other tuple.
+#[inline]
+pub fn plain_key(item: &[u8], offset: usize, len: usize) -> Option<&[u8]> {
+    let t_info = u16::from_le_bytes([*item.get(6)?, *item.get(7)?]);
+    if t_info & NOT_PLAIN_MASK != 0 || (t_info & INDEX_SIZE_MASK) as usize != item.len() {
+        return None;
+    }
+    item.get(offset..offset + len)
 }
 
 impl Width {

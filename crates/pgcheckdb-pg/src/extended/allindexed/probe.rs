@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::bloom::{Bloom, Slot};
 use super::keys::{deform_into, fingerprint, KeyHasher, Span, ValueForm};
 use super::{AllIndexed, Lacking};
+use crate::btree_order::quick::{plain_key, plain_key_offset};
 use crate::btree_order::tuple::{decode_into, KeyTuple, StoredAs};
 use crate::catalog::xact::CommitLog;
 use crate::extended::heap::for_each_live_chain;
@@ -135,14 +136,6 @@ fn entry_key<'t>(
     Some(h.finish())
 }
 
-/// `t_info` bits of a tuple that is not plain: `INDEX_ALT_TID_MASK` (a posting list or a
-/// pivot) and `INDEX_NULL_MASK`.
-const NOT_PLAIN_MASK: u16 = 0x2000 | 0x8000;
-/// `INDEX_SIZE_MASK` of `t_info`.
-const INDEX_SIZE_MASK: u16 = 0x1FFF;
-/// Size of `IndexTupleData`: the key data of a tuple without NULLs starts after it.
-const SIZE_OF_INDEX_TUPLE: usize = 8;
-
 /// The key of a plain leaf tuple (no NULL, no posting list) of an index with one fixed-width
 /// column, read in place: the bytes [`decode_into`] finds, without walking the tuple (most
 /// entries of an index on an integer, a timestamp or a uuid). `None` for every other tuple,
@@ -152,13 +145,7 @@ fn plain_fixed_key<'t>(stored: &[StoredAs], tuple: &'t [u8], max_align: usize) -
         return None;
     };
     let len = usize::try_from(stored.attlen).ok().filter(|&n| n > 0)?;
-    let t_info = u16::from_le_bytes([*tuple.get(6)?, *tuple.get(7)?]);
-    if t_info & NOT_PLAIN_MASK != 0 || (t_info & INDEX_SIZE_MASK) as usize != tuple.len() {
-        return None;
-    }
-    let align = stored.align.min(max_align).max(1);
-    let start = SIZE_OF_INDEX_TUPLE.div_ceil(align) * align;
-    tuple.get(start..start + len)
+    plain_key(tuple, plain_key_offset(*stored, max_align), len)
 }
 
 /// Queues the slots of the fingerprints of a tuple's heap TIDs (its `t_tid`, or each TID of
