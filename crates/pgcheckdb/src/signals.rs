@@ -64,20 +64,34 @@ pub fn exit_code(signal: i32) -> u8 {
 /// Runs `work`; when a signal is caught meanwhile, sets `progress.cancel` so that the scan
 /// stops after the work units under way.
 pub fn cancel_on_signal<T>(progress: &Progress, work: impl FnOnce() -> T) -> T {
+    watching(
+        || caught().is_some(),
+        || progress.cancel.store(true, Ordering::Relaxed),
+        work,
+    )
+}
+
+/// Runs `work` while a thread looks every 20 ms whether `seen()`; the first time it is, the
+/// thread calls `then()` and stops looking. The thread is woken when `work` ends rather than
+/// at its next look, which the caller would otherwise wait for.
+pub fn watching<T>(
+    seen: impl Fn() -> bool + Sync,
+    then: impl Fn() + Sync,
+    work: impl FnOnce() -> T,
+) -> T {
     let done = std::sync::atomic::AtomicBool::new(false);
     thread::scope(|s| {
         let watcher = s.spawn(|| {
-            while !done.load(Ordering::Relaxed) {
-                if caught().is_some() {
-                    progress.cancel.store(true, Ordering::Relaxed);
+            while !done.load(Ordering::SeqCst) {
+                if seen() {
+                    then();
                     return;
                 }
                 thread::park_timeout(Duration::from_millis(20));
             }
         });
         let result = work();
-        done.store(true, Ordering::Relaxed);
-        // Woken now rather than at its next look: the scope waits for it (up to 20 ms).
+        done.store(true, Ordering::SeqCst);
         watcher.thread().unpark();
         result
     })

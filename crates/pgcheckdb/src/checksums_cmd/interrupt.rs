@@ -6,8 +6,6 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::thread;
-use std::time::Duration;
 
 /// The first signal received, 0 for none.
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
@@ -74,20 +72,9 @@ pub fn name(signal: i32) -> &'static str {
 /// Runs `work` while a thread copies a received signal into `cancel` (e.g. the scan's
 /// `Progress::cancel`).
 pub fn forwarding_to<T>(cancel: &AtomicBool, work: impl FnOnce() -> T) -> T {
-    let done = AtomicBool::new(false);
-    thread::scope(|s| {
-        let watcher = s.spawn(|| {
-            while !done.load(Ordering::SeqCst) {
-                if CANCEL.load(Ordering::SeqCst) {
-                    cancel.store(true, Ordering::SeqCst);
-                    return;
-                }
-                thread::park_timeout(Duration::from_millis(20));
-            }
-        });
-        let result = work();
-        done.store(true, Ordering::SeqCst);
-        watcher.thread().unpark();
-        result
-    })
+    crate::signals::watching(
+        || CANCEL.load(Ordering::SeqCst),
+        || cancel.store(true, Ordering::SeqCst),
+        work,
+    )
 }
