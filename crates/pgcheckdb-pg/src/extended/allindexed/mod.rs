@@ -82,10 +82,7 @@ pub struct AllIndexed {
 impl AllIndexed {
     pub fn record_lacking(&self, l: Lacking) {
         if self.lacking_count.fetch_add(1, Ordering::Relaxed) < REPORTED_PER_INDEX as u64 {
-            self.lacking
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(l);
+            crate::extended::lock(&self.lacking).push(l);
         }
     }
 }

@@ -85,11 +85,7 @@ fn has_findings(plan: &Plan, idx: &AllIndexed, damaged_files: &HashSet<&str>) ->
 }
 
 fn lacking_findings(plan: &Plan, idx: &AllIndexed) -> Vec<Finding> {
-    let mut lacking = idx
-        .lacking
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let mut lacking = crate::extended::lock(&idx.lacking).clone();
     lacking.sort_by_key(|l| (l.heap_block, l.heap_offset));
     let total = idx.lacking_count.load(Ordering::Relaxed);
     let name = &idx.name;

@@ -15,7 +15,7 @@ use super::record::{
     self, chunk_of, target_in, Group, LpTarget, PageState, TidRecord, CHUNK_BLOCKS,
 };
 use super::TidIndexInfo;
-use crate::extended::facts::{Family, Reader};
+use crate::extended::facts::{Family, Reader, Writer};
 use crate::extended::plan::ExtendedPlan;
 use crate::extended::report::block_finding;
 use crate::extended::spill::Runs;
@@ -57,10 +57,10 @@ pub fn check_heap_tids(
 ) -> TidOutcome {
     let mut m = HeapMerge::new(plan, &ext.tids.indexes, heap);
     let unit = heap as u32;
+    // The start of the records of a chunk: the key prefix they are written with.
     let bound = |chunk: u32| {
-        let mut key = unit.to_be_bytes().to_vec();
-        key.push(Family::Tids as u8);
-        key.extend_from_slice(&chunk.to_be_bytes());
+        let mut key = Vec::new();
+        Writer::start(&mut key, unit, Family::Tids, chunk);
         key
     };
     let from = bound(part.first);
@@ -68,10 +68,7 @@ pub fn check_heap_tids(
     let result = runs.for_each_between(unit, &from, to.as_deref(), |r| m.record(r));
     m.finish_chunk();
     if let Err(e) = result {
-        errors
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(format!("could not read the TID facts of a table: {e}"));
+        crate::extended::lock(errors).push(format!("could not read the TID facts of a table: {e}"));
     }
     m.out
 }
