@@ -143,6 +143,10 @@ pub enum FindingKind {
     /// `verify --online` with a connection: a page's `pd_lsn` is beyond the end of the WAL the
     /// server has written (a standby: received or replayed), re-read after the end was asked.
     PageLsnInFuture,
+    /// Extended level: the pages of a hash, GiST, SP-GiST, GIN or BRIN index do not link up
+    /// the way the access method builds them (a chain, a child page or a range map entry
+    /// that points at the wrong page, a page no path reaches, ...).
+    IndexGraphInvalid,
 }
 
 impl FindingKind {
@@ -202,6 +206,7 @@ impl FindingKind {
             FindingKind::BackupFileUnexpected => "backup_file_unexpected",
             FindingKind::BackupManifestInvalid => "backup_manifest_invalid",
             FindingKind::PageLsnInFuture => "page_lsn_in_future",
+            FindingKind::IndexGraphInvalid => "index_graph_invalid",
         }
     }
 
@@ -260,6 +265,7 @@ impl FindingKind {
         FindingKind::BackupFileUnexpected,
         FindingKind::BackupManifestInvalid,
         FindingKind::PageLsnInFuture,
+        FindingKind::IndexGraphInvalid,
     ];
 }
 

@@ -308,6 +308,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
             list_not_order_checked(s);
             if let Some(ext) = &extended {
                 list_tids_not_checked(ext);
+                list_graphs_not_checked(ext);
             }
         }
     }
@@ -701,6 +702,22 @@ fn list_tids_not_checked(ext: &ExtendedPlan) {
     for n in &ext.tids.not_checked {
         eprintln!(
             "pgcheckdb: TIDs not checked: index {}: {}",
+            n.index, n.reason
+        );
+    }
+}
+
+/// `--verbose`: how many hash, GiST, SP-GiST, GIN and BRIN graphs are checked, and each one
+/// that is not, with the reason.
+fn list_graphs_not_checked(ext: &ExtendedPlan) {
+    eprintln!(
+        "pgcheckdb: index graphs (hash, GiST, SP-GiST, GIN, BRIN): {} index(es) checked, {} not checked",
+        ext.graphs.indexes.len(),
+        ext.graphs.not_checked.len()
+    );
+    for n in &ext.graphs.not_checked {
+        eprintln!(
+            "pgcheckdb: graph not checked: index {}: {}",
             n.index, n.reason
         );
     }

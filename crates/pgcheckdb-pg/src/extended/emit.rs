@@ -10,6 +10,7 @@ use super::btree::records::{
 };
 use super::btree::view::page_view;
 use super::facts::{Family, MetaFact, RunPlace, Writer};
+use super::graphs::{self, Sink};
 use super::heap::live_roots;
 use super::plan::{ExtendedPlan, HeapInfo, IndexInfo, Role};
 use super::spill::{RunBuilder, Runs};
@@ -94,9 +95,17 @@ impl<'a> Emitter<'a> {
                     self.damaged_heap_page(info, blkno);
                 }
             }
-            Role::TidIndex(info) => {
-                if sound {
+            Role::OtherIndex { tids, graph } => {
+                if let (Some(info), true) = (tids, sound) {
                     self.index_tids(info, blkno, page);
+                }
+                if let Some(info) = graph {
+                    let mut sink = Sink::new(info.fork as u32, &mut self.buf, &mut self.runs);
+                    if sound {
+                        graphs::emit(info, blkno, page, &mut sink);
+                    } else {
+                        sink.damaged(blkno);
+                    }
                 }
             }
             Role::Vm(info) => {
@@ -123,13 +132,21 @@ impl<'a> Emitter<'a> {
     }
 
     /// An all-zero page at absolute block `blkno` of file `file` (the physical check calls
-    /// it `New`): a heap page the TID and visibility-map checks must know is empty.
+    /// it `New`): a heap page the TID and visibility-map checks must know is empty, or a page
+    /// of an index whose graph is checked.
     pub fn new_page(&mut self, file: usize, blkno: u64) {
-        let Some(Role::Heap(info)) = self.plan.roles.get(file).and_then(Option::as_ref) else {
-            return;
-        };
         let Ok(blkno) = u32::try_from(blkno) else {
             return;
+        };
+        let info = match self.plan.roles.get(file).and_then(Option::as_ref) {
+            Some(Role::Heap(info)) => info,
+            Some(Role::OtherIndex {
+                graph: Some(info), ..
+            }) => {
+                Sink::new(info.fork as u32, &mut self.buf, &mut self.runs).new_page(blkno);
+                return;
+            }
+            _ => return,
         };
         if info.tids {
             let unit = info.fork as u32;

@@ -37,6 +37,9 @@ pub enum Family {
     Visibility = 5,
     /// A tuple whose commit hint bit contradicts `pg_xact`.
     HintBit = 6,
+    /// What a page of a hash, GiST, SP-GiST, GIN or BRIN index says about the index's graph,
+    /// or its damaged mark (see [`super::graphs`]).
+    IndexGraph = 12,
 }
 
 impl Family {
@@ -52,6 +55,7 @@ impl Family {
             9 => Family::ToastValue,
             5 => Family::Visibility,
             6 => Family::HintBit,
+            12 => Family::IndexGraph,
             _ => return None,
         })
     }

@@ -42,6 +42,7 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
         tids,
         vm,
         miss_chances,
+        graphs,
     } = run_pool(plan, ext, &runs, &forks, &errors);
     let mut summary = ExtendedSummary {
         facts: runs.stats.records,
@@ -108,6 +109,21 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
     summary.toast_chunks_unreferenced = toast.unreferenced_chunks;
     summary.toast_values_presence_unchecked = toast.presence_unchecked;
     findings.extend(super::vm::merge::in_table_order(vm));
+    findings.extend(super::vm::merge::in_table_order(graphs));
+    summary.index_graphs_checked = ext.graphs.indexes.len() as u64;
+    summary.index_graphs_not_checked = ext.graphs.not_checked.len() as u64;
+    if ext.config.verbose {
+        summary.index_graphs_not_checked_indexes = Some(
+            ext.graphs
+                .not_checked
+                .iter()
+                .map(|n| NotOrderCheckedIndex {
+                    index: n.index.clone(),
+                    reason: n.reason.to_string(),
+                })
+                .collect(),
+        );
+    }
     summary.hint_bits_tables_checked = ext.vm.tables.len() as u64;
     summary.visibility_maps_checked = ext.vm.maps.len() as u64;
     summary.visibility_maps_not_checked = ext.vm.not_checked.clone();
@@ -149,6 +165,8 @@ enum Task {
     Vm(usize),
     /// The miss chance of every heap -> index filter (a pass over each filter's words).
     Filters,
+    /// The graph of the hash, GiST, SP-GiST, GIN or BRIN index at this fork.
+    Graph(usize),
 }
 
 /// What the first pool's tasks gave.
@@ -159,6 +177,8 @@ struct PoolOutcome {
     vm: Vec<(usize, Vec<Finding>)>,
     /// The miss chance of each filter of `ext.all_indexed`, in its order.
     miss_chances: Vec<f64>,
+    /// Per index, its graph findings.
+    graphs: Vec<(usize, Vec<Finding>)>,
 }
 
 /// Bytes of a fork's files: how long its merge task takes, roughly (a TID task: its
@@ -177,6 +197,7 @@ fn task_order(task: Task) -> (u8, usize, u32) {
         Task::Tids(h, part) => (1, h, part.first),
         Task::Vm(h) => (2, h, 0),
         Task::Filters => (3, 0, 0),
+        Task::Graph(f) => (4, f, 0),
     }
 }
 
@@ -204,6 +225,12 @@ fn run_pool(
         tasks.extend(parts.into_iter().map(|p| (share, Task::Tids(heap, p))));
     }
     tasks.extend(
+        ext.graphs
+            .indexes
+            .keys()
+            .map(|&f| (fork_bytes(plan, f), Task::Graph(f))),
+    );
+    tasks.extend(
         ext.vm
             .tables
             .iter()
@@ -219,6 +246,7 @@ fn run_pool(
     let tids: Mutex<Vec<(usize, u32, TidOutcome)>> = Mutex::new(Vec::new());
     let vm: Mutex<Vec<(usize, Vec<Finding>)>> = Mutex::new(Vec::new());
     let miss_chances: Mutex<Vec<f64>> = Mutex::new(Vec::new());
+    let graphs: Mutex<Vec<(usize, Vec<Finding>)>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..ext.jobs.min(tasks.len()).max(1) {
             s.spawn(|| loop {
@@ -243,6 +271,13 @@ fn run_pool(
                         match super::vm::merge::check_table(plan, ext, runs, heap) {
                             Ok(out) if out.is_empty() => {}
                             Ok(out) => lock(&vm).push((heap, out)),
+                            Err(e) => lock(errors).push(e),
+                        }
+                    }
+                    Some(&Task::Graph(fork)) => {
+                        let info = &ext.graphs.indexes[&fork];
+                        match super::graphs::merge::check_index(plan, runs, info) {
+                            Ok(out) => lock(&graphs).push((fork, out)),
                             Err(e) => lock(errors).push(e),
                         }
                     }
@@ -272,6 +307,7 @@ fn run_pool(
         tids: tid_outcome,
         vm: unlocked(vm),
         miss_chances: unlocked(miss_chances),
+        graphs: unlocked(graphs),
     }
 }
 

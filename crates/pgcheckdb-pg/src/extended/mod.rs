@@ -17,13 +17,16 @@
 //!   uniqueness joined with the heap's tuple liveness ([`unique`]), every index's heap TIDs
 //!   against its table's line pointers ([`tids`]), the TOAST values of live rows against their
 //!   chunks ([`toast`]), and every heap table's visibility map and commit hint bits ([`vm`]);
-//!   heap -> index reports the entries its filters lacked ([`allindexed`]).
+//!   heap -> index reports the entries its filters lacked ([`allindexed`]), and the pages of
+//!   hash, GiST, SP-GiST, GIN and BRIN indexes must link up as their access method builds
+//!   them ([`graphs`]).
 
 pub mod allindexed;
 pub mod btree;
 pub mod catalog;
 pub mod emit;
 pub mod facts;
+pub mod graphs;
 pub mod heap;
 pub mod merge;
 pub mod plan;
@@ -139,6 +142,13 @@ pub struct ExtendedSummary {
     /// Why no visibility map was compared (a cluster not shut down cleanly).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub visibility_maps_not_checked: Option<String>,
+    /// Hash, GiST, SP-GiST, GIN and BRIN indexes whose graph was checked across pages.
+    pub index_graphs_checked: u64,
+    /// Such indexes whose graph was not checked (a cluster not shut down cleanly); with
+    /// `--verbose` listed in `index_graphs_not_checked_indexes`.
+    pub index_graphs_not_checked: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index_graphs_not_checked_indexes: Option<Vec<NotOrderCheckedIndex>>,
 }
 
 /// One index whose keys were not order-checked.

@@ -11,6 +11,7 @@ use super::allindexed::{
     estimated_entries, filter_bits, plan_index, AllIndexed, Candidate, RowStats,
 };
 use super::catalog::{read_index_rows, IndexRow};
+use super::graphs::{plan_graphs, GraphInfo, GraphPlan};
 use super::spill::SpillDir;
 use super::tids::{plan_tids, IndexAm, TidIndexInfo, TidPlan, TidPlanInputs};
 use super::toast::{plan_toast, ToastInfo, ToastPointers};
@@ -78,8 +79,12 @@ pub enum Role {
     Btree(Arc<IndexInfo>),
     /// A segment of a table's main fork.
     Heap(Arc<HeapInfo>),
-    /// A hash, GiST, SP-GiST or GIN index whose heap TIDs are checked.
-    TidIndex(Arc<TidIndexInfo>),
+    /// A hash, GiST, SP-GiST, GIN or BRIN index: its heap TIDs (not BRIN's, which has none)
+    /// and its graph, each when planned.
+    OtherIndex {
+        tids: Option<Arc<TidIndexInfo>>,
+        graph: Option<Arc<GraphInfo>>,
+    },
     /// A segment of a table's visibility map (`_vm` fork).
     Vm(Arc<super::vm::VmInfo>),
 }
@@ -105,6 +110,8 @@ pub struct ExtendedPlan {
     pub all_indexed_skipped: Vec<(String, String)>,
     /// The indexes whose heap TIDs are checked against their tables.
     pub tids: TidPlan,
+    /// The hash, GiST, SP-GiST, GIN and BRIN indexes whose graphs are checked.
+    pub graphs: GraphPlan,
     /// The TOAST relations checked against their tables, by TOAST fork.
     pub toasts: HashMap<usize, Arc<ToastInfo>>,
     /// The heap tables checked for hint bits and visibility-map bits.
@@ -239,12 +246,26 @@ impl ExtendedPlan {
             key_of_oid: &key_of_oid,
             clean_shutdown: control.state == DbState::Shutdowned,
         });
-        for (&fork, info) in &tids.indexes {
+        for info in tids.indexes.values() {
             heap_info(&mut heaps, info.heap_fork).tids = true;
-            if info.am != IndexAm::Btree {
-                for i in plan.forks[fork].segments() {
-                    roles[i] = Some(Role::TidIndex(info.clone()));
-                }
+        }
+        let graphs = plan_graphs(catalog, &fork_of_key, &plan.fork_blocks, control.state);
+        let mut others: Vec<usize> = tids
+            .indexes
+            .iter()
+            .filter(|(_, info)| info.am != IndexAm::Btree)
+            .map(|(&fork, _)| fork)
+            .chain(graphs.indexes.keys().copied())
+            .collect();
+        others.sort_unstable();
+        others.dedup();
+        for fork in others {
+            let role = Role::OtherIndex {
+                tids: tids.indexes.get(&fork).cloned(),
+                graph: graphs.indexes.get(&fork).cloned(),
+            };
+            for i in plan.forks[fork].segments() {
+                roles[i] = Some(role.clone());
             }
         }
         let toasts = plan_toast(plan, catalog, &fork_of_key, &mut heaps);
@@ -280,6 +301,7 @@ impl ExtendedPlan {
             all_indexed,
             all_indexed_skipped,
             tids,
+            graphs,
             toasts,
             vm,
         })
