@@ -223,7 +223,7 @@ fn clean_under_load(major: u32) {
 
     // No WAL in the backup (taken under load): the page-LSN rule, stated. A damaged page
     // changed during the backup (pd_lsn past the start) is counted; the cold page is reported.
-    let dir = backup_under_load(&c, "bk_nowal", &["-X", "none"]);
+    let dir = nowal_backup_with_branches_changed(&c, &branches);
     let run = verify_backup(&c, &dir, "physical");
     common::assert_status(&run, 0, "-X none backup");
     let b = backup_summary(&run);
@@ -241,6 +241,51 @@ fn clean_under_load(major: u32) {
     let unverified = backup_summary(&run)["replayed_blocks_unverified"].as_u64();
     assert!(unverified >= Some(1), "{run}");
     c.stop().expect("stop");
+}
+
+/// A `-X none` backup under load whose copy of `pgbench_branches` block 0 has a `pd_lsn` past
+/// the backup's start: the premise of the page-LSN step. Every pgbench transaction updates
+/// that page, but whether the copy holds a version written after the start depends on timing
+/// (on a loaded machine the copy may be read before the page is written again), so the backup
+/// is taken again, a few times at most, until the premise holds.
+fn nowal_backup_with_branches_changed(c: &Cluster, branches: &str) -> PathBuf {
+    for attempt in 0..5 {
+        let dir = backup_under_load(c, &format!("bk_nowal{attempt}"), &["-X", "none"]);
+        let start = label_start_lsn(&dir);
+        let lsn = page_lsn(&dir.join(branches), 0);
+        if lsn > start {
+            return dir;
+        }
+        eprintln!(
+            "-X none backup {attempt}: pgbench_branches block 0 has pd_lsn {lsn:X}, not past the start {start:X}; taking it again"
+        );
+    }
+    panic!("five -X none backups under load: none copied pgbench_branches block 0 after a change");
+}
+
+/// `START WAL LOCATION` of a backup's `backup_label`, as a 64-bit LSN.
+fn label_start_lsn(dir: &Path) -> u64 {
+    let label = std::fs::read_to_string(dir.join("backup_label")).expect("backup_label");
+    let text = label
+        .lines()
+        .find_map(|l| l.strip_prefix("START WAL LOCATION: "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no START WAL LOCATION in backup_label:\n{label}"));
+    let (hi, lo) = text.split_once('/').expect("an LSN hi/lo");
+    let hi = u64::from_str_radix(hi, 16).expect("LSN hi");
+    let lo = u64::from_str_radix(lo, 16).expect("LSN lo");
+    (hi << 32) | lo
+}
+
+/// The `pd_lsn` of block `blkno` of relation file `path`.
+fn page_lsn(path: &Path, blkno: u64) -> u64 {
+    let f = std::fs::File::open(path).expect("open relation file");
+    let mut b = [0u8; 8];
+    f.read_exact_at(&mut b, blkno * pgcheckdb_testkit::BLCKSZ as u64)
+        .expect("read pd_lsn");
+    let xlogid = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64;
+    let xrecoff = u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as u64;
+    (xlogid << 32) | xrecoff
 }
 
 #[test]
