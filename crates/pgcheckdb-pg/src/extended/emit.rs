@@ -202,10 +202,8 @@ impl<'a> Emitter<'a> {
             return;
         }
         line_pointers_into(page, &h, &mut self.items);
-        if info.live_roots {
-            self.live_roots_fact(info.fork as u32, blkno, page);
-        }
         if !info.all_indexed.is_empty() {
+            // The walk of the page's live HOT chains gives the uniqueness check its roots too.
             probe_heap(
                 &info.all_indexed,
                 page,
@@ -213,7 +211,13 @@ impl<'a> Emitter<'a> {
                 &self.items,
                 self.clog,
                 &mut self.all_indexed,
+                info.live_roots.then_some(&mut self.bits),
             );
+        } else if info.live_roots {
+            live_roots(page, blkno, &self.items, self.clog, &mut self.bits);
+        }
+        if info.live_roots {
+            self.live_roots_fact(info.fork as u32, blkno);
         }
         if info.tids {
             target_map(page, &self.items, &mut self.bits);
@@ -266,9 +270,9 @@ impl<'a> Emitter<'a> {
         }
     }
 
-    /// The live HOT-chain roots of a heap page, for the uniqueness check.
-    fn live_roots_fact(&mut self, unit: u32, blkno: u32, page: &[u8]) {
-        live_roots(page, blkno, &self.items, self.clog, &mut self.bits);
+    /// The live HOT-chain roots of a heap page (the bitmap in `bits`, from [`live_roots`]),
+    /// for the uniqueness check.
+    fn live_roots_fact(&mut self, unit: u32, blkno: u32) {
         if self.bits.iter().all(|&b| b == 0) {
             return;
         }

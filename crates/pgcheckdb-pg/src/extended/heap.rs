@@ -51,10 +51,13 @@ pub fn certainly_live(h: &HeapTupleHeader, clog: &CommitLog) -> bool {
 pub fn live_roots(page: &[u8], blkno: u32, items: &[ItemId], clog: &CommitLog, bits: &mut Vec<u8>) {
     bits.clear();
     bits.resize(items.len().div_ceil(8), 0);
-    for_each_live_chain(page, blkno, items, clog, |root, _, _| {
-        let i = root as usize - 1;
-        bits[i / 8] |= 1 << (i % 8);
-    });
+    for_each_live_chain(page, blkno, items, clog, |root, _, _| set_live(bits, root));
+}
+
+/// Sets bit `root - 1` of a [`live_roots`] bitmap (sized for the page's line pointers).
+pub fn set_live(bits: &mut [u8], root: u16) {
+    let i = root as usize - 1;
+    bits[i / 8] |= 1 << (i % 8);
 }
 
 /// Calls `f(root, member, tuple)` for every root line pointer of `page` (an index entry's TID

@@ -26,7 +26,7 @@ struct Entry<'p> {
 
 impl Entry<'_> {
     fn same_key(&self, other: &Entry<'_>) -> bool {
-        self.nulls == other.nulls && self.key == other.key
+        self.nulls == other.nulls && same_bytes(self.key, other.key)
     }
 
     fn tid_count(&self) -> usize {
@@ -46,12 +46,41 @@ impl Entry<'_> {
     }
 }
 
-/// The runs of byte-equal keys of a unique index's leaf page: the first and last runs always
-/// (they may continue on the siblings), inner runs when they hold two or more TIDs. Entries are
-/// compared in place; only the runs kept are copied.
+/// Whether two keys are byte-equal; keys of up to 16 bytes (integers, uuids, short text) are
+/// compared with two word loads each instead of a call to `memcmp`.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let n = a.len();
+    if !(4..=16).contains(&n) {
+        return a == b;
+    }
+    // Two overlapping loads cover the key: its first and its last 4 or 8 bytes.
+    let (w, tail) = if n >= 8 { (8, n - 8) } else { (4, n - 4) };
+    let load = |s: &[u8], at: usize| -> u64 {
+        let mut v = [0u8; 8];
+        v[..w].copy_from_slice(&s[at..at + w]);
+        u64::from_ne_bytes(v)
+    };
+    load(a, 0) == load(b, 0) && load(a, tail) == load(b, tail)
+}
+
 /// A run found: where it sits, its first entry's offset, its key, its heap TIDs.
 type FoundRun = (RunPlace, u16, Vec<u8>, Vec<(u32, u16, u16)>);
 
+/// A group of consecutive entries with byte-equal keys, by line pointer offsets.
+#[derive(Clone, Copy)]
+struct Group {
+    from: u16,
+    to: u16,
+    tids: usize,
+}
+
+/// The runs of byte-equal keys of a unique index's leaf page: the first and last runs always
+/// (they may continue on the siblings), inner runs when they hold two or more TIDs. Entries are
+/// compared in place, each with the one before it, in one pass; only the runs kept are read
+/// again, to copy their key and TIDs.
 pub fn unique_runs(
     page: &[u8],
     o: &BtPageOpaque,
@@ -59,48 +88,71 @@ pub fn unique_runs(
     spec: &UniqueSpec,
     max_align: usize,
 ) -> Vec<FoundRun> {
-    let mut entries: Vec<Entry<'_>> = Vec::new();
-    for offnum in first_data_key(o)..=items.len() as u16 {
-        if items[offnum as usize - 1].lp_flags == LpFlags::Dead {
-            continue; // killed: its heap tuples are dead to everyone
-        }
-        let Some(t) = item(page, items, offnum) else {
-            continue;
-        };
-        if let Some(e) = entry(t, offnum, spec, max_align) {
-            entries.push(e);
-        }
-    }
-    // Groups of consecutive equal keys, as index ranges.
-    let mut groups: Vec<(usize, usize)> = Vec::new();
-    for i in 0..entries.len() {
-        match groups.last_mut() {
-            Some(g) if entries[g.0].same_key(&entries[i]) => g.1 = i + 1,
-            _ => groups.push((i, i + 1)),
-        }
-    }
-    let n = groups.len();
+    let entries = |offnums: std::ops::RangeInclusive<u16>| {
+        offnums.filter_map(move |offnum| {
+            // A killed entry's heap tuples are dead to everyone.
+            if items[offnum as usize - 1].lp_flags == LpFlags::Dead {
+                return None;
+            }
+            entry(item(page, items, offnum)?, offnum, spec, max_align)
+        })
+    };
     let mut runs = Vec::new();
-    for (gi, &(from, to)) in groups.iter().enumerate() {
-        let place = match (gi == 0, gi + 1 == n) {
-            (true, true) => RunPlace::Whole,
-            (true, false) => RunPlace::First,
-            (false, true) => RunPlace::Last,
-            (false, false) => RunPlace::Inner,
-        };
-        let group = &entries[from..to];
-        if place == RunPlace::Inner && group.iter().map(Entry::tid_count).sum::<usize>() < 2 {
-            continue;
+    let mut first: Option<Group> = None;
+    let mut current: Option<(Entry<'_>, Group)> = None;
+    for e in entries(first_data_key(o)..=items.len() as u16) {
+        match &mut current {
+            Some((head, g)) if head.same_key(&e) => {
+                g.to = e.offnum;
+                g.tids += e.tid_count();
+            }
+            _ => {
+                let g = Group {
+                    from: e.offnum,
+                    to: e.offnum,
+                    tids: e.tid_count(),
+                };
+                if let Some((_, ended)) = current.replace((e, g)) {
+                    match first {
+                        None => first = Some(ended),
+                        Some(_) if ended.tids >= 2 => {
+                            runs.push(run_of(ended, RunPlace::Inner, &entries))
+                        }
+                        Some(_) => {}
+                    }
+                }
+            }
         }
-        let mut key = group[0].nulls.to_le_bytes().to_vec();
-        key.extend_from_slice(group[0].key);
-        let mut tids = Vec::new();
-        for e in group {
-            e.push_tids(&mut tids);
+    }
+    let Some((_, last)) = current else {
+        return runs;
+    };
+    match first {
+        None => runs.push(run_of(last, RunPlace::Whole, &entries)),
+        Some(f) => {
+            runs.insert(0, run_of(f, RunPlace::First, &entries));
+            runs.push(run_of(last, RunPlace::Last, &entries));
         }
-        runs.push((place, group[0].offnum, key, tids));
     }
     runs
+}
+
+/// The key and heap TIDs of group `g`, read again from the page's entries.
+fn run_of<'p, I: Iterator<Item = Entry<'p>>>(
+    g: Group,
+    place: RunPlace,
+    entries: &impl Fn(std::ops::RangeInclusive<u16>) -> I,
+) -> FoundRun {
+    let mut key = Vec::new();
+    let mut tids = Vec::new();
+    for e in entries(g.from..=g.to) {
+        if key.is_empty() {
+            key.extend_from_slice(&e.nulls.to_le_bytes());
+            key.extend_from_slice(e.key);
+        }
+        e.push_tids(&mut tids);
+    }
+    (place, g.from, key, tids)
 }
 
 /// The comparable key of a non-pivot leaf tuple and where its heap TIDs are; `None` for a pivot
@@ -270,5 +322,19 @@ mod tests {
         let mut pivot = tuple(1, 42, b"ab");
         pivot[7] |= (t_info::INDEX_ALT_TID_MASK >> 8) as u8;
         assert!(entry(&pivot, 1, &spec(false), 8).is_none());
+    }
+
+    #[test]
+    fn keys_compare_by_every_byte() {
+        for n in 0..=20usize {
+            let a: Vec<u8> = (0..n as u8).collect();
+            assert!(same_bytes(&a, &a.clone()));
+            for i in 0..n {
+                let mut b = a.clone();
+                b[i] ^= 0x80;
+                assert!(!same_bytes(&a, &b), "length {n}, byte {i}");
+            }
+            assert!(!same_bytes(&a, &[a.as_slice(), &[0]].concat()));
+        }
     }
 }

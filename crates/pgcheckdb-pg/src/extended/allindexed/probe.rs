@@ -12,7 +12,7 @@ use super::{AllIndexed, Lacking};
 use crate::btree_order::quick::{plain_key, plain_key_offset};
 use crate::btree_order::tuple::{decode_into, KeyTuple, StoredAs};
 use crate::catalog::xact::CommitLog;
-use crate::extended::heap::for_each_live_chain;
+use crate::extended::heap::{for_each_live_chain, set_live};
 use crate::layout::btree::{leaf_tuple_tids, BtPageOpaque, P_NONE};
 use crate::layout::heap::HeapTupleHeader;
 use crate::layout::itemid::{ItemId, LpFlags};
@@ -171,7 +171,8 @@ fn insert_pending(bloom: &Bloom, pending: &[Slot]) {
 
 /// Looks up, for every certainly live tuple of a heap page, its entry in each index of the
 /// table; records the entries an index lacks. The page's fingerprints are computed first and
-/// looked up after, so that their cache misses overlap.
+/// looked up after, so that their cache misses overlap. With `live`, also the page's live-root
+/// bitmap, as [`crate::extended::heap::live_roots`] makes it (from the same walk).
 pub fn probe_heap<'a>(
     indexes: &'a [Arc<AllIndexed>],
     page: &[u8],
@@ -179,7 +180,12 @@ pub fn probe_heap<'a>(
     items: &[ItemId],
     clog: &CommitLog,
     scratch: &mut Scratch<'a>,
+    mut live: Option<&mut Vec<u8>>,
 ) {
+    if let Some(bits) = live.as_deref_mut() {
+        bits.clear();
+        bits.resize(items.len().div_ceil(8), 0);
+    }
     let Some(upto) = indexes.iter().map(|i| i.upto).max() else {
         return;
     };
@@ -199,6 +205,9 @@ pub fn probe_heap<'a>(
     not_checked.clear();
     not_checked.resize(indexes.len(), 0);
     for_each_live_chain(page, blkno, items, clog, |root, _member, tuple| {
+        if let Some(bits) = live.as_deref_mut() {
+            set_live(bits, root);
+        }
         let Some(h) = HeapTupleHeader::parse(tuple) else {
             return;
         };
