@@ -9,8 +9,6 @@
 //! directory lock (`postmaster.pid`) for the whole run; a dry run takes none. With
 //! `--format json` every exit ends with one `summary` line, refusals and errors included.
 
-pub(crate) mod interrupt;
-
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -24,7 +22,7 @@ use serde_json::json;
 
 use crate::cli::{ChecksumsAction, ChecksumsArgs, Common, OutputFormat};
 use crate::verify_cmd::{read_control, resolve_datadir};
-use crate::{progress, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
+use crate::{progress, signals, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
 
 /// `checksums enable` flags.
 #[derive(Debug, Args)]
@@ -140,7 +138,7 @@ fn lock(datadir: &Path, command: &str, dry_run: bool) -> anyhow::Result<Option<D
 
 fn enable_cmd(common: &Common, args: &EnableArgs) -> anyhow::Result<u8> {
     let fmt = format(common);
-    interrupt::install()?;
+    signals::install_for_writes()?;
     let enabler = match prepare_enable(args) {
         Ok(e) => e,
         Err((checksums, e)) => {
@@ -149,7 +147,7 @@ fn enable_cmd(common: &Common, args: &EnableArgs) -> anyhow::Result<u8> {
             bail!(message);
         }
     };
-    if let Some(signal) = interrupt::received() {
+    if let Some(signal) = signals::caught() {
         return Ok(interrupted_enable(fmt, signal, None));
     }
     run_enable(common, args, &enabler)
@@ -197,7 +195,7 @@ fn run_enable(common: &Common, args: &EnableArgs, enabler: &Enabler) -> anyhow::
         );
     }
     let progress_state = Progress::default();
-    let result = interrupt::forwarding_to(&progress_state.cancel, || {
+    let result = signals::cancel_on_signal(&progress_state.cancel, || {
         progress::with_bar(
             progress::wanted(common),
             enabler.total_bytes(),
@@ -224,7 +222,7 @@ fn run_enable(common: &Common, args: &EnableArgs, enabler: &Enabler) -> anyhow::
         }
     };
     if report.outcome == EnableOutcome::Interrupted {
-        let signal = interrupt::received().unwrap_or(libc::SIGINT);
+        let signal = signals::caught().unwrap_or(libc::SIGINT);
         return Ok(interrupted_enable(fmt, signal, Some(&report)));
     }
     print_enable_report(fmt, common.quiet, &report)?;
@@ -237,10 +235,10 @@ fn run_enable(common: &Common, args: &EnableArgs, enabler: &Enabler) -> anyhow::
     for e in &report.tool_errors {
         eprintln!("pgcheckdb: error: {e}");
     }
-    if let (Some(signal), EnableOutcome::Enabled) = (interrupt::received(), report.outcome) {
+    if let (Some(signal), EnableOutcome::Enabled) = (signals::caught(), report.outcome) {
         eprintln!(
             "pgcheckdb: {} arrived after pg_control was switched: data checksums are on",
-            interrupt::name(signal)
+            signals::name(signal)
         );
     }
     Ok(enable_exit_code(&report))
@@ -253,7 +251,7 @@ fn interrupted_enable(fmt: Format, signal: i32, report: Option<&EnableReport>) -
         line.insert("type".into(), json!("summary"));
         line.insert("command".into(), json!("checksums enable"));
         line.insert("outcome".into(), json!("interrupted"));
-        line.insert("signal".into(), json!(interrupt::name(signal)));
+        line.insert("signal".into(), json!(signals::name(signal)));
         if let Some(Ok(serde_json::Value::Object(s))) =
             report.map(|r| serde_json::to_value(&r.summary))
         {
@@ -264,9 +262,9 @@ fn interrupted_enable(fmt: Format, signal: i32, report: Option<&EnableReport>) -
     }
     eprintln!(
         "pgcheckdb: interrupted ({}): data checksums are still off; rerun to finish",
-        interrupt::name(signal)
+        signals::name(signal)
     );
-    interrupt::exit_code(signal)
+    signals::exit_code(signal)
 }
 
 fn enable_exit_code(report: &EnableReport) -> u8 {
@@ -365,7 +363,7 @@ fn print_enable_report(fmt: Format, quiet: bool, report: &EnableReport) -> io::R
 
 fn disable_cmd(common: &Common, args: &DisableArgs) -> anyhow::Result<u8> {
     let fmt = format(common);
-    interrupt::install()?;
+    signals::install_for_writes()?;
     let fail = |checksums: String, e: anyhow::Error| -> anyhow::Error {
         let message = format!("cannot disable data checksums: {e:#}");
         print_failure_summary(fmt, "checksums disable", "refused", &checksums, &message);
@@ -379,7 +377,7 @@ fn disable_cmd(common: &Common, args: &DisableArgs) -> anyhow::Result<u8> {
         )
     })?;
     let control = read_control(&datadir).map_err(|e| fail("unknown".into(), e))?;
-    let switched = match enable::disable(&datadir, &control, &lock, interrupt::cancel_flag()) {
+    let switched = match enable::disable(&datadir, &control, &lock, signals::cancel_flag()) {
         Ok(switched) => switched,
         Err(e) if e.control_unchanged() => {
             return Err(fail(
@@ -394,19 +392,19 @@ fn disable_cmd(common: &Common, args: &DisableArgs) -> anyhow::Result<u8> {
     };
     drop(lock);
     if !switched {
-        let signal = interrupt::received().unwrap_or(libc::SIGINT);
+        let signal = signals::caught().unwrap_or(libc::SIGINT);
         if fmt == Format::Json {
             println!(
                 "{}",
                 json!({"type": "summary", "command": "checksums disable", "outcome": "interrupted",
-                       "signal": interrupt::name(signal), "checksums": "on"})
+                       "signal": signals::name(signal), "checksums": "on"})
             );
         }
         eprintln!(
             "pgcheckdb: interrupted ({}): data checksums are still on",
-            interrupt::name(signal)
+            signals::name(signal)
         );
-        return Ok(interrupt::exit_code(signal));
+        return Ok(signals::exit_code(signal));
     }
     match fmt {
         Format::Json => println!(

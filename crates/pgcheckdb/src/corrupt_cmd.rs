@@ -14,8 +14,8 @@ use pgcheckdb_pg::lock::DataDirLock;
 use pgcheckdb_pg::page::SECTOR_SIZE;
 use serde_json::json;
 
-use crate::checksums_cmd::interrupt;
 use crate::cli::{Common, CorruptArgs, CorruptHow, OutputFormat};
+use crate::signals;
 use crate::target::{resolve, BlockTarget};
 use crate::verify_cmd::{read_control, resolve_datadir};
 use crate::EXIT_OK;
@@ -24,7 +24,7 @@ pub fn run(common: &Common, args: &CorruptArgs) -> anyhow::Result<u8> {
     reject_unused_options(args)?;
     let datadir = resolve_datadir(args.pgdata.as_ref())?;
     // A signal only sets a flag from here on: the damage is written whole and the lock removed.
-    interrupt::install()?;
+    signals::install_for_writes()?;
     let lock = DataDirLock::acquire(&datadir, "corrupt")
         .map_err(|e| anyhow::anyhow!("refusing to damage \"{}\": {e}", datadir.display()))?;
     let control = read_control(&datadir)?;
@@ -47,12 +47,12 @@ pub fn run(common: &Common, args: &CorruptArgs) -> anyhow::Result<u8> {
     }
     drop(lock);
     report(common, args, &target, &what);
-    if let Some(signal) = interrupt::received() {
+    if let Some(signal) = signals::caught() {
         eprintln!(
             "pgcheckdb: {} received: the damage above was written whole; stopped",
-            interrupt::name(signal)
+            signals::name(signal)
         );
-        return Ok(interrupt::exit_code(signal));
+        return Ok(signals::exit_code(signal));
     }
     Ok(EXIT_OK)
 }

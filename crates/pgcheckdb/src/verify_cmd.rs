@@ -198,7 +198,7 @@ fn check_filenodes(opts: &ScopeOptions, plan: &Plan) -> anyhow::Result<()> {
 
 fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     let started_at = clock::now_rfc3339();
-    signals::install().context("could not install the signal handlers")?;
+    signals::install_for_reads().context("could not install the signal handlers")?;
     let mut phases = verbose::Phases::new(common.verbose);
     let tar = tar_backup::open(args)?;
     let datadir = match (&tar, &args.backup) {
@@ -326,7 +326,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     // a thread of their own while the scan runs (80,000 relations: 12 ms).
     let (scanned, listed) = std::thread::scope(|s| {
         let listed = s.spawn(|| listing_findings(&plan, &catalog));
-        let scanned = signals::cancel_on_signal(&progress_state, || {
+        let scanned = signals::cancel_on_signal(&progress_state.cancel, || {
             progress::with_progress(&display, &progress_state, || match &tar {
                 None => Ok(verify::run(
                     &plan,

@@ -453,6 +453,30 @@ fn scenario(major: u32, checksums: bool) {
         "{summary}"
     );
     assert_eq!(ext["tids_not_checked"], 0, "{summary}");
+    // The hash, GiST, SP-GiST and GIN indexes' graphs were checked too.
+    assert!(
+        ext["index_graphs_checked"].as_u64().unwrap_or(0) >= 4,
+        "{summary}"
+    );
+    assert_eq!(ext["index_graphs_not_checked"], 0, "{summary}");
+    // Shut down in recovery (a standby's pages may stand at different points of the WAL), the
+    // graphs are counted as not checked, with the reason.
+    common::set_db_state(&datadir, 2);
+    let standby = verify_extended(&datadir, &["--verbose"]);
+    common::set_db_state(&datadir, 1);
+    let ext = &standby.summary.as_ref().expect("summary")["extended"];
+    assert_eq!(ext["index_graphs_checked"], 0, "{ext}");
+    assert!(
+        ext["index_graphs_not_checked"].as_u64().unwrap_or(0) >= 4,
+        "{ext}"
+    );
+    assert!(
+        standby.stderr.contains(
+            "graph not checked: index postgres: public.t_gin: the cluster was not shut down cleanly"
+        ),
+        "{}",
+        standby.stderr
+    );
 
     // An index checked without its table: counted, not reported.
     let alone = verify_extended(&datadir, &["-i", "public.t_k", "--verbose"]);

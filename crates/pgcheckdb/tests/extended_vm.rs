@@ -526,17 +526,7 @@ fn scenario(major: u32, checksums: bool) {
 /// byte 16), with the CRC recomputed where the file has it (found as the offset whose stored
 /// CRC matches the bytes before it).
 fn mark_shut_down_in_recovery(datadir: &Path) {
-    let path = datadir.join("global/pg_control");
-    let mut raw = std::fs::read(&path).expect("read pg_control");
-    let stored = |raw: &[u8], at: usize| u32::from_le_bytes(raw[at..at + 4].try_into().unwrap());
-    let crc_at = (20..1024)
-        .step_by(4)
-        .find(|&at| crc32c::crc32c(&raw[..at]) == stored(&raw, at))
-        .expect("the CRC of pg_control");
-    raw[16..20].copy_from_slice(&2u32.to_le_bytes());
-    let crc = crc32c::crc32c(&raw[..crc_at]);
-    raw[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
-    std::fs::write(&path, &raw).expect("write pg_control");
+    common::set_db_state(datadir, 2);
 }
 
 /// `pg_check_visible` and `pg_check_frozen` of every case's table, and pg_amcheck's output,

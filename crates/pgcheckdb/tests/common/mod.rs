@@ -172,3 +172,20 @@ pub fn amcheck_heapallindexed(cluster: &pgcheckdb_testkit::Cluster) -> (bool, St
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)
 }
+
+/// Sets `pg_control`'s `state` (1: shut down, 2: shut down in recovery, 6: in production, as a
+/// crash leaves it) and recomputes its CRC, for the checks that depend on how the cluster
+/// stopped.
+pub fn set_db_state(datadir: &Path, state: u32) {
+    let path = datadir.join("global/pg_control");
+    let mut raw = std::fs::read(&path).expect("read pg_control");
+    let stored = |raw: &[u8], at: usize| u32::from_le_bytes(raw[at..at + 4].try_into().unwrap());
+    let crc_at = (20..1024)
+        .step_by(4)
+        .find(|&at| crc32c::crc32c(&raw[..at]) == stored(&raw, at))
+        .expect("the CRC of pg_control");
+    raw[16..20].copy_from_slice(&state.to_le_bytes());
+    let crc = crc32c::crc32c(&raw[..crc_at]);
+    raw[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &raw).expect("write pg_control");
+}

@@ -3,7 +3,8 @@
 //! page alone, cannot see (hash bucket and overflow chains, GiST and SP-GiST child pages, GIN
 //! entry and posting trees, BRIN's range map against its regular pages).
 //!
-//! Flow, as for the B-tree ([`super::btree`]): [`plan_graphs`] picks the indexes; during the
+//! Flow, as for the B-tree ([`super::btree`]): [`plan_graphs`] picks the indexes (of a cluster
+//! shut down cleanly); during the
 //! block scan each sound page of such an index gives its facts through a [`Sink`] (one record
 //! per fact, in the index's unit and family [`Family::IndexGraph`]), and a page that failed its
 //! physical or standard checks gives a damaged mark instead; the merge streams each index's
@@ -87,16 +88,16 @@ pub struct GraphPlan {
 }
 
 /// Plans the graph check of every hash, GiST, SP-GiST, GIN and BRIN index in the plan. A
-/// cluster that was not shut down cleanly (or as a standby in recovery) is not checked: a
-/// change that spans pages is atomic only through the WAL, and replay may not have written
-/// all of its pages yet.
+/// cluster that was not shut down cleanly is not checked ([`pages_agree`]): a change that
+/// spans pages is atomic only through the WAL, and replay may not have written all of its
+/// pages yet.
 pub fn plan_graphs(
     catalog: &Catalog,
     fork_of_key: &HashMap<FileKey, usize>,
     fork_blocks: &[u64],
     state: DbState,
 ) -> GraphPlan {
-    let consistent = matches!(state, DbState::Shutdowned | DbState::ShutdownedInRecovery);
+    let consistent = pages_agree(state);
     let mut out = GraphPlan::default();
     for (key, &fork) in fork_of_key {
         let Some(rel) = catalog.relations.get(key) else {
@@ -130,6 +131,15 @@ pub fn plan_graphs(
     }
     out.not_checked.sort_by(|a, b| a.index.cmp(&b.index));
     out
+}
+
+/// Whether a cluster stopped in `state` has index pages that agree with each other: only one
+/// shut down cleanly (its shutdown checkpoint wrote every changed page). Not a standby shut
+/// down in recovery (when no checkpoint record came since its last restartpoint, its shutdown
+/// writes no pages, and a page that one WAL record changed together with another may be on
+/// disk without it), nor a base backup's copy, whose files were copied at different moments.
+fn pages_agree(state: DbState) -> bool {
+    state == DbState::Shutdowned
 }
 
 /// The first body byte of a graph record that marks a damaged page.
@@ -225,5 +235,25 @@ pub fn checker(info: &GraphInfo) -> Box<dyn GraphCheck> {
         GraphAm::SpGist => Box::new(spgist::Check::new(info)),
         GraphAm::Gin => Box::new(gin::Check::new(info)),
         GraphAm::Brin => Box::new(brin::Check::new(info)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn graphs_are_checked_only_where_pages_agree() {
+        assert!(pages_agree(DbState::Shutdowned));
+        for state in [
+            DbState::ShutdownedInRecovery,
+            DbState::InProduction,
+            DbState::InArchiveRecovery,
+            DbState::InCrashRecovery,
+            DbState::Shutdowning,
+            DbState::Startup,
+        ] {
+            assert!(!pages_agree(state), "{state:?}");
+        }
     }
 }
