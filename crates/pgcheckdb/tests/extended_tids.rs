@@ -583,6 +583,25 @@ fn scenario(major: u32, checksums: bool) {
             hits.get(c.name).map_or("no", String::as_str)
         );
     }
+
+    // An index left invalid (as a failed CREATE INDEX CONCURRENTLY leaves it) may be built in
+    // part: its graph is counted as not checked, with the reason.
+    fx.cluster.start().expect("start");
+    fx.cluster
+        .psql(
+            "postgres",
+            "UPDATE pg_index SET indisvalid = false WHERE indexrelid = 't_hash'::regclass;",
+        )
+        .expect("mark t_hash invalid");
+    fx.cluster.stop().expect("stop");
+    let invalid = verify_extended(&datadir, &["--verbose"]);
+    assert!(
+        invalid.stderr.contains(
+            "graph not checked: index postgres: public.t_hash: the index is not valid (indisvalid is false)"
+        ),
+        "PostgreSQL {major}: {}",
+        invalid.stderr
+    );
 }
 
 /// Runs `pg_amcheck --heapallindexed --parent-check` on the damaged cluster (started after

@@ -11,7 +11,7 @@ use super::allindexed::{
     estimated_entries, filter_bits, plan_index, AllIndexed, Candidate, RowStats,
 };
 use super::catalog::{read_index_rows, IndexRow};
-use super::graphs::{plan_graphs, GraphInfo, GraphPlan};
+use super::graphs::{plan_graphs, GraphInfo, GraphPlan, GraphPlanInputs};
 use super::spill::SpillDir;
 use super::tids::{plan_tids, IndexAm, TidIndexInfo, TidPlan, TidPlanInputs};
 use super::toast::{plan_toast, ToastInfo, ToastPointers};
@@ -249,7 +249,13 @@ impl ExtendedPlan {
         for info in tids.indexes.values() {
             heap_info(&mut heaps, info.heap_fork).tids = true;
         }
-        let graphs = plan_graphs(catalog, &fork_of_key, &plan.fork_blocks, control.state);
+        let graphs = plan_graphs(&GraphPlanInputs {
+            catalog,
+            rows: &rows,
+            fork_of_key: &fork_of_key,
+            fork_blocks: &plan.fork_blocks,
+            state: control.state,
+        });
         let mut others: Vec<usize> = tids
             .indexes
             .iter()

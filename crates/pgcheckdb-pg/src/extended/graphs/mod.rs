@@ -26,7 +26,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::catalog::IndexRow;
 use super::facts::{Family, Writer};
+use super::plan::find_row;
 use super::spill::RunBuilder;
 use super::tids::TidNotChecked;
 use crate::catalog::{Catalog, FileKey, RelKind};
@@ -87,19 +89,29 @@ pub struct GraphPlan {
     pub not_checked: Vec<TidNotChecked>,
 }
 
+/// What [`plan_graphs`] reads.
+pub struct GraphPlanInputs<'a> {
+    pub catalog: &'a Catalog,
+    /// `pg_index` rows by (database, index oid).
+    pub rows: &'a HashMap<(u32, u32), IndexRow>,
+    /// The plan's main forks by file key.
+    pub fork_of_key: &'a HashMap<FileKey, usize>,
+    /// Blocks of each of the plan's forks.
+    pub fork_blocks: &'a [u64],
+    /// How the cluster stopped.
+    pub state: DbState,
+}
+
 /// Plans the graph check of every hash, GiST, SP-GiST, GIN and BRIN index in the plan. A
 /// cluster that was not shut down cleanly is not checked ([`pages_agree`]): a change that
 /// spans pages is atomic only through the WAL, and replay may not have written all of its
-/// pages yet.
-pub fn plan_graphs(
-    catalog: &Catalog,
-    fork_of_key: &HashMap<FileKey, usize>,
-    fork_blocks: &[u64],
-    state: DbState,
-) -> GraphPlan {
-    let consistent = pages_agree(state);
+/// pages yet. Nor is an index that is not valid (`indisvalid` false: a build that failed or
+/// was interrupted may have left it in part), as for the B-tree checks.
+pub fn plan_graphs(inputs: &GraphPlanInputs<'_>) -> GraphPlan {
+    let catalog = inputs.catalog;
+    let consistent = pages_agree(inputs.state);
     let mut out = GraphPlan::default();
-    for (key, &fork) in fork_of_key {
+    for (key, &fork) in inputs.fork_of_key {
         let Some(rel) = catalog.relations.get(key) else {
             continue;
         };
@@ -114,10 +126,21 @@ pub fn plan_graphs(
             .get(&key.0)
             .map_or_else(|| format!("database {}", key.0), |d| d.name.clone());
         let name = format!("{database}: {}", rel.name);
-        if !consistent {
+        let why_not = if !consistent {
+            Some("the cluster was not shut down cleanly")
+        } else {
+            match find_row(inputs.rows, key.0, rel.oid) {
+                None => Some("no pg_index row"),
+                Some(row) if !row.indisvalid => {
+                    Some("the index is not valid (indisvalid is false)")
+                }
+                Some(_) => None,
+            }
+        };
+        if let Some(reason) = why_not {
             out.not_checked.push(TidNotChecked {
                 index: name,
-                reason: "the cluster was not shut down cleanly",
+                reason,
             });
             continue;
         }
@@ -125,7 +148,7 @@ pub fn plan_graphs(
             fork,
             am,
             name,
-            blocks: fork_blocks.get(fork).copied().unwrap_or(0),
+            blocks: inputs.fork_blocks.get(fork).copied().unwrap_or(0),
         };
         out.indexes.insert(fork, Arc::new(info));
     }
