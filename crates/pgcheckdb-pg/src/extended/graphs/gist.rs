@@ -176,7 +176,10 @@ impl Check {
             match why {
                 Some(why) => out.push(problem(
                     d.parent,
-                    format!("downlink at offset {} names block {}: {why}", d.offset, d.child),
+                    format!(
+                        "downlink at offset {} names block {}: {why}",
+                        d.offset, d.child
+                    ),
                     json!({"offset": d.offset, "child": d.child}),
                 )),
                 None => kept.push(d),
@@ -270,12 +273,15 @@ impl Check {
                 matches!(self.slot(c.child).live(), Some(f) if (f & flags::LEAF != 0) != expect_leaf)
             });
             if let Some(c) = wrong {
-                let is = if expect_leaf { "an internal page" } else { "a leaf" };
+                let what = if expect_leaf {
+                    "an internal page at the depth of the index's leaves".to_string()
+                } else {
+                    format!("a leaf, but the index's leaves are at depth {leaf_depth}")
+                };
                 out.push(problem(
                     p,
                     format!(
-                        "child block {} (offset {}) is {is} at depth {}, but the index's \
-                         leaves are at depth {leaf_depth}",
+                        "child block {} (offset {}) is at depth {} and is {what}",
                         c.child,
                         c.offset,
                         d + 1

@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use super::{flags, Kind, PageProblem, SPGIST_LAST_FIXED_BLKNO, LINK_TAG, PAGE_TAG, PROBLEM_TAG};
+use super::{flags, Kind, PageProblem, LINK_TAG, PAGE_TAG, PROBLEM_TAG, SPGIST_LAST_FIXED_BLKNO};
 use crate::extended::facts::Reader;
 use crate::extended::graphs::{GraphCheck, GraphInfo, GraphProblem};
 
@@ -19,7 +19,10 @@ enum Block {
     Damaged,
     New,
     /// A sound page: its flags and the kind of each of its tuples.
-    Page { flags: u16, kinds: Vec<Kind> },
+    Page {
+        flags: u16,
+        kinds: Vec<Kind>,
+    },
 }
 
 /// One downlink naming the current block.
@@ -37,6 +40,8 @@ pub struct Check {
     block: Block,
     /// Downlinks accepted for the current block.
     links: Vec<Link>,
+    /// Offsets of the current block that some downlink names, accepted or not.
+    named: Vec<u16>,
     /// Blocks seen with some record (below `blocks`), and whether one was damaged.
     seen: u64,
     any_damaged: bool,
@@ -52,6 +57,7 @@ impl Check {
             current: None,
             block: Block::NotRead,
             links: Vec::new(),
+            named: Vec::new(),
             seen: 0,
             any_damaged: false,
             unreached: Vec::new(),
@@ -67,6 +73,8 @@ impl Check {
         self.close_block();
         self.current = Some(blkno);
         self.block = Block::NotRead;
+        self.links.clear();
+        self.named.clear();
     }
 
     /// Marks the current block as read (once).
@@ -85,6 +93,7 @@ impl Check {
             return;
         };
         let mut links = std::mem::take(&mut self.links);
+        let mut named = std::mem::take(&mut self.named);
         let Block::Page { kinds, .. } = std::mem::take(&mut self.block) else {
             return;
         };
@@ -106,14 +115,12 @@ impl Check {
                 ));
             }
         }
+        named.sort_unstable();
         let mut unreached = kinds
             .iter()
             .enumerate()
             .filter(|&(i, k)| {
-                *k == Kind::ChainHead
-                    && links
-                        .binary_search_by_key(&(i as u16 + 1), |l| l.offset)
-                        .is_err()
+                *k == Kind::ChainHead && named.binary_search(&(i as u16 + 1)).is_err()
             })
             .map(|(i, _)| i as u16 + 1);
         if let Some(first) = unreached.next() {
@@ -124,6 +131,7 @@ impl Check {
 
     /// Checks one downlink naming the current block `blkno`; keeps it if it is sound.
     fn link(&mut self, blkno: u32, link: Link, parent_nulls: bool) {
+        self.named.push(link.offset);
         let why = if blkno as u64 >= self.blocks {
             Some(format!("beyond the index's {} blocks", self.blocks))
         } else if blkno <= SPGIST_LAST_FIXED_BLKNO {
@@ -327,7 +335,12 @@ mod tests {
         page(c, 3, 0, &[Kind::Inner, Kind::Redirect]);
         link(c, 3, 1, 1, 1, false);
         use Kind::*;
-        page(c, 4, flags::LEAF, &[ChainHead, ChainMember, Dead, Placeholder]);
+        page(
+            c,
+            4,
+            flags::LEAF,
+            &[ChainHead, ChainMember, Dead, Placeholder],
+        );
         link(c, 4, 1, 3, 1, false);
         link(c, 4, 3, 3, 1, false);
     }

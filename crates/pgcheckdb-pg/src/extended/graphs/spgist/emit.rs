@@ -185,8 +185,7 @@ fn leaf_kinds(tuples: &[Option<&[u8]>], problems: &mut Vec<(PageProblem, [u16; 3
             at = next[at] as usize;
         }
     }
-    if let Some(on_loop) =
-        (1..=n).find(|&i| kinds[i - 1] == Kind::ChainMember as u8 && !visited[i])
+    if let Some(on_loop) = (1..=n).find(|&i| kinds[i - 1] == Kind::ChainMember as u8 && !visited[i])
     {
         problems.push((PageProblem::Cycle, [on_loop as u16, 0, 0]));
     }
@@ -254,7 +253,14 @@ mod tests {
         use Kind::*;
         assert_eq!(
             k,
-            vec![ChainHead, Dead, ChainMember, ChainMember, Placeholder, ChainHead]
+            vec![
+                ChainHead,
+                Dead,
+                ChainMember,
+                ChainMember,
+                Placeholder,
+                ChainHead
+            ]
         );
         assert!(p.is_empty(), "{p:?}");
     }
