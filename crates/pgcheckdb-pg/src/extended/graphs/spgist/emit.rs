@@ -51,13 +51,10 @@ pub fn emit(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
         let nulls = u8::from(page_flags & flags::NULLS != 0);
         for (i, t) in tuples.iter().enumerate() {
             let offset = i as u16 + 1;
-            match t {
-                Some(t) if kinds[i] == Kind::Inner as u8 => {
-                    if downlinks(t, blkno, offset, nulls, sink).is_none() {
-                        problems.push((PageProblem::NodesOverrun, [offset, 0, 0]));
-                    }
+            if let Some(t) = t.filter(|_| kinds[i] == Kind::Inner as u8) {
+                if downlinks(t, blkno, offset, nulls, sink).is_none() {
+                    problems.push((PageProblem::NodesOverrun, [offset, 0, 0]));
                 }
-                _ => {}
             }
         }
     }
@@ -93,7 +90,7 @@ fn not_live(state: u32) -> Kind {
 fn inner_kinds(tuples: &[Option<&[u8]>]) -> Vec<u8> {
     tuples
         .iter()
-        .map(|t| match t.and_then(|t| tupstate(t)) {
+        .map(|t| match t.and_then(tupstate) {
             None => Kind::Nothing as u8,
             Some(SPGIST_LIVE) => Kind::Inner as u8,
             Some(s) => not_live(s) as u8,
@@ -155,13 +152,16 @@ fn leaf_kinds(tuples: &[Option<&[u8]>], problems: &mut Vec<(PageProblem, [u16; 3
     }
     // Predecessors along valid links.
     let mut pred = vec![0u16; n + 1];
-    for from in 1..=n {
-        let to = next[from] as usize;
-        if to == 0 {
-            continue;
-        }
-        let live_target = to <= n && kinds[to - 1] == Kind::ChainHead as u8
-            || to <= n && kinds[to - 1] == Kind::ChainMember as u8;
+    let links: Vec<(usize, usize)> = (1..=n)
+        .filter(|&from| next[from] != 0)
+        .map(|from| (from, next[from] as usize))
+        .collect();
+    for (from, to) in links {
+        let live_target = to <= n
+            && matches!(
+                Kind::from_u8(kinds[to - 1]),
+                Kind::ChainHead | Kind::ChainMember
+            );
         if !live_target {
             problems.push((PageProblem::BadLink, [from as u16, to as u16, 0]));
             next[from] = 0;
