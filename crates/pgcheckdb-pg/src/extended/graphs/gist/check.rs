@@ -1,96 +1,14 @@
-//! The GiST graph at the extended level: which pages the downlinks of internal pages name
-//! (`t_tid`'s block of every internal tuple), and what must hold across them.
-//!
-//! The root is block 0 (`GIST_ROOT_BLKNO`). PostgreSQL changes a parent and its child in one
-//! WAL record: a split writes the new pages with their downlinks (or leaves `F_FOLLOW_RIGHT`
-//! on the left page until the downlinks are inserted, clearing it in the same record), page
-//! deletion (`gistdeletepage`) marks an empty leaf `F_DELETED` and removes its downlink at
-//! once, and the root split keeps the root at block 0 and every leaf at the same depth. So, on
-//! a cluster shut down cleanly:
-//! * every downlink names a block inside the index that is neither the root, an all-zero page
-//!   nor a deleted page;
-//! * no page is named by two downlinks;
-//! * walking from the root (downlinks one level down, the rightlink of an `F_FOLLOW_RIGHT`
-//!   page on the same level), the children of a page are leaves exactly when they are at the
-//!   depth of the index's leaves (the depth most of its reached leaves have);
-//! * the root is not deleted.
-//!
-//! A page that no downlink reaches is not reported: a split that fails with an error after
-//! filling its new pages (before its critical section) can leave such a page behind, which a
-//! later VACUUM may write out.
-//!
-//! Memory: the check keeps one index's graph in the merge — 4 bytes per block and 12 per
-//! downlink, plus the rightlinks of `F_FOLLOW_RIGHT` pages.
+//! The cross-page check of one GiST index: the whole graph of one index (page flags, the
+//! downlinks, the rightlinks of `F_FOLLOW_RIGHT` pages) is gathered in block order, then
+//! checked at the end.
 
 use std::collections::{HashMap, VecDeque};
 
 use serde_json::json;
 
-use super::{GraphCheck, GraphInfo, GraphProblem, Sink, FIRST_AM_TAG};
+use super::{flags, DOWNLINK_TAG, GIST_ROOT_BLKNO, INVALID_BLOCK, PAGE_TAG};
 use crate::extended::facts::Reader;
-use crate::layout::heap::ItemPointer;
-use crate::layout::itemid::line_pointers;
-use crate::layout::{le_u16, le_u32};
-use crate::page::PageHeader;
-
-/// `GISTPageOpaqueData.flags` bits.
-mod flags {
-    /// `F_LEAF`.
-    pub const LEAF: u16 = 1 << 0;
-    /// `F_DELETED`.
-    pub const DELETED: u16 = 1 << 1;
-    /// `F_FOLLOW_RIGHT`: the page to the right has no downlink yet.
-    pub const FOLLOW_RIGHT: u16 = 1 << 3;
-}
-
-/// `GIST_ROOT_BLKNO`.
-const GIST_ROOT_BLKNO: u32 = 0;
-/// `InvalidBlockNumber`.
-const INVALID_BLOCK: u32 = u32::MAX;
-/// Offsets in `GISTPageOpaqueData`: `rightlink` after the 8-byte `nsn`, then `flags`.
-const OPAQUE_RIGHTLINK: usize = 8;
-const OPAQUE_FLAGS: usize = 12;
-
-/// Record tags: the page's own facts (`flags`, `rightlink`), and one downlink of an internal
-/// page (child block, offset number of the tuple), both keyed by the page's block.
-const PAGE_TAG: u8 = FIRST_AM_TAG;
-const DOWNLINK_TAG: u8 = FIRST_AM_TAG + 1;
-
-/// Writes the graph facts of one sound GiST page: its flags and rightlink, and on a live
-/// internal page the child block of every tuple.
-pub fn emit(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
-    let Some(h) = PageHeader::parse(page) else {
-        return;
-    };
-    let special = h.pd_special as usize;
-    let (Some(page_flags), Some(rightlink)) = (
-        le_u16(page, special + OPAQUE_FLAGS),
-        le_u32(page, special + OPAQUE_RIGHTLINK),
-    ) else {
-        return;
-    };
-    sink.push(blkno, |w| {
-        w.u8(PAGE_TAG).u16(page_flags).u32(rightlink);
-    });
-    if page_flags & (flags::LEAF | flags::DELETED) != 0 {
-        return;
-    }
-    for it in line_pointers(page, &h) {
-        if !it.has_storage() {
-            continue;
-        }
-        let at = it.lp_off as usize;
-        let Some(tid) = page
-            .get(at..at + it.lp_len as usize)
-            .and_then(|t| ItemPointer::parse(t, 0))
-        else {
-            continue;
-        };
-        sink.push(blkno, |w| {
-            w.u8(DOWNLINK_TAG).u32(tid.block).u16(it.offnum);
-        });
-    }
-}
+use crate::extended::graphs::{GraphCheck, GraphInfo, GraphProblem};
 
 /// What is known of one block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,7 +281,7 @@ mod tests {
     fn info(blocks: u64) -> GraphInfo {
         GraphInfo {
             fork: 0,
-            am: super::super::GraphAm::Gist,
+            am: crate::extended::graphs::GraphAm::Gist,
             name: "db: i".into(),
             blocks,
         }
