@@ -363,7 +363,10 @@ impl Check {
             (s.tree, s.depth, s.via) = (root, depth, via);
             members.push(b);
             let f = s.fact;
-            for l in by_parent.get(&b).map_or(&[][..], |r| &self.links[r.clone()]) {
+            for l in by_parent
+                .get(&b)
+                .map_or(&[][..], |r| &self.links[r.clone()])
+            {
                 let child_of_b = self.slots.get(l.child as usize).map(|c| c.parent) == Some(b);
                 if l.kind == kind && child_of_b {
                     queue.push_back((l.child, depth.saturating_add(1), b));
@@ -609,7 +612,10 @@ impl Check {
                     format!("heap TID {} does not ascend", s.fact.issue_at + 1)
                 }
                 PageIssue::KeysOutOfOrder => {
-                    format!("posting item {} has a key below the one before", s.fact.issue_at)
+                    format!(
+                        "posting item {} has a key below the one before",
+                        s.fact.issue_at
+                    )
                 }
             };
             self.problem(b, message, json!({"item": s.fact.issue_at}));
