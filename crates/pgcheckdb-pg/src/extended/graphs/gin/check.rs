@@ -448,7 +448,8 @@ impl Check {
                 continue;
             }
             let entry = s.fact.is_entry();
-            if !entry && !(s.fact.is_live_data() && s.tree != NONE) {
+            let reached_data = s.fact.is_live_data() && s.tree != NONE;
+            if !entry && !reached_data {
                 continue;
             }
             let r = s.fact.rightlink;

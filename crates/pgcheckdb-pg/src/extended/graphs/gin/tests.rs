@@ -15,10 +15,13 @@ fn body(write: impl FnOnce(&mut Writer<'_>)) -> Vec<u8> {
     buf.split_off(9)
 }
 
-/// A hand-made index: each block's page fact and links.
+/// One link: kind, child, bounded, key.
+type HandLink = (LinkKind, u32, bool, u64);
+
+/// A hand-made index: each block's page fact and links (`None`: a damaged page).
 #[derive(Clone)]
 struct Index {
-    pages: Vec<Option<(PageFact, Vec<(LinkKind, u32, bool, u64)>)>>,
+    pages: Vec<Option<(PageFact, Vec<HandLink>)>>,
     meta: (u32, u32),
 }
 
@@ -133,7 +136,7 @@ fn fact(ix: &mut Index, b: usize) -> &mut PageFact {
     &mut ix.pages[b].as_mut().expect("page").0
 }
 
-fn links(ix: &mut Index, b: usize) -> &mut Vec<(LinkKind, u32, bool, u64)> {
+fn links(ix: &mut Index, b: usize) -> &mut Vec<HandLink> {
     &mut ix.pages[b].as_mut().expect("page").1
 }
 
