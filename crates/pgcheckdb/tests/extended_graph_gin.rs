@@ -6,7 +6,8 @@
 //! root named at an entry-tree page, a posting-tree downlink to a deleted page, a downlink key
 //! below its child's heap TIDs, an entry-tree rightlink to a pending-list page, a second
 //! downlink to one page, and the metapage's pending-list head at an entry-tree page. Each must
-//! be found as `index_graph_invalid` at the page holding the bent link. `pg_amcheck
+//! be found as `index_graph_invalid` at the page holding the bent link (the key: at the child
+//! whose TIDs it no longer bounds). `pg_amcheck
 //! --heapallindexed --parent-check` (and on 18 `gin_index_check`) is run on the damaged
 //! cluster and its verdict printed for docs/CHECKS.md. A cluster crashed during GIN inserts and
 //! recovered must be clean too.
