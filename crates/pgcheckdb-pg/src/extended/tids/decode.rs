@@ -207,7 +207,7 @@ fn gin_entry(t: &[u8], out: &mut Vec<(u32, u16)>) -> Option<()> {
 
 /// A posting-tree leaf page: compressed segments from after the right bound up to
 /// `pd_lower`, or (before `GIN_COMPRESSED`) an array of `maxoff` TIDs.
-fn gin_data_leaf(
+pub(crate) fn gin_data_leaf(
     page: &[u8],
     h: &PageHeader,
     special: usize,
