@@ -263,7 +263,7 @@ impl Check {
 
 fn type_name(kind: u16) -> &'static str {
     match kind {
-        page_type::META => "metapage",
+        page_type::META => "meta",
         page_type::REVMAP => "revmap",
         page_type::REGULAR => "regular",
         _ => "unknown",
