@@ -77,7 +77,7 @@ fn tid(page: &[u8], k: usize) -> (u32, u16) {
 }
 
 /// An edit that sets revmap entry `k` to (`blk`, `off`).
-fn set_tid(k: usize, blk: u32, off: u16) -> Box<dyn Fn(&mut [u8])> {
+fn set_tid(k: usize, blk: u32, off: u16) -> Edit {
     Box::new(move |p: &mut [u8]| {
         let at = REVMAP_TIDS + 6 * k;
         p[at..at + 2].copy_from_slice(&((blk >> 16) as u16).to_le_bytes());
@@ -86,11 +86,14 @@ fn set_tid(k: usize, blk: u32, off: u16) -> Box<dyn Fn(&mut [u8])> {
     })
 }
 
+/// A change to one page's bytes.
+type Edit = Box<dyn Fn(&mut [u8])>;
+
 /// One damage: the block it edits, and the words of its finding (always at the revmap page).
 struct Case {
     name: &'static str,
     block: u64,
-    change: Box<dyn Fn(&mut [u8])>,
+    change: Edit,
     says: &'static str,
 }
 
@@ -142,10 +145,15 @@ fn scenario(major: u32, checksums: bool) {
     let ours = common::verify_extended(&datadir, &[]);
     cluster.start().expect("start");
     let (ok, text) = amcheck_heapallindexed(&cluster);
+    // And a query that reads the whole index.
+    let query = query_through_index(
+        &cluster,
+        "SET enable_seqscan = off; SELECT count(*) FROM b WHERE id BETWEEN 1 AND 40000;",
+    );
     cluster.stop().expect("stop");
     eprintln!(
         "PostgreSQL {major} (checksums {checksums}): 4 revmap entry damages; pgcheckdb exit {}, \
-         {} findings; pg_amcheck --heapallindexed --parent-check: {}\n{text}",
+         {} findings; pg_amcheck --heapallindexed --parent-check: {}; {query}\n{text}",
         ours.status,
         ours.problems().len(),
         if ok {
@@ -217,4 +225,22 @@ fn cases(path: &Path) -> Vec<Case> {
             says: "all zeros",
         },
     ]
+}
+
+/// Runs `sql` (a query that reads the whole index) on the running `cluster`: what PostgreSQL
+/// itself says of the damage.
+fn query_through_index(cluster: &pgcheckdb_testkit::Cluster, sql: &str) -> String {
+    let sock = cluster.socket_dir().display().to_string();
+    let out = cluster
+        .command("psql")
+        .args([
+            "-X", "-h", &sock, "-U", "postgres", "-d", "postgres", "-c", sql,
+        ])
+        .output()
+        .expect("run psql");
+    let err = String::from_utf8_lossy(&out.stderr);
+    match err.lines().find(|l| l.starts_with("ERROR")) {
+        Some(line) => format!("a query through the index fails: {line}"),
+        None => "a query through the index runs without error".to_string(),
+    }
 }
