@@ -5,7 +5,7 @@
 //! `BUCKET_TO_BLKNO(B)`, overflow page number `n` (bit `n` of the bitmap pages listed in
 //! `hashm_mapp`) is at the block `bitno_to_blkno(n)` gives, both derived from `hashm_spares`
 //! ([`Meta`]). [`emit`] writes what each page says of itself (type, bucket, links, and the
-//! bitwise AND and OR of its tuples' hash codes); [`check`] keeps about 20 bytes per page of
+//! bitwise AND and OR of its tuples' hash codes); [`check`] keeps about 30 bytes per page of
 //! the index, the metapage and the bitmap pages' bytes in memory, then walks every bucket's
 //! chain from its primary page in [`GraphCheck::finish`](super::GraphCheck::finish).
 
