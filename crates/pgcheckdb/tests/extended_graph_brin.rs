@@ -1,0 +1,315 @@
+//! The extended level checks the graph of every BRIN index: each range map (revmap) entry
+//! must point at a regular page's tuple that summarizes that range, and the range map's
+//! blocks must be revmap pages. On a real churned cluster of every supported version (ranges
+//! summarized at build, new ranges summarized later, ranges widened so that their tuples move
+//! to other pages, ranges desummarized and summarized again, deletes and VACUUM) verify
+//! `--level extended` must report nothing; then each damage class is injected alone
+//! (checksum recomputed), found as `index_graph_invalid` at the revmap block, and undone.
+//! `pg_amcheck --heapallindexed --parent-check` is run on the cluster with the damages and its
+//! verdict printed for docs/CHECKS.md.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use pgcheckdb_pg::corrupt;
+use pgcheckdb_pg::layout::itemid::line_pointers;
+use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_testkit::BLCKSZ;
+
+use common::{amcheck_heapallindexed, assert_clean, assert_problems, edit, key, loaded_cluster};
+
+#[test]
+fn brin_graph_pg14_checksums() {
+    scenario(14, true);
+}
+
+#[test]
+fn brin_graph_pg15_no_checksums() {
+    scenario(15, false);
+}
+
+#[test]
+fn brin_graph_pg16_checksums() {
+    scenario(16, true);
+}
+
+#[test]
+fn brin_graph_pg17_no_checksums() {
+    scenario(17, false);
+}
+
+#[test]
+fn brin_graph_pg18_checksums() {
+    scenario(18, true);
+}
+
+/// The range map grows past its first page while the table grows and ranges are summarized
+/// concurrently: a regular page in the way is evacuated (its tuples move, their revmap entries
+/// with them) and becomes a revmap page. pgbench inserts rows while other clients summarize new
+/// ranges and desummarize old ones; the cluster, shut down cleanly, must verify clean.
+#[test]
+fn brin_graph_range_map_growth_pg16_checksums() {
+    let sql = "CREATE TABLE g (id int, pad text) WITH (fillfactor = 10);
+        INSERT INTO g SELECT i, repeat('p', 100) FROM generate_series(1, 2000) i;
+        CREATE INDEX g_idx ON g USING brin (id, pad) WITH (pages_per_range = 1);";
+    let (mut cluster, paths) = loaded_cluster(16, true, sql, &["g_idx", "g"]);
+    let dir = std::env::temp_dir().join(format!("pgcheckdb-brin-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("script dir");
+    let ins = dir.join("ins.sql");
+    let sum = dir.join("sum.sql");
+    std::fs::write(
+        &ins,
+        "INSERT INTO g SELECT (random() * 1e6)::int, repeat('q', (random() * 200)::int) \
+         FROM generate_series(1, 40);\n",
+    )
+    .expect("script");
+    std::fs::write(
+        &sum,
+        "SELECT brin_summarize_new_values('g_idx');\n\
+         \\set r random(0, 1000)\n\
+         SELECT brin_desummarize_range('g_idx', :r);\n\
+         SELECT brin_summarize_range('g_idx', :r);\n",
+    )
+    .expect("script");
+    cluster.start().expect("start");
+    let sock = cluster.socket_dir().display().to_string();
+    let out = cluster
+        .command("pgbench")
+        .args([
+            "-h", &sock, "-U", "postgres", "-n", "-c", "6", "-j", "2", "-t", "60",
+        ])
+        .arg("-f")
+        .arg(format!("{}@3", ins.display()))
+        .arg("-f")
+        .arg(format!("{}@1", sum.display()))
+        .arg("postgres")
+        .output()
+        .expect("run pgbench");
+    assert!(
+        out.status.success(),
+        "pgbench: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cluster
+        .psql("postgres", "SELECT brin_summarize_new_values('g_idx');")
+        .expect("summarize");
+    cluster.stop().expect("stop");
+    let _ = std::fs::remove_dir_all(&dir);
+    let path = cluster.datadir().join(&paths[0]);
+    let meta = block(&path, 0);
+    let last_revmap = u32::from_le_bytes(meta[36..40].try_into().expect("4 bytes"));
+    assert!(
+        last_revmap >= 2,
+        "the range map did not grow: lastRevmapPage {last_revmap}"
+    );
+    let run = common::verify_extended(cluster.datadir(), &[]);
+    assert_clean(
+        &run,
+        "PostgreSQL 16: BRIN range map grown under concurrent summarization",
+    );
+    let heap = cluster.datadir().join(&paths[1]);
+    let pages = std::fs::metadata(&heap).expect("table").len() / BLCKSZ as u64;
+    eprintln!("PostgreSQL 16: table of {pages} pages, lastRevmapPage {last_revmap}: clean");
+}
+
+const SCHEMA: &str = "
+CREATE TABLE b (id int, t text, pad text) WITH (fillfactor = 50);
+INSERT INTO b SELECT i, 'v' || i, repeat('p', 60) FROM generate_series(1, 20000) i;
+CREATE INDEX b_idx ON b USING brin (id, t) WITH (pages_per_range = 1);
+INSERT INTO b SELECT i, 'w' || i, repeat('p', 60) FROM generate_series(20001, 30000) i;
+SELECT brin_summarize_new_values('b_idx');
+UPDATE b SET t = repeat('z', 200) || id WHERE id % 500 = 0;
+SELECT brin_desummarize_range('b_idx', 10);
+SELECT brin_desummarize_range('b_idx', 11);
+DELETE FROM b WHERE id < 2000;
+VACUUM b;
+SELECT brin_summarize_range('b_idx', 10);
+CHECKPOINT;
+";
+
+/// Where the revmap's TIDs start (after the page header) and the range map's first block.
+const REVMAP_TIDS: usize = 24;
+const REVMAP_BLOCK: u64 = 1;
+const BRIN_PAGETYPE_REGULAR: u16 = 0xF093;
+
+fn block(path: &Path, b: u64) -> Vec<u8> {
+    corrupt::read_block(path, b, BLCKSZ).expect("read block")
+}
+
+/// Revmap entry `k` of `page` as (block, offset).
+fn tid(page: &[u8], k: usize) -> (u32, u16) {
+    let at = REVMAP_TIDS + 6 * k;
+    let u = |o: usize| u16::from_le_bytes([page[o], page[o + 1]]);
+    (((u(at) as u32) << 16) | u(at + 2) as u32, u(at + 4))
+}
+
+/// An edit that sets revmap entry `k` to (`blk`, `off`).
+fn set_tid(k: usize, blk: u32, off: u16) -> Edit {
+    Box::new(move |p: &mut [u8]| {
+        let at = REVMAP_TIDS + 6 * k;
+        p[at..at + 2].copy_from_slice(&((blk >> 16) as u16).to_le_bytes());
+        p[at + 2..at + 4].copy_from_slice(&(blk as u16).to_le_bytes());
+        p[at + 4..at + 6].copy_from_slice(&off.to_le_bytes());
+    })
+}
+
+/// A change to one page's bytes.
+type Edit = Box<dyn Fn(&mut [u8])>;
+
+/// One damage: the block it edits, and the words of its finding (always at the revmap page).
+struct Case {
+    name: &'static str,
+    block: u64,
+    change: Edit,
+    says: &'static str,
+}
+
+fn scenario(major: u32, checksums: bool) {
+    let (mut cluster, paths) = loaded_cluster(major, checksums, SCHEMA, &["b_idx"]);
+    let datadir = cluster.datadir().to_path_buf();
+    let file = paths[0].clone();
+    let path = datadir.join(&file);
+
+    let clean = common::verify_extended(&datadir, &[]);
+    assert_clean(&clean, &format!("PostgreSQL {major}: healthy cluster"));
+    let ext = &clean.summary.as_ref().expect("summary")["extended"];
+    assert!(
+        ext["index_graphs_checked"].as_u64().unwrap_or(0) >= 1,
+        "{ext}"
+    );
+
+    let cases = cases(&path);
+    for case in &cases {
+        let saved = block(&path, case.block);
+        if case.name.ends_with("all zeros") {
+            // A page never written: no checksum either.
+            corrupt::write_block(&path, case.block, &vec![0; BLCKSZ]).expect("zero");
+        } else {
+            edit(&path, case.block, |p| (case.change)(p));
+        }
+        let run = common::verify_extended(&datadir, &[]);
+        let what = format!("PostgreSQL {major}: {}", case.name);
+        assert_eq!(run.status, 2, "{what}\n{run}");
+        let expected: BTreeSet<_> = [key("index_graph_invalid", &file, REVMAP_BLOCK)].into();
+        assert_problems(&run, &expected, &what);
+        let text = run.findings_text().join("\n");
+        assert!(
+            text.contains(case.says),
+            "{what}: expected {:?}\n{text}",
+            case.says
+        );
+        corrupt::write_block(&path, case.block, &saved).expect("undo");
+    }
+    assert_clean(
+        &common::verify_extended(&datadir, &[]),
+        &format!("PostgreSQL {major}: every damage undone"),
+    );
+
+    // The entry damages at once (not the page-wide ones), for pg_amcheck.
+    for case in cases.iter().filter(|c| c.block == REVMAP_BLOCK).take(4) {
+        edit(&path, case.block, |p| (case.change)(p));
+    }
+    let ours = common::verify_extended(&datadir, &[]);
+    cluster.start().expect("start");
+    let (ok, text) = amcheck_heapallindexed(&cluster);
+    // And a query that reads the whole index.
+    let query = query_through_index(
+        &cluster,
+        "SET enable_seqscan = off; SELECT count(*) FROM b WHERE id BETWEEN 1 AND 40000;",
+    );
+    cluster.stop().expect("stop");
+    eprintln!(
+        "PostgreSQL {major} (checksums {checksums}): 4 revmap entry damages; pgcheckdb exit {}, \
+         {} findings; pg_amcheck --heapallindexed --parent-check: {}; {query}\n{text}",
+        ours.status,
+        ours.problems().len(),
+        if ok {
+            "exit 0, notices nothing"
+        } else {
+            "reports a problem"
+        },
+    );
+}
+
+fn cases(path: &Path) -> Vec<Case> {
+    let revmap = block(path, REVMAP_BLOCK);
+    let valid: Vec<(usize, (u32, u16))> = (0..40)
+        .map(|k| (k, tid(&revmap, k)))
+        .filter(|(_, t)| t.1 != 0)
+        .collect();
+    assert!(valid.len() >= 20, "too few summarized ranges: {valid:?}");
+    let n = std::fs::metadata(path).expect("index").len() / BLCKSZ as u64;
+    let (k0, k1, k2, k3, k4) = (valid[0].0, valid[1].1, valid[2].0, valid[3].0, valid[4].0);
+    let (tblk, toff) = valid[5].1;
+    let tuple_page = block(path, tblk as u64);
+    let h = PageHeader::parse(&tuple_page).expect("header");
+    let lp = line_pointers(&tuple_page, &h)[toff as usize - 1];
+    let bt_at = lp.lp_off as usize;
+    vec![
+        Case {
+            name: "an entry points at another range's tuple",
+            block: REVMAP_BLOCK,
+            change: set_tid(k0, k1.0, k1.1),
+            says: "whose tuple summarizes the range at heap block",
+        },
+        Case {
+            name: "an entry points past its page's line pointers",
+            block: REVMAP_BLOCK,
+            change: set_tid(k2, valid[2].1 .0, 300),
+            says: "not a normal line pointer",
+        },
+        Case {
+            name: "an entry points at the metapage",
+            block: REVMAP_BLOCK,
+            change: set_tid(k3, 0, 1),
+            says: "a meta page",
+        },
+        Case {
+            name: "an entry points past the end of the index",
+            block: REVMAP_BLOCK,
+            change: set_tid(k4, n as u32 + 10, 1),
+            says: "past the index's",
+        },
+        Case {
+            name: "a regular page's tuple names another range",
+            block: tblk as u64,
+            change: Box::new(move |p: &mut [u8]| p[bt_at] ^= 1),
+            says: "whose tuple summarizes the range at heap block",
+        },
+        Case {
+            name: "the range map's page became a regular page",
+            block: REVMAP_BLOCK,
+            change: Box::new(|p: &mut [u8]| {
+                let at = p.len() - 2;
+                p[at..].copy_from_slice(&BRIN_PAGETYPE_REGULAR.to_le_bytes());
+            }),
+            says: "is in the range map",
+        },
+        Case {
+            name: "the range map's page is all zeros",
+            block: REVMAP_BLOCK,
+            change: Box::new(|p: &mut [u8]| p.fill(0)),
+            says: "all zeros",
+        },
+    ]
+}
+
+/// Runs `sql` (a query that reads the whole index) on the running `cluster`: what PostgreSQL
+/// itself says of the damage.
+fn query_through_index(cluster: &pgcheckdb_testkit::Cluster, sql: &str) -> String {
+    let sock = cluster.socket_dir().display().to_string();
+    let out = cluster
+        .command("psql")
+        .args([
+            "-X", "-h", &sock, "-U", "postgres", "-d", "postgres", "-c", sql,
+        ])
+        .output()
+        .expect("run psql");
+    let err = String::from_utf8_lossy(&out.stderr);
+    match err.lines().find(|l| l.starts_with("ERROR")) {
+        Some(line) => format!("a query through the index fails: {line}"),
+        None => "a query through the index runs without error".to_string(),
+    }
+}
