@@ -9,6 +9,7 @@ use pgcheckdb_pg::backup::{self, Backup};
 use pgcheckdb_pg::catalog::Catalog;
 use pgcheckdb_pg::cluster::{check_stopped, RunningReason};
 use pgcheckdb_pg::control::{read_pg_version_file, ControlFile};
+use pgcheckdb_pg::extended::tids::TidNotChecked;
 use pgcheckdb_pg::extended::{ExtendedConfig, ExtendedPlan};
 use pgcheckdb_pg::naming::{listing_findings, name_findings_with};
 use pgcheckdb_pg::relstats::{relation_summaries, RelationSummary};
@@ -307,8 +308,12 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         if common.verbose {
             list_not_order_checked(s);
             if let Some(ext) = &extended {
-                list_tids_not_checked(ext);
-                list_graphs_not_checked(ext);
+                let (tids, graphs) = (&ext.tids, &ext.graphs);
+                let (n, skipped) = (tids.indexes.len(), &tids.not_checked);
+                list_not_checked("index -> heap TIDs", "TIDs not checked", n, skipped);
+                let (n, skipped) = (graphs.indexes.len(), &graphs.not_checked);
+                let what = "index graphs (hash, GiST, SP-GiST, GIN, BRIN)";
+                list_not_checked(what, "graph not checked", n, skipped);
             }
         }
     }
@@ -692,34 +697,15 @@ fn warn_missing_locales(structure: &Structure<'_>) {
     }
 }
 
-/// `--verbose`: each index whose heap TIDs are not checked against its table, with the reason.
-fn list_tids_not_checked(ext: &ExtendedPlan) {
+/// `--verbose`: how many indexes a check of the extended level covered, and each one it left
+/// out, with the reason (`check` names the check, `each` starts the line of one left out).
+fn list_not_checked(check: &str, each: &str, checked: usize, not_checked: &[TidNotChecked]) {
     eprintln!(
-        "pgcheckdb: index -> heap TIDs: {} index(es) checked, {} not checked",
-        ext.tids.indexes.len(),
-        ext.tids.not_checked.len()
+        "pgcheckdb: {check}: {checked} index(es) checked, {} not checked",
+        not_checked.len()
     );
-    for n in &ext.tids.not_checked {
-        eprintln!(
-            "pgcheckdb: TIDs not checked: index {}: {}",
-            n.index, n.reason
-        );
-    }
-}
-
-/// `--verbose`: how many hash, GiST, SP-GiST, GIN and BRIN graphs are checked, and each one
-/// that is not, with the reason.
-fn list_graphs_not_checked(ext: &ExtendedPlan) {
-    eprintln!(
-        "pgcheckdb: index graphs (hash, GiST, SP-GiST, GIN, BRIN): {} index(es) checked, {} not checked",
-        ext.graphs.indexes.len(),
-        ext.graphs.not_checked.len()
-    );
-    for n in &ext.graphs.not_checked {
-        eprintln!(
-            "pgcheckdb: graph not checked: index {}: {}",
-            n.index, n.reason
-        );
+    for n in not_checked {
+        eprintln!("pgcheckdb: {each}: index {}: {}", n.index, n.reason);
     }
 }
 

@@ -104,9 +104,11 @@ fn clean_under_load(major: u32) {
         c.keep();
     }
     let cold = c.relation_filepath("postgres", "cold").expect("cold path");
-    let branches = c
-        .relation_filepath("postgres", "pgbench_branches")
-        .expect("branches path");
+    // The tables every pgbench transaction writes.
+    let written: Vec<String> = ["pgbench_branches", "pgbench_tellers", "pgbench_history"]
+        .iter()
+        .map(|t| c.relation_filepath("postgres", t).expect("table path"))
+        .collect();
     let mut last = PathBuf::new();
     let mut unverified_total = 0;
     for i in 0..3 {
@@ -174,13 +176,15 @@ fn clean_under_load(major: u32) {
         .unwrap_or_else(|| panic!("no backup line\n{text}"));
     assert!(line.contains("rule wal_block_set"), "{line}");
 
-    // A page torn in the copy that the backup's WAL rewrites (block 0 of pgbench_branches:
-    // every pgbench transaction updates it) is counted, not reported. The server computes the
-    // manifest's checksum over the bytes it sent, torn or not: the manifest is removed here so
-    // that only the page check speaks.
+    // A page torn in the copy that the backup's WAL rewrites (one pgbench changed after the
+    // backup started: its pd_lsn is past the start, so a record of the backup's WAL names it)
+    // is counted, not reported. The server computes the manifest's checksum over the bytes it
+    // sent, torn or not: the manifest is removed here so that only the page check speaks.
     let bk0 = c.work_dir().join("bk0");
     std::fs::remove_file(bk0.join("backup_manifest")).expect("rm manifest");
-    damage(&bk0, &branches, 0);
+    let (rel, block) = changed_page(&bk0, &written)
+        .unwrap_or_else(|| panic!("bk0 holds no page of {written:?} changed after its start"));
+    damage(&bk0, &rel, block);
     let run = verify_backup(&c, &bk0, "standard");
     common::assert_status(&run, 0, "torn replayed page");
     assert!(run.problems().is_empty(), "{run}");
@@ -223,7 +227,7 @@ fn clean_under_load(major: u32) {
 
     // No WAL in the backup (taken under load): the page-LSN rule, stated. A damaged page
     // changed during the backup (pd_lsn past the start) is counted; the cold page is reported.
-    let dir = nowal_backup_with_branches_changed(&c, &branches);
+    let (dir, changed, changed_block) = nowal_backup_with_changed_page(&c, &written);
     let run = verify_backup(&c, &dir, "physical");
     common::assert_status(&run, 0, "-X none backup");
     let b = backup_summary(&run);
@@ -231,7 +235,7 @@ fn clean_under_load(major: u32) {
     assert!(b["note"].as_str().unwrap_or("").contains("pd_lsn"), "{run}");
     assert!(pg_verifybackup(&c, &dir, &["-n"]), "pg_verifybackup -n");
     std::fs::remove_file(dir.join("backup_manifest")).expect("rm manifest");
-    damage(&dir, &branches, 0);
+    damage(&dir, &changed, changed_block);
     damage(&dir, &cold, 1);
     let run = verify_backup(&c, &dir, "physical");
     common::assert_status(&run, 2, "-X none, damaged");
@@ -243,24 +247,36 @@ fn clean_under_load(major: u32) {
     c.stop().expect("stop");
 }
 
-/// A `-X none` backup under load whose copy of `pgbench_branches` block 0 has a `pd_lsn` past
-/// the backup's start: the premise of the page-LSN step. Every pgbench transaction updates
-/// that page, but whether the copy holds a version written after the start depends on timing
-/// (on a loaded machine the copy may be read before the page is written again), so the backup
-/// is taken again, a few times at most, until the premise holds.
-fn nowal_backup_with_branches_changed(c: &Cluster, branches: &str) -> PathBuf {
+/// A `-X none` backup under load, with a page of its copy that changed after the backup
+/// started (a `pd_lsn` past `backup_label`'s `START WAL LOCATION`) in one of the tables
+/// pgbench writes (`rels`): the premise of the page-LSN step. Which pages pgbench changes
+/// moves as it runs (a row's newest version leaves a full page for another one, and the old
+/// page is then left alone), so the copy is searched for such a page; the backup is taken
+/// again, a few times at most, if the copy has none.
+fn nowal_backup_with_changed_page(c: &Cluster, rels: &[String]) -> (PathBuf, String, u64) {
     for attempt in 0..5 {
         let dir = backup_under_load(c, &format!("bk_nowal{attempt}"), &["-X", "none"]);
-        let start = label_start_lsn(&dir);
-        let lsn = page_lsn(&dir.join(branches), 0);
-        if lsn > start {
-            return dir;
+        if let Some((rel, block)) = changed_page(&dir, rels) {
+            return (dir, rel, block);
         }
         eprintln!(
-            "-X none backup {attempt}: pgbench_branches block 0 has pd_lsn {lsn:X}, not past the start {start:X}; taking it again"
+            "-X none backup {attempt}: no page of {rels:?} has a pd_lsn past the start; taking it again"
         );
     }
-    panic!("five -X none backups under load: none copied pgbench_branches block 0 after a change");
+    panic!("five -X none backups under load: none copied a page pgbench changed after the start");
+}
+
+/// The first page of `rels` in the backup copy `dir` whose `pd_lsn` is past the backup's
+/// start: one changed while the copy was made.
+fn changed_page(dir: &Path, rels: &[String]) -> Option<(String, u64)> {
+    let start = label_start_lsn(dir);
+    rels.iter().find_map(|rel| {
+        let path = dir.join(rel);
+        let blocks = std::fs::metadata(&path).map_or(0, |m| m.len()) / BLCKSZ;
+        (0..blocks)
+            .find(|&b| page_lsn(&path, b) > start)
+            .map(|b| (rel.clone(), b))
+    })
 }
 
 /// `START WAL LOCATION` of a backup's `backup_label`, as a 64-bit LSN.
@@ -281,7 +297,7 @@ fn label_start_lsn(dir: &Path) -> u64 {
 fn page_lsn(path: &Path, blkno: u64) -> u64 {
     let f = std::fs::File::open(path).expect("open relation file");
     let mut b = [0u8; 8];
-    f.read_exact_at(&mut b, blkno * pgcheckdb_testkit::BLCKSZ as u64)
+    f.read_exact_at(&mut b, blkno * BLCKSZ)
         .expect("read pd_lsn");
     let xlogid = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64;
     let xrecoff = u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as u64;

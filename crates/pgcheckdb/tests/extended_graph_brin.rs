@@ -18,7 +18,11 @@ use pgcheckdb_pg::layout::itemid::line_pointers;
 use pgcheckdb_pg::page::PageHeader;
 use pgcheckdb_testkit::BLCKSZ;
 
-use common::{amcheck_heapallindexed, assert_clean, assert_problems, edit, key, loaded_cluster};
+use common::read_block as block;
+use common::{
+    amcheck_heapallindexed, assert_clean, assert_problems, edit, key, loaded_cluster,
+    query_through_index,
+};
 
 #[test]
 fn brin_graph_pg14_checksums() {
@@ -133,10 +137,6 @@ CHECKPOINT;
 const REVMAP_TIDS: usize = 24;
 const REVMAP_BLOCK: u64 = 1;
 const BRIN_PAGETYPE_REGULAR: u16 = 0xF093;
-
-fn block(path: &Path, b: u64) -> Vec<u8> {
-    corrupt::read_block(path, b, BLCKSZ).expect("read block")
-}
 
 /// Revmap entry `k` of `page` as (block, offset).
 fn tid(page: &[u8], k: usize) -> (u32, u16) {
@@ -294,22 +294,4 @@ fn cases(path: &Path) -> Vec<Case> {
             says: "all zeros",
         },
     ]
-}
-
-/// Runs `sql` (a query that reads the whole index) on the running `cluster`: what PostgreSQL
-/// itself says of the damage.
-fn query_through_index(cluster: &pgcheckdb_testkit::Cluster, sql: &str) -> String {
-    let sock = cluster.socket_dir().display().to_string();
-    let out = cluster
-        .command("psql")
-        .args([
-            "-X", "-h", &sock, "-U", "postgres", "-d", "postgres", "-c", sql,
-        ])
-        .output()
-        .expect("run psql");
-    let err = String::from_utf8_lossy(&out.stderr);
-    match err.lines().find(|l| l.starts_with("ERROR")) {
-        Some(line) => format!("a query through the index fails: {line}"),
-        None => "a query through the index runs without error".to_string(),
-    }
 }

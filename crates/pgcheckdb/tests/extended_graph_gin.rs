@@ -22,7 +22,7 @@ use pgcheckdb_pg::page::PageHeader;
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
-use common::{assert_clean, edit, loaded_cluster, verify_extended};
+use common::{assert_clean, edit, loaded_cluster, u16_at, u32_at, verify_extended};
 
 #[test]
 fn gin_graph_pg14_checksums() {
@@ -139,14 +139,6 @@ impl GinPage {
 
 fn block(path: &Path, b: u32) -> Vec<u8> {
     corrupt::read_block(path, b as u64, BLCKSZ).expect("read block")
-}
-
-fn u16_at(p: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([p[at], p[at + 1]])
-}
-
-fn u32_at(p: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]])
 }
 
 /// A `BlockIdData` (`bi_hi`, `bi_lo`) at `at`.

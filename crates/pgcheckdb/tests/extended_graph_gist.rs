@@ -15,12 +15,12 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use pgcheckdb_pg::corrupt;
 use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
 use pgcheckdb_pg::page::PageHeader;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
-use common::{assert_clean, edit, loaded_cluster, verify_extended};
+use common::read_block as block;
+use common::{assert_clean, edit, loaded_cluster, u16_at, u32_at, verify_extended};
 
 #[test]
 fn gist_spgist_graphs_pg14_checksums() {
@@ -76,18 +76,6 @@ CHECKPOINT;
 
 fn nblocks(path: &Path) -> u64 {
     std::fs::metadata(path).expect("file").len() / BLCKSZ as u64
-}
-
-fn block(path: &Path, b: u64) -> Vec<u8> {
-    corrupt::read_block(path, b, BLCKSZ).expect("read block")
-}
-
-fn u16_at(p: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([p[at], p[at + 1]])
-}
-
-fn u32_at(p: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]])
 }
 
 /// The block of the item pointer at byte `at` (`bi_hi`, `bi_lo`).

@@ -19,7 +19,11 @@ use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
 use pgcheckdb_pg::page::PageHeader;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
-use common::{amcheck_heapallindexed, assert_clean, assert_problems, edit, key, loaded_cluster};
+use common::read_block as block;
+use common::{
+    amcheck_heapallindexed, assert_clean, assert_problems, edit, key, loaded_cluster,
+    query_through_index, u32_at,
+};
 
 #[test]
 fn hash_graph_pg14_checksums() {
@@ -134,10 +138,6 @@ struct Opaque {
     flag: u16,
 }
 
-fn u32_at(p: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(p[at..at + 4].try_into().expect("4 bytes"))
-}
-
 fn opaque(page: &[u8]) -> Option<Opaque> {
     let h = PageHeader::parse(page).filter(|h| !h.is_new())?;
     let s = h.pd_special as usize;
@@ -147,10 +147,6 @@ fn opaque(page: &[u8]) -> Option<Opaque> {
         bucket: u32_at(page, s + 8),
         flag: u16::from_le_bytes([page[s + 12], page[s + 13]]),
     })
-}
-
-fn block(path: &Path, b: u64) -> Vec<u8> {
-    corrupt::read_block(path, b, BLCKSZ).expect("read block")
 }
 
 /// Every bucket's chain, found by following the pages' own links: (primary, overflow pages).
@@ -364,22 +360,4 @@ fn flip_last_code(p: &mut [u8]) {
 
 fn lp_code(lp_off: u16) -> usize {
     lp_off as usize + 8
-}
-
-/// Runs `sql` (a query that reads the whole index) on the running `cluster`: what PostgreSQL
-/// itself says of the damage.
-fn query_through_index(cluster: &pgcheckdb_testkit::Cluster, sql: &str) -> String {
-    let sock = cluster.socket_dir().display().to_string();
-    let out = cluster
-        .command("psql")
-        .args([
-            "-X", "-h", &sock, "-U", "postgres", "-d", "postgres", "-c", sql,
-        ])
-        .output()
-        .expect("run psql");
-    let err = String::from_utf8_lossy(&out.stderr);
-    match err.lines().find(|l| l.starts_with("ERROR")) {
-        Some(line) => format!("a query through the index fails: {line}"),
-        None => "a query through the index runs without error".to_string(),
-    }
 }

@@ -16,6 +16,7 @@ use super::plan::{ExtendedPlan, IndexInfo};
 use super::report::block_finding;
 use super::spill::Runs;
 use super::tids::merge::{check_heap_tids, parts, ChunkRange, TidOutcome};
+use super::tids::TidNotChecked;
 use super::toast::merge::{check_toasts, unread_forks};
 use super::unique::{collect_live, needed_blocks, violations, Group};
 use super::{lock, unlocked, ExtendedSummary, NotOrderCheckedIndex};
@@ -89,16 +90,7 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
     summary.tids_checked = tids.tids_checked;
     summary.tids_not_checked = tids.tids_not_checked;
     if ext.config.verbose {
-        summary.tids_not_checked_indexes = Some(
-            ext.tids
-                .not_checked
-                .iter()
-                .map(|n| NotOrderCheckedIndex {
-                    index: n.index.clone(),
-                    reason: n.reason.to_string(),
-                })
-                .collect(),
-        );
+        summary.tids_not_checked_indexes = Some(listed(&ext.tids.not_checked));
     }
     let unread = unread_forks(plan, &report.findings);
     let (toast_findings, toast) =
@@ -113,16 +105,7 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
     summary.index_graphs_checked = ext.graphs.indexes.len() as u64;
     summary.index_graphs_not_checked = ext.graphs.not_checked.len() as u64;
     if ext.config.verbose {
-        summary.index_graphs_not_checked_indexes = Some(
-            ext.graphs
-                .not_checked
-                .iter()
-                .map(|n| NotOrderCheckedIndex {
-                    index: n.index.clone(),
-                    reason: n.reason.to_string(),
-                })
-                .collect(),
-        );
+        summary.index_graphs_not_checked_indexes = Some(listed(&ext.graphs.not_checked));
     }
     summary.hint_bits_tables_checked = ext.vm.tables.len() as u64;
     summary.visibility_maps_checked = ext.vm.maps.len() as u64;
@@ -179,6 +162,17 @@ struct PoolOutcome {
     miss_chances: Vec<f64>,
     /// Per index, its graph findings.
     graphs: Vec<(usize, Vec<Finding>)>,
+}
+
+/// The indexes a check left out, with the reason, as the verbose summary lists them.
+fn listed(not_checked: &[TidNotChecked]) -> Vec<NotOrderCheckedIndex> {
+    not_checked
+        .iter()
+        .map(|n| NotOrderCheckedIndex {
+            index: n.index.clone(),
+            reason: n.reason.to_string(),
+        })
+        .collect()
 }
 
 /// Bytes of a fork's files: how long its merge task takes, roughly (a TID task: its

@@ -3,6 +3,7 @@
 //! Every decoder takes untrusted bytes and returns `None` instead of reading out of bounds.
 
 pub mod btree;
+pub mod hash;
 pub mod heap;
 pub mod itemid;
 pub mod special;

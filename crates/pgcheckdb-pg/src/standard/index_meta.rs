@@ -4,24 +4,15 @@
 
 use super::{ClusterFacts, PageFormat, StructureProblem};
 use crate::finding::FindingKind as K;
+use crate::layout::hash::{
+    HASHM_HIGHMASK, HASHM_LOWMASK, HASHM_MAPP, HASHM_MAXBUCKET, HASHM_NMAPS, HASHM_OVFLPOINT,
+    HASHM_SPARES, HASHM_VERSION, HASH_MAX_SPLITPOINTS, HASH_VERSION,
+};
 use crate::layout::le_u32;
 use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 
 /// `InvalidBlockNumber`.
 const INVALID_BLOCK: u32 = u32::MAX;
-/// `HASH_VERSION`.
-const HASH_VERSION: u32 = 4;
-/// `HASH_MAX_SPLITPOINTS`: the length of `hashm_spares`.
-const HASH_MAX_SPLITPOINTS: u32 = 98;
-/// Byte offsets inside `HashMetaPageData`.
-const HASHM_VERSION: usize = 4;
-const HASHM_MAXBUCKET: usize = 24;
-const HASHM_HIGHMASK: usize = 28;
-const HASHM_LOWMASK: usize = 32;
-const HASHM_OVFLPOINT: usize = 36;
-const HASHM_NMAPS: usize = 44;
-const HASHM_SPARES: usize = 52;
-const HASHM_MAPP: usize = HASHM_SPARES + 4 * HASH_MAX_SPLITPOINTS as usize;
 /// `GIN_CURRENT_VERSION`.
 const GIN_CURRENT_VERSION: u32 = 2;
 /// Byte offsets inside `GinMetaPageData`.
@@ -77,7 +68,7 @@ fn hash_meta(meta: &dyn Fn(usize) -> u32, facts: &ClusterFacts, blocks: u64) -> 
         ));
     }
     let ovflpoint = meta(HASHM_OVFLPOINT);
-    if ovflpoint >= HASH_MAX_SPLITPOINTS {
+    if ovflpoint as usize >= HASH_MAX_SPLITPOINTS {
         p.push(format!(
             "hash metapage ovflpoint {ovflpoint} is not below {HASH_MAX_SPLITPOINTS}"
         ));

@@ -189,3 +189,36 @@ pub fn set_db_state(datadir: &Path, state: u32) {
     raw[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&path, &raw).expect("write pg_control");
 }
+
+/// Block `b` of relation file `path`.
+pub fn read_block(path: &Path, b: u64) -> Vec<u8> {
+    pgcheckdb_pg::corrupt::read_block(path, b, pgcheckdb_testkit::BLCKSZ).expect("read block")
+}
+
+/// The little-endian `u16` at byte `at` of a page.
+pub fn u16_at(p: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([p[at], p[at + 1]])
+}
+
+/// The little-endian `u32` at byte `at` of a page.
+pub fn u32_at(p: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]])
+}
+
+/// Runs `sql` (meant to read a whole index) on the started cluster and says whether the
+/// server raised an error, for the cross-check tables of docs/CHECKS.md.
+pub fn query_through_index(cluster: &pgcheckdb_testkit::Cluster, sql: &str) -> String {
+    let sock = cluster.socket_dir().display().to_string();
+    let out = cluster
+        .command("psql")
+        .args([
+            "-X", "-h", &sock, "-U", "postgres", "-d", "postgres", "-c", sql,
+        ])
+        .output()
+        .expect("run psql");
+    let err = String::from_utf8_lossy(&out.stderr);
+    match err.lines().find(|l| l.starts_with("ERROR")) {
+        Some(line) => format!("a query through the index fails: {line}"),
+        None => "a query through the index runs without error".to_string(),
+    }
+}

@@ -232,6 +232,16 @@ pub struct GraphProblem {
     pub detail: Value,
 }
 
+impl GraphProblem {
+    pub fn new(blkno: impl Into<u64>, message: String, detail: Value) -> GraphProblem {
+        GraphProblem {
+            blkno: blkno.into(),
+            message,
+            detail,
+        }
+    }
+}
+
 /// The cross-page check of one access method. The merge feeds it the index's records in
 /// block order (within a block, in the order of their bodies' bytes), then asks for the
 /// problems found. Every block read gives either the access method's records (a sound page;
@@ -258,6 +268,31 @@ pub fn checker(info: &GraphInfo) -> Box<dyn GraphCheck> {
         GraphAm::SpGist => Box::new(spgist::Check::new(info)),
         GraphAm::Gin => Box::new(gin::Check::new(info)),
         GraphAm::Brin => Box::new(brin::Check::new(info)),
+    }
+}
+
+/// Helpers of the access methods' unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{GraphAm, GraphInfo};
+    use crate::extended::facts::{Family, Writer};
+
+    /// One record body, as an access method's `emit` writes it (the record without its head).
+    pub fn body(write: impl FnOnce(&mut Writer<'_>)) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut w = Writer::start(&mut buf, 0, Family::IndexGraph, 0);
+        write(&mut w);
+        buf.split_off(9)
+    }
+
+    /// A made-up index of `blocks` blocks.
+    pub fn info(am: GraphAm, blocks: u64) -> GraphInfo {
+        GraphInfo {
+            fork: 0,
+            am,
+            name: "db: i".into(),
+            blocks,
+        }
     }
 }
 

@@ -121,11 +121,7 @@ impl Check {
     }
 
     fn problem(&mut self, blkno: u64, message: String, detail: serde_json::Value) {
-        self.out.push(GraphProblem {
-            blkno,
-            message,
-            detail,
-        });
+        self.out.push(GraphProblem::new(blkno, message, detail));
     }
 }
 
@@ -201,26 +197,14 @@ impl GraphCheck for Check {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::extended::facts::{Family, Writer};
+    use crate::extended::graphs::testing::{body, info};
     use crate::extended::graphs::GraphAm;
-
-    fn body(f: impl FnOnce(&mut Writer<'_>)) -> Vec<u8> {
-        let mut buf = Vec::new();
-        let mut w = Writer::start(&mut buf, 0, Family::IndexGraph, 0);
-        f(&mut w);
-        buf[9..].to_vec()
-    }
 
     /// An index of 4 blocks (pagesPerRange 4, revmap page 1, regular pages 2 and 3) whose
     /// revmap entries point at `claims` (block, offset, range); regular page 2 holds tuples
     /// for heap blocks 0 and 4 at offsets 1 and 2.
     fn run(claims: &[(u32, u16, u64)], new_block: Option<u32>) -> Vec<GraphProblem> {
-        let info = GraphInfo {
-            fork: 0,
-            am: GraphAm::Brin,
-            name: "b".into(),
-            blocks: 4,
-        };
+        let info = info(GraphAm::Brin, 4);
         let mut c = Box::new(Check::new(&info));
         let mut records: Vec<(u32, Vec<u8>)> = vec![
             (
@@ -294,12 +278,7 @@ mod tests {
 
     #[test]
     fn the_range_map_holds_only_revmap_pages() {
-        let info = GraphInfo {
-            fork: 0,
-            am: GraphAm::Brin,
-            name: "b".into(),
-            blocks: 4,
-        };
+        let info = info(GraphAm::Brin, 4);
         let mut c = Box::new(Check::new(&info));
         c.record(
             0,

@@ -4,16 +4,8 @@
 
 use super::flags::*;
 use super::{pack_tid, Check, LinkKind, PageFact, Tag, INVALID_BLOCK};
-use crate::extended::facts::{Family, Writer};
-use crate::extended::graphs::{GraphAm, GraphCheck, GraphInfo, GraphProblem};
-
-/// One record body, as `emit` writes it.
-fn body(write: impl FnOnce(&mut Writer<'_>)) -> Vec<u8> {
-    let mut buf = Vec::new();
-    let mut w = Writer::start(&mut buf, 0, Family::IndexGraph, 0);
-    write(&mut w);
-    buf.split_off(9)
-}
+use crate::extended::graphs::testing::{body, info};
+use crate::extended::graphs::{GraphAm, GraphCheck, GraphProblem};
 
 /// One link: kind, child, bounded, key.
 type HandLink = (LinkKind, u32, bool, u64);
@@ -89,12 +81,7 @@ fn healthy() -> Index {
 }
 
 fn run(ix: &Index) -> Vec<GraphProblem> {
-    let info = GraphInfo {
-        fork: 0,
-        am: GraphAm::Gin,
-        name: "db: i".into(),
-        blocks: ix.pages.len() as u64,
-    };
+    let info = info(GraphAm::Gin, ix.pages.len() as u64);
     let mut check: Box<dyn GraphCheck> = Box::new(Check::new(&info));
     for (b, p) in ix.pages.iter().enumerate() {
         let b = b as u32;

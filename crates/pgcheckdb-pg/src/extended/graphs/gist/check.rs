@@ -92,7 +92,7 @@ impl Check {
                 }
             };
             match why {
-                Some(why) => out.push(problem(
+                Some(why) => out.push(GraphProblem::new(
                     d.parent,
                     format!(
                         "downlink at offset {} names block {}: {why}",
@@ -118,7 +118,7 @@ impl Check {
                 .iter()
                 .map(|d| json!({"block": d.parent, "offset": d.offset}))
                 .collect();
-            out.push(problem(
+            out.push(GraphProblem::new(
                 group[0].child,
                 format!("page is named by {} downlinks", group.len()),
                 json!({"parents": parents}),
@@ -196,7 +196,7 @@ impl Check {
                 } else {
                     format!("a leaf, but the index's leaves are at depth {leaf_depth}")
                 };
-                out.push(problem(
+                out.push(GraphProblem::new(
                     p,
                     format!(
                         "child block {} (offset {}) is at depth {} and is {what}",
@@ -209,14 +209,6 @@ impl Check {
                 ));
             }
         }
-    }
-}
-
-fn problem(blkno: u32, message: String, detail: serde_json::Value) -> GraphProblem {
-    GraphProblem {
-        blkno: blkno as u64,
-        message,
-        detail,
     }
 }
 
@@ -259,7 +251,7 @@ impl GraphCheck for Check {
         let mut out = Vec::new();
         if let Some(Slot::Page(f)) = self.slots.first() {
             if f & flags::DELETED != 0 {
-                out.push(problem(
+                out.push(GraphProblem::new(
                     GIST_ROOT_BLKNO,
                     "the root page is marked deleted (F_DELETED)".into(),
                     json!({"flags": f}),
@@ -279,12 +271,7 @@ mod tests {
     use super::*;
 
     fn info(blocks: u64) -> GraphInfo {
-        GraphInfo {
-            fork: 0,
-            am: crate::extended::graphs::GraphAm::Gist,
-            name: "db: i".into(),
-            blocks,
-        }
+        crate::extended::graphs::testing::info(crate::extended::graphs::GraphAm::Gist, blocks)
     }
 
     fn page(c: &mut Check, b: u32, f: u16, right: u32) {

@@ -179,11 +179,7 @@ pub(super) fn type_name(slot: Slot) -> &'static str {
 
 impl Walk<'_> {
     pub(super) fn problem(&mut self, blkno: u64, message: String, detail: serde_json::Value) {
-        self.out.push(GraphProblem {
-            blkno,
-            message,
-            detail,
-        });
+        self.out.push(GraphProblem::new(blkno, message, detail));
     }
 
     /// Checks bucket `b`'s primary page at `blkno` and walks its overflow chain.
@@ -318,16 +314,8 @@ impl Walk<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::extended::facts::{Family, Writer};
+    use crate::extended::graphs::testing::{body, info};
     use crate::extended::graphs::GraphAm;
-
-    /// A record body written by `f`.
-    fn body(f: impl FnOnce(&mut Writer<'_>)) -> Vec<u8> {
-        let mut buf = Vec::new();
-        let mut w = Writer::start(&mut buf, 0, Family::IndexGraph, 0);
-        f(&mut w);
-        buf[9..].to_vec()
-    }
 
     /// `HashMetaPageData` bytes: 4 buckets (blocks 1..=4, masks 7/3), splitpoint 2 with
     /// `spares` overflow pages (the bitmap page at block 5 is the first), one bitmap page.
@@ -416,12 +404,7 @@ mod tests {
         let mut bitmap = vec![0xFFu8; 4096];
         bitmap[0] = 0b1111_1011; // bit 2 (block 7) free
         change(&mut pages, &mut bitmap);
-        let info = GraphInfo {
-            fork: 0,
-            am: GraphAm::Hash,
-            name: "i".into(),
-            blocks: 8,
-        };
+        let info = info(GraphAm::Hash, 8);
         let mut c = Box::new(Check::new(&info));
         c.record(
             0,
@@ -496,12 +479,7 @@ mod tests {
 
     #[test]
     fn unread_and_damaged_pages_conclude_nothing() {
-        let info = GraphInfo {
-            fork: 0,
-            am: GraphAm::Hash,
-            name: "i".into(),
-            blocks: 8,
-        };
+        let info = info(GraphAm::Hash, 8);
         let mut c = Box::new(Check::new(&info));
         c.record(
             0,

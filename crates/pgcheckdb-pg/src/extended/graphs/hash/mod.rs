@@ -16,46 +16,23 @@ mod emit;
 pub use check::Check;
 pub use emit::emit;
 
+use crate::layout::hash::{
+    HASHM_BMSHIFT, HASHM_BMSIZE, HASHM_HIGHMASK, HASHM_LOWMASK, HASHM_MAPP, HASHM_MAXBUCKET,
+    HASHM_NMAPS, HASHM_OVFLPOINT, HASHM_SPARES, HASH_MAX_BITMAPS, HASH_MAX_SPLITPOINTS,
+};
 use crate::layout::le_u16;
 use crate::layout::le_u32;
 use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 
-/// `hasho_flag`'s page type bits (`LH_PAGE_TYPE`) and their values.
-pub(crate) mod page_type {
-    pub const MASK: u16 = 0x000F;
-    pub const UNUSED: u16 = 0;
-    pub const OVERFLOW: u16 = 1 << 0;
-    pub const BUCKET: u16 = 1 << 1;
-    pub const BITMAP: u16 = 1 << 2;
-    pub const META: u16 = 1 << 3;
-}
-
-/// `LH_BUCKET_BEING_SPLIT` and `LH_BUCKET_NEEDS_SPLIT_CLEANUP`: a primary bucket page whose
-/// chain may still hold tuples that now belong to the bucket split from it.
-pub(crate) const LH_SPLIT_PENDING: u16 = (1 << 5) | (1 << 6);
+pub(crate) use crate::layout::hash::{page_type, LH_SPLIT_PENDING};
 
 /// `InvalidBlockNumber`: the end of a chain.
 pub(crate) const INVALID_BLOCK: u32 = u32::MAX;
 
-/// `HASH_MAX_SPLITPOINTS`: the length of `hashm_spares`.
-const HASH_MAX_SPLITPOINTS: usize = 98;
 /// `HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE` and `HASH_SPLITPOINT_PHASE_BITS`.
 const GROUPS_WITH_ONE_PHASE: u32 = 10;
 const PHASE_BITS: u32 = 2;
 const PHASE_MASK: u32 = (1 << PHASE_BITS) - 1;
-/// The most bitmap pages a metapage lists (`HASH_MAX_BITMAPS` for 8 kB and larger pages).
-const HASH_MAX_BITMAPS: usize = 1024;
-
-/// Byte offsets inside `HashMetaPageData` (from the start of the page's contents).
-const HASHM_BMSIZE: usize = 20;
-const HASHM_BMSHIFT: usize = 22;
-const HASHM_MAXBUCKET: usize = 24;
-const HASHM_HIGHMASK: usize = 28;
-const HASHM_LOWMASK: usize = 32;
-const HASHM_OVFLPOINT: usize = 36;
-const HASHM_NMAPS: usize = 44;
-const HASHM_SPARES: usize = 52;
-const HASHM_MAPP: usize = HASHM_SPARES + 4 * HASH_MAX_SPLITPOINTS;
 
 /// The bytes of the metapage's `HashMetaPageData` up to the last used `hashm_mapp` entry.
 pub(crate) fn meta_bytes(page: &[u8]) -> &[u8] {

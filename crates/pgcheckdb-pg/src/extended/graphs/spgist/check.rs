@@ -104,7 +104,7 @@ impl Check {
                     .iter()
                     .map(|l| json!({"block": l.parent, "offset": l.parent_offset}))
                     .collect();
-                self.out.push(problem(
+                self.out.push(GraphProblem::new(
                     blkno,
                     format!(
                         "the tuple at offset {} is named by {} downlinks",
@@ -144,7 +144,7 @@ impl Check {
             }
         };
         match why {
-            Some(why) => self.out.push(problem(
+            Some(why) => self.out.push(GraphProblem::new(
                 link.parent,
                 format!(
                     "downlink of the inner tuple at offset {} names ({blkno},{}): {why}",
@@ -191,7 +191,7 @@ impl Check {
                 json!({"offset": a}),
             ),
         };
-        self.out.push(problem(blkno, message, detail));
+        self.out.push(GraphProblem::new(blkno, message, detail));
     }
 }
 
@@ -221,14 +221,6 @@ fn target_problem(flags: u16, kinds: &[Kind], link: Link, parent_nulls: bool) ->
         kind == Kind::Inner
     };
     (!ok).then(|| format!("{}, not what a downlink names", kind.describe()))
-}
-
-fn problem(blkno: u32, message: String, detail: Value) -> GraphProblem {
-    GraphProblem {
-        blkno: blkno as u64,
-        message,
-        detail,
-    }
 }
 
 impl GraphCheck for Check {
@@ -279,7 +271,7 @@ impl GraphCheck for Check {
         // downlink was read and sound.
         if !self.any_damaged && self.seen == self.blocks {
             for &(blkno, first, count) in &self.unreached {
-                self.out.push(problem(
+                self.out.push(GraphProblem::new(
                     blkno,
                     format!(
                         "{count} leaf chain(s) no downlink names, the first at offset {first}: \
@@ -301,12 +293,10 @@ mod tests {
     use crate::extended::graphs::GraphAm;
 
     fn check(blocks: u64) -> Box<Check> {
-        Box::new(Check::new(&GraphInfo {
-            fork: 0,
-            am: GraphAm::SpGist,
-            name: "db: i".into(),
+        Box::new(Check::new(&crate::extended::graphs::testing::info(
+            GraphAm::SpGist,
             blocks,
-        }))
+        )))
     }
 
     fn page(c: &mut Check, b: u32, f: u16, kinds: &[Kind]) {

@@ -103,11 +103,7 @@ impl Check {
     }
 
     fn problem(&mut self, blkno: u32, message: String, detail: serde_json::Value) {
-        self.out.push(GraphProblem {
-            blkno: blkno as u64,
-            message,
-            detail,
-        });
+        self.out.push(GraphProblem::new(blkno, message, detail));
     }
 
     fn read_page(&mut self, blkno: u32, r: &mut Reader<'_>) -> Option<()> {
