@@ -480,12 +480,7 @@ fn scenario(major: u32, checksums: bool) {
     assert_eq!(run.status, 2, "PostgreSQL {major}: damaged\n{run}");
     for c in &cases {
         let rel = &fx.rels[c.index];
-        let hit = run.findings.iter().find(|f| {
-            f["kind"] == "index_graph_invalid"
-                && f["file"] == rel.as_str()
-                && f["block"] == c.block
-                && f["message"].as_str().unwrap_or("").contains(c.says)
-        });
+        let hit = common::graph_finding(&run, rel, c.block, c.says);
         let f = hit.unwrap_or_else(|| {
             panic!(
                 "PostgreSQL {major}: \"{}\" not found at {} block {} ({})\n{run}",

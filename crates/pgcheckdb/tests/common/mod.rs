@@ -222,3 +222,29 @@ pub fn query_through_index(cluster: &pgcheckdb_testkit::Cluster, sql: &str) -> S
         None => "a query through the index runs without error".to_string(),
     }
 }
+
+/// The `index_graph_invalid` finding at `block` of relation file `file` whose message says
+/// `says`, if the run has one.
+pub fn graph_finding<'a>(
+    run: &'a Run,
+    file: &str,
+    block: u64,
+    says: &str,
+) -> Option<&'a serde_json::Value> {
+    run.findings.iter().find(|f| {
+        f["kind"] == "index_graph_invalid"
+            && f["file"] == file
+            && f["block"] == block
+            && f["message"].as_str().unwrap_or("").contains(says)
+    })
+}
+
+/// The damaged run found exactly one problem, `index_graph_invalid` at `block` of `file`, and
+/// its text says `says`.
+pub fn assert_only_graph_finding(run: &Run, file: &str, block: u64, says: &str, what: &str) {
+    assert_eq!(run.status, 2, "{what}\n{run}");
+    let expected: BTreeSet<_> = [key("index_graph_invalid", file, block)].into();
+    assert_problems(run, &expected, what);
+    let text = run.findings_text().join("\n");
+    assert!(text.contains(says), "{what}: expected {says:?}\n{text}");
+}
