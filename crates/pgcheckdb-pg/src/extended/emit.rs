@@ -11,7 +11,7 @@ use super::btree::records::{
 use super::btree::view::page_view;
 use super::facts::{Family, MetaFact, RunPlace, Writer};
 use super::graphs::{self, Sink};
-use super::heap::live_roots;
+use super::heap::{live_roots, HeapTuples};
 use super::plan::{ExtendedPlan, HeapInfo, IndexInfo, Role};
 use super::spill::{RunBuilder, Runs};
 use super::tids::decode::page_tids;
@@ -202,26 +202,37 @@ impl<'a> Emitter<'a> {
             return;
         }
         line_pointers_into(page, &h, &mut self.items);
+        let items = std::mem::take(&mut self.items);
+        let tuples = HeapTuples {
+            page,
+            blkno,
+            items: &items,
+        };
+        self.heap_tuples(info, &tuples, h.pd_flags);
+        self.items = items;
+    }
+
+    /// The facts of a sound heap page, from its parsed tuples.
+    fn heap_tuples(&mut self, info: &'a HeapInfo, tuples: &HeapTuples<'_>, pd_flags: u16) {
+        let blkno = tuples.blkno;
         if !info.all_indexed.is_empty() {
             // The walk of the page's live HOT chains gives the uniqueness check its roots too.
             probe_heap(
                 &info.all_indexed,
-                page,
-                blkno,
-                &self.items,
+                tuples,
                 self.clog,
                 &mut self.all_indexed,
                 info.live_roots.then_some(&mut self.bits),
             );
         } else if info.live_roots {
-            live_roots(page, blkno, &self.items, self.clog, &mut self.bits);
+            live_roots(tuples, self.clog, &mut self.bits);
         }
         if info.live_roots {
             self.live_roots_fact(info.fork as u32, blkno);
         }
         if info.tids {
-            target_map(page, &self.items, &mut self.bits);
-            let nlines = self.items.len() as u16;
+            target_map(tuples, &mut self.bits);
+            let nlines = tuples.items.len() as u16;
             let unit = info.fork as u32;
             write_heap_lines(
                 &mut self.buf,
@@ -234,22 +245,14 @@ impl<'a> Emitter<'a> {
             self.runs.push(&self.buf);
         }
         if let Some(target) = &info.toast_pointers {
-            toast::emit::pointer_facts(
-                target,
-                blkno,
-                page,
-                &self.items,
-                self.clog,
-                &mut self.buf,
-                &mut self.runs,
-            );
+            toast::emit::pointer_facts(target, tuples, self.clog, &mut self.buf, &mut self.runs);
         }
         if info.toast_chunks {
             toast::emit::chunk_facts(
                 info.fork as u32,
                 blkno,
-                page,
-                &self.items,
+                tuples.page,
+                tuples.items,
                 self.clog,
                 &mut self.buf,
                 &mut self.runs,
@@ -258,10 +261,8 @@ impl<'a> Emitter<'a> {
         if info.hints || info.visibility {
             self.vm.heap_page(
                 info,
-                blkno,
-                page,
-                h.pd_flags,
-                &self.items,
+                tuples,
+                pd_flags,
                 self.clog,
                 self.facts,
                 &mut self.buf,

@@ -46,12 +46,42 @@ pub fn certainly_live(h: &HeapTupleHeader, clog: &CommitLog) -> bool {
     clog.status(h.t_xmax) == XidStatus::Aborted
 }
 
-/// A bitmap (bit `offnum - 1`) of the root line pointers of `page` whose HOT chain holds a
-/// certainly live tuple, into `bits` (cleared first). `items` are the page's line pointers.
-pub fn live_roots(page: &[u8], blkno: u32, items: &[ItemId], clog: &CommitLog, bits: &mut Vec<u8>) {
+/// One sound heap page as the extended level's checks walk it: the page, its block number and
+/// its line pointers.
+#[derive(Clone, Copy)]
+pub struct HeapTuples<'p> {
+    pub page: &'p [u8],
+    pub blkno: u32,
+    pub items: &'p [ItemId],
+}
+
+impl<'p> HeapTuples<'p> {
+    /// The tuple of line pointer `offnum` and its header, when it is `LP_NORMAL` with one.
+    /// (Parsing a header again is cheaper than keeping every header of the page.)
+    #[inline]
+    pub fn tuple(&self, offnum: u16) -> Option<(&'p [u8], HeapTupleHeader)> {
+        let item = self.items.get((offnum as usize).checked_sub(1)?)?;
+        let tuple = tuple_bytes(self.page, item)?;
+        Some((tuple, HeapTupleHeader::parse(tuple)?))
+    }
+}
+
+/// The bytes of an `LP_NORMAL` line pointer's tuple.
+#[inline]
+fn tuple_bytes<'p>(page: &'p [u8], item: &ItemId) -> Option<&'p [u8]> {
+    if item.lp_flags != LpFlags::Normal {
+        return None;
+    }
+    let (off, len) = (item.lp_off as usize, item.lp_len as usize);
+    page.get(off..off + len)
+}
+
+/// A bitmap (bit `offnum - 1`) of the root line pointers of the page whose HOT chain holds a
+/// certainly live tuple, into `bits` (cleared first).
+pub fn live_roots(tuples: &HeapTuples<'_>, clog: &CommitLog, bits: &mut Vec<u8>) {
     bits.clear();
-    bits.resize(items.len().div_ceil(8), 0);
-    for_each_live_chain(page, blkno, items, clog, |root, _, _| set_live(bits, root));
+    bits.resize(tuples.items.len().div_ceil(8), 0);
+    for_each_live_chain(tuples, clog, |root, _, _, _| set_live(bits, root));
 }
 
 /// Sets bit `root - 1` of a [`live_roots`] bitmap (sized for the page's line pointers).
@@ -60,60 +90,57 @@ pub fn set_live(bits: &mut [u8], root: u16) {
     bits[i / 8] |= 1 << (i % 8);
 }
 
-/// Calls `f(root, member, tuple)` for every root line pointer of `page` (an index entry's TID
-/// names it) whose HOT chain holds a certainly live tuple: `member` is that tuple's offset and
-/// `tuple` its bytes.
+/// Calls `f(root, member, tuple, header)` for every root line pointer of the page (an index
+/// entry's TID names it) whose HOT chain holds a certainly live tuple: `member` is that tuple's
+/// offset, `tuple` its bytes and `header` its header.
 pub fn for_each_live_chain<'p>(
-    page: &'p [u8],
-    blkno: u32,
-    items: &[ItemId],
+    tuples: &HeapTuples<'p>,
     clog: &CommitLog,
-    mut f: impl FnMut(u16, u16, &'p [u8]),
+    mut f: impl FnMut(u16, u16, &'p [u8], &HeapTupleHeader),
 ) {
-    let tuple_at = |offnum: u16| -> Option<(&'p [u8], HeapTupleHeader)> {
-        let item = items.get((offnum as usize).checked_sub(1)?)?;
-        if item.lp_flags != LpFlags::Normal {
-            return None;
-        }
-        let (off, len) = (item.lp_off as usize, item.lp_len as usize);
-        let tuple = page.get(off..off + len)?;
-        Some((tuple, HeapTupleHeader::parse(tuple)?))
-    };
-    for item in items {
-        let start = match item.lp_flags {
-            LpFlags::Redirect => item.lp_off,
-            LpFlags::Normal => match tuple_at(item.offnum) {
-                Some((_, h)) if h.t_infomask2 & im2::HEAP_ONLY_TUPLE == 0 => item.offnum,
+    for item in tuples.items {
+        // The chain's first tuple, parsed once: its header also says whether it is a root.
+        let (start, first) = match item.lp_flags {
+            LpFlags::Redirect => (item.lp_off, tuples.tuple(item.lp_off)),
+            LpFlags::Normal => match tuples.tuple(item.offnum) {
+                Some((t, h)) if h.t_infomask2 & im2::HEAP_ONLY_TUPLE == 0 => {
+                    (item.offnum, Some((t, h)))
+                }
                 _ => continue,
             },
             _ => continue,
         };
-        if let Some((member, tuple)) = live_member(start, blkno, items.len(), &tuple_at, clog) {
-            f(item.offnum, member, tuple);
+        let live = first.and_then(|first| live_member(start, first, tuples, clog));
+        if let Some((member, tuple, h)) = live {
+            f(item.offnum, member, tuple, &h);
         }
     }
 }
 
-/// Follows a HOT chain within the page from `start`, at most one step per line pointer, to
-/// its certainly live tuple.
+/// Follows a HOT chain within the page from `start` (whose tuple and header are `first`), at
+/// most one step per line pointer, to its certainly live tuple.
+#[inline(always)]
 fn live_member<'p>(
     start: u16,
-    blkno: u32,
-    max_steps: usize,
-    tuple_at: &impl Fn(u16) -> Option<(&'p [u8], HeapTupleHeader)>,
+    first: (&'p [u8], HeapTupleHeader),
+    tuples: &HeapTuples<'p>,
     clog: &CommitLog,
-) -> Option<(u16, &'p [u8])> {
+) -> Option<(u16, &'p [u8], HeapTupleHeader)> {
     let mut at = start;
-    for _ in 0..=max_steps {
-        let (tuple, h) = tuple_at(at)?;
+    let (mut tuple, mut h) = first;
+    for _ in 0..=tuples.items.len() {
         if certainly_live(&h, clog) {
-            return Some((at, tuple));
+            return Some((at, tuple, h));
         }
         let next = h.t_ctid;
-        if h.t_infomask2 & im2::HEAP_HOT_UPDATED == 0 || next.block != blkno || next.offset == at {
+        if h.t_infomask2 & im2::HEAP_HOT_UPDATED == 0
+            || next.block != tuples.blkno
+            || next.offset == at
+        {
             return None;
         }
         at = next.offset;
+        (tuple, h) = tuples.tuple(at)?;
     }
     None
 }

@@ -56,14 +56,21 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if !(4..=16).contains(&n) {
         return a == b;
     }
-    // Two overlapping loads cover the key: its first and its last 4 or 8 bytes.
-    let (w, tail) = if n >= 8 { (8, n - 8) } else { (4, n - 4) };
-    let load = |s: &[u8], at: usize| -> u64 {
-        let mut v = [0u8; 8];
-        v[..w].copy_from_slice(&s[at..at + w]);
-        u64::from_ne_bytes(v)
-    };
-    load(a, 0) == load(b, 0) && load(a, tail) == load(b, tail)
+    // Two overlapping loads cover the key: its first and its last 4 or 8 bytes (loads of a
+    // fixed width: a width chosen at run time would copy through `memcpy`).
+    if n >= 8 {
+        word::<8>(a, 0) == word::<8>(b, 0) && word::<8>(a, n - 8) == word::<8>(b, n - 8)
+    } else {
+        word::<4>(a, 0) == word::<4>(b, 0) && word::<4>(a, n - 4) == word::<4>(b, n - 4)
+    }
+}
+
+/// The `N` bytes at `at` of `s` (which holds them), as an array to compare.
+#[inline]
+fn word<const N: usize>(s: &[u8], at: usize) -> [u8; N] {
+    let mut v = [0u8; N];
+    v.copy_from_slice(&s[at..at + N]);
+    v
 }
 
 /// A run found: where it sits, its first entry's offset, its key, its heap TIDs.

@@ -12,7 +12,6 @@ use std::borrow::Cow;
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::bloom::mix;
 use crate::btree_order::datum;
 use crate::catalog::attributes::Attribute;
 use crate::layout::heap::{infomask2 as im2, HeapTupleHeader};
@@ -84,12 +83,27 @@ fn normalised(v: &[u8], form: ValueForm) -> Result<Cow<'_, [u8]>, Unkeyable> {
     })
 }
 
-/// Tags that keep a NULL and the lengths of values apart in the hash.
-const NULL_TAG: u64 = 0x6e75_6c6c_0000_0000;
-const LENGTH_TAG: u64 = 0x6c65_6e00_0000_0000;
+/// Multipliers of the hash (odd, with their bits spread): a NULL, a value (its length folded
+/// in), the heap TID and the fingerprint's last step.
+const MUL_NULL: u64 = 0xa076_1d64_78bd_642f;
+const MUL_VALUE: u64 = 0xe703_7ed1_a0b4_28db;
+const MUL_TID: u64 = 0x8ebc_6af0_9c88_c6e3;
+const MUL_OUT: u64 = 0x5899_65cc_7537_4cc3;
+/// Start of every key's hash.
+const SEED: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// Multiplies two words into 128 bits and folds the halves together: one multiplication that
+/// spreads every input bit over the output (the step of the hash below).
+#[inline]
+pub fn fold_mul(a: u64, b: u64) -> u64 {
+    let r = u128::from(a) * u128::from(b);
+    r as u64 ^ (r >> 64) as u64
+}
 
 /// The hash of a normalised key, column by column, without copying the values: a value of up
-/// to 8 bytes is folded in as a word, a longer one as its xxh3 hash; then its length.
+/// to 8 bytes is folded in as a word, a longer one as its xxh3 hash; its length picks the
+/// multiplier, so that a value and its zero-padded longer form differ. One multiplication per
+/// column.
 #[derive(Debug, Clone, Copy)]
 pub struct KeyHasher {
     h: u64,
@@ -97,23 +111,28 @@ pub struct KeyHasher {
 
 impl Default for KeyHasher {
     fn default() -> Self {
-        KeyHasher {
-            h: 0x9e37_79b9_7f4a_7c15,
-        }
+        KeyHasher { h: SEED }
     }
 }
 
 impl KeyHasher {
     /// Adds one column's value (`None` is NULL).
+    #[inline]
     pub fn push(&mut self, value: Option<&[u8]>, form: ValueForm) -> Result<(), Unkeyable> {
         let Some(v) = value else {
-            self.h = mix(self.h ^ NULL_TAG);
+            self.h = fold_mul(self.h, MUL_NULL);
             return Ok(());
         };
         let payload = normalised(v, form)?;
         let word = small_word(&payload).unwrap_or_else(|| xxh3_64(&payload));
-        self.h = mix(mix(self.h ^ word) ^ LENGTH_TAG ^ payload.len() as u64);
+        self.push_word(word, payload.len());
         Ok(())
+    }
+
+    /// Adds a value already read as its word (see [`KeyHasher::push`]) of `len` bytes.
+    #[inline]
+    pub fn push_word(&mut self, word: u64, len: usize) {
+        self.h = fold_mul(self.h ^ word, MUL_VALUE ^ ((len as u64) << 1));
     }
 
     pub fn finish(self) -> u64 {
@@ -124,7 +143,8 @@ impl KeyHasher {
 /// A value of up to 8 bytes as a little-endian word, zero-padded; `None` when longer. Built
 /// from whole loads, not copied into a buffer and read back: the read-back of a short copy
 /// cannot be forwarded from the store and stalls on every key.
-fn small_word(p: &[u8]) -> Option<u64> {
+#[inline]
+pub fn small_word(p: &[u8]) -> Option<u64> {
     Some(match *p {
         [a, b, c, d, e, f, g, h] => u64::from_le_bytes([a, b, c, d, e, f, g, h]),
         [a, b, c, d] => u64::from(u32::from_le_bytes([a, b, c, d])),
@@ -137,9 +157,11 @@ fn small_word(p: &[u8]) -> Option<u64> {
     })
 }
 
-/// The fingerprint of one entry: its key's hash and its heap TID.
+/// The fingerprint of one entry: its key's hash and its heap TID, two multiplications.
+#[inline]
 pub fn fingerprint(key_hash: u64, block: u32, offset: u16) -> u64 {
-    mix(key_hash ^ mix((u64::from(block) << 16) | u64::from(offset)))
+    let tid = (u64::from(block) << 16) | u64::from(offset);
+    fold_mul(fold_mul(key_hash, tid ^ MUL_TID), MUL_OUT)
 }
 
 /// Where an attribute's stored bytes lie in its tuple.

@@ -7,14 +7,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::bloom::{Bloom, Slot};
-use super::keys::{deform_into, fingerprint, KeyHasher, Span, ValueForm};
+use super::keys::{deform_into, fingerprint, small_word, KeyHasher, Span, ValueForm};
 use super::{AllIndexed, Lacking};
 use crate::btree_order::quick::{plain_key, plain_key_offset};
 use crate::btree_order::tuple::{decode_into, KeyTuple, StoredAs};
 use crate::catalog::xact::CommitLog;
-use crate::extended::heap::{for_each_live_chain, set_live};
+use crate::extended::heap::{for_each_live_chain, set_live, HeapTuples};
 use crate::layout::btree::{leaf_tuple_tids, BtPageOpaque, P_NONE};
-use crate::layout::heap::HeapTupleHeader;
+use crate::layout::heap::ItemPointer;
 use crate::layout::itemid::{ItemId, LpFlags};
 
 /// One worker's counts for one index, added to the index's shared counters once, when the
@@ -82,6 +82,7 @@ pub fn insert_leaf<'a>(
     scratch: &mut Scratch<'a>,
 ) {
     let first = if opaque.btpo_next == P_NONE { 1 } else { 2 };
+    let word_key = word_key(idx, max_align);
     let mut decoded = KeyTuple::EMPTY;
     let mut entries = 0u64;
     let pending = &mut scratch.inserts;
@@ -98,6 +99,11 @@ pub fn insert_leaf<'a>(
             idx.incomplete.store(true, Ordering::Relaxed);
             return;
         };
+        if let Some(slot) = word_key.and_then(|wk| plain_word_slot(&idx.bloom, tuple, wk)) {
+            pending.push(slot);
+            entries += 1;
+            continue;
+        }
         match entry_key(idx, tuple, max_align, &mut decoded)
             .and_then(|kh| insert_tids(&idx.bloom, tuple, kh, pending))
         {
@@ -110,6 +116,30 @@ pub fn insert_leaf<'a>(
     }
     insert_pending(&idx.bloom, pending);
     scratch.counts(idx).entries += entries;
+}
+
+/// Where the key of a plain leaf tuple lies, `(offset, length)`, when the index has one
+/// fixed-width column of up to 8 bytes (an integer, a date, a timestamp, an oid...).
+fn word_key(idx: &AllIndexed, max_align: usize) -> Option<(usize, usize)> {
+    let ([column], [stored]) = (&idx.columns[..], &idx.stored[..]) else {
+        return None;
+    };
+    let len = usize::try_from(stored.attlen)
+        .ok()
+        .filter(|n| (1..=8).contains(n))?;
+    (column.form == ValueForm::Fixed).then(|| (plain_key_offset(*stored, max_align), len))
+}
+
+/// The slot of a plain leaf tuple (one heap TID, no NULL) of an index with a [`word_key`]:
+/// the key read in place as one word, hashed as [`entry_key`] hashes it. `None` for every other
+/// tuple.
+#[inline]
+fn plain_word_slot(bloom: &Bloom, tuple: &[u8], (offset, len): (usize, usize)) -> Option<Slot> {
+    let word = small_word(plain_key(tuple, offset, len)?)?;
+    let mut h = KeyHasher::default();
+    h.push_word(word, len);
+    let tid = ItemPointer::parse(tuple, 0)?;
+    Some(bloom.slot(fingerprint(h.finish(), tid.block, tid.offset), tid.block))
 }
 
 /// The key hash of one leaf tuple.
@@ -175,17 +205,16 @@ fn insert_pending(bloom: &Bloom, pending: &[Slot]) {
 /// bitmap, as [`crate::extended::heap::live_roots`] makes it (from the same walk).
 pub fn probe_heap<'a>(
     indexes: &'a [Arc<AllIndexed>],
-    page: &[u8],
-    blkno: u32,
-    items: &[ItemId],
+    tuples: &HeapTuples<'_>,
     clog: &CommitLog,
     scratch: &mut Scratch<'a>,
     mut live: Option<&mut Vec<u8>>,
 ) {
     if let Some(bits) = live.as_deref_mut() {
         bits.clear();
-        bits.resize(items.len().div_ceil(8), 0);
+        bits.resize(tuples.items.len().div_ceil(8), 0);
     }
+    let blkno = tuples.blkno;
     let Some(upto) = indexes.iter().map(|i| i.upto).max() else {
         return;
     };
@@ -204,14 +233,11 @@ pub fn probe_heap<'a>(
     checked.resize(indexes.len(), 0);
     not_checked.clear();
     not_checked.resize(indexes.len(), 0);
-    for_each_live_chain(page, blkno, items, clog, |root, _member, tuple| {
+    for_each_live_chain(tuples, clog, |root, _member, tuple, h| {
         if let Some(bits) = live.as_deref_mut() {
             set_live(bits, root);
         }
-        let Some(h) = HeapTupleHeader::parse(tuple) else {
-            return;
-        };
-        let deformed = deform_into(tuple, &h, attrs, upto, values);
+        let deformed = deform_into(tuple, h, attrs, upto, values);
         for (n, idx) in indexes.iter().enumerate() {
             if deformed.is_err() && idx.upto > values.len() {
                 not_checked[n] += 1;

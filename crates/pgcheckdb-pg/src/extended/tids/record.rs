@@ -14,7 +14,8 @@
 //!   its pages, and a record per TID made the facts of such an index larger than the index.
 
 use super::super::facts::{Family, Reader, Writer};
-use crate::layout::heap::{infomask2 as im2, HeapTupleHeader};
+use crate::extended::heap::HeapTuples;
+use crate::layout::heap::infomask2 as im2;
 use crate::layout::itemid::{ItemId, LpFlags};
 
 /// What a record is (first body byte).
@@ -69,16 +70,16 @@ impl LpTarget {
 
 /// The 2-bit target map of a heap page's line pointers into `map` (cleared first); returns
 /// whether any line pointer is not a valid target (when not, the map is left empty).
-pub fn target_map(page: &[u8], items: &[ItemId], map: &mut Vec<u8>) -> bool {
+pub fn target_map(tuples: &HeapTuples<'_>, map: &mut Vec<u8>) -> bool {
     map.clear();
     let mut any = false;
-    for (i, it) in items.iter().enumerate() {
-        let t = lp_target(page, it);
+    for (i, it) in tuples.items.iter().enumerate() {
+        let t = lp_target(tuples, it);
         if t == LpTarget::Valid {
             continue;
         }
         if !any {
-            map.resize((items.len() * 2).div_ceil(8), 0);
+            map.resize((tuples.items.len() * 2).div_ceil(8), 0);
             any = true;
         }
         map[i / 4] |= (t as u8) << ((i % 4) * 2);
@@ -86,15 +87,13 @@ pub fn target_map(page: &[u8], items: &[ItemId], map: &mut Vec<u8>) -> bool {
     any
 }
 
-fn lp_target(page: &[u8], it: &ItemId) -> LpTarget {
+fn lp_target(tuples: &HeapTuples<'_>, it: &ItemId) -> LpTarget {
     match it.lp_flags {
         LpFlags::Unused => LpTarget::Unused,
         LpFlags::Normal => {
-            let (off, len) = (it.lp_off as usize, it.lp_len as usize);
-            let heap_only = page
-                .get(off..off + len)
-                .and_then(HeapTupleHeader::parse)
-                .is_some_and(|h| h.t_infomask2 & im2::HEAP_ONLY_TUPLE != 0);
+            let heap_only = tuples
+                .tuple(it.offnum)
+                .is_some_and(|(_, h)| h.t_infomask2 & im2::HEAP_ONLY_TUPLE != 0);
             if heap_only {
                 LpTarget::HeapOnly
             } else {

@@ -6,7 +6,7 @@ use super::ToastPointers;
 use crate::catalog::attributes::Attribute;
 use crate::catalog::xact::{CommitLog, XidStatus};
 use crate::extended::facts::{Family, Reader, Writer};
-use crate::extended::heap::certainly_live;
+use crate::extended::heap::{certainly_live, HeapTuples};
 use crate::extended::spill::RunBuilder;
 use crate::layout::heap::{infomask as im, HeapTupleHeader};
 use crate::layout::itemid::{ItemId, LpFlags};
@@ -153,15 +153,14 @@ fn tuple_at<'p>(page: &'p [u8], it: &ItemId) -> Option<(&'p [u8], HeapTupleHeade
 /// One record per external TOAST pointer of each certainly live tuple of a sound heap page.
 pub fn pointer_facts(
     target: &ToastPointers,
-    blkno: u32,
-    page: &[u8],
-    items: &[ItemId],
+    tuples: &HeapTuples<'_>,
     clog: &CommitLog,
     buf: &mut Vec<u8>,
     runs: &mut RunBuilder,
 ) {
-    for it in items {
-        let Some((t, h)) = tuple_at(page, it) else {
+    let blkno = tuples.blkno;
+    for it in tuples.items {
+        let Some((t, h)) = tuples.tuple(it.offnum) else {
             continue;
         };
         if h.t_infomask & im::HEAP_HASEXTERNAL == 0 || !certainly_live(&h, clog) {

@@ -5,9 +5,9 @@ use super::scan::{heap_page, map_runs, HeapPageWork, HintProblem, MapRun, PageSu
 use super::VmInfo;
 use crate::catalog::xact::CommitLog;
 use crate::extended::facts::{Family, Writer};
+use crate::extended::heap::HeapTuples;
 use crate::extended::plan::HeapInfo;
 use crate::extended::spill::RunBuilder;
-use crate::layout::itemid::ItemId;
 use crate::standard::ClusterFacts;
 
 /// One worker's buffers for these records, reused from page to page.
@@ -25,10 +25,8 @@ impl VmEmitter {
     pub fn heap_page(
         &mut self,
         info: &HeapInfo,
-        blkno: u32,
-        page: &[u8],
+        tuples: &HeapTuples<'_>,
         pd_flags: u16,
-        items: &[ItemId],
         clog: &CommitLog,
         facts: &ClusterFacts,
         buf: &mut Vec<u8>,
@@ -40,14 +38,8 @@ impl VmEmitter {
             window: XidWindow::new(info.relfrozenxid, facts),
             clog,
         };
-        heap_page(
-            page,
-            pd_flags,
-            items,
-            &work,
-            &mut self.summary,
-            &mut self.hints,
-        );
+        let blkno = tuples.blkno;
+        heap_page(tuples, pd_flags, &work, &mut self.summary, &mut self.hints);
         let unit = info.fork as u32;
         if info.visibility && self.summary.matters() {
             self.summary

@@ -96,34 +96,44 @@ pub(super) fn hint_conflicts(
     if mask & HEAP_MOVED != 0 {
         return [None, None];
     }
-    let status = |xid: u32| window.covers(xid).then(|| clog.status(xid));
-    let (committed, invalid) = (
+    // Only a hint that says one thing (committed or invalid, not both: frozen) can contradict
+    // `pg_xact`; the log is read for those alone.
+    let conflict = |xid: u32, contradicting: XidStatus, c: HintConflict| {
+        (window.covers(xid) && clog.status(xid) == contradicting).then_some((c, xid))
+    };
+    let xmin = match (
         mask & im::HEAP_XMIN_COMMITTED != 0,
         mask & im::HEAP_XMIN_INVALID != 0,
-    );
-    let xmin = match (committed, invalid, status(h.t_xmin)) {
-        (true, false, Some(XidStatus::Aborted)) => {
-            Some((HintConflict::XminCommittedButAborted, h.t_xmin))
-        }
-        (false, true, Some(XidStatus::Committed)) => {
-            Some((HintConflict::XminInvalidButCommitted, h.t_xmin))
-        }
+    ) {
+        (true, false) => conflict(
+            h.t_xmin,
+            XidStatus::Aborted,
+            HintConflict::XminCommittedButAborted,
+        ),
+        (false, true) => conflict(
+            h.t_xmin,
+            XidStatus::Committed,
+            HintConflict::XminInvalidButCommitted,
+        ),
         _ => None,
     };
     if mask & im::HEAP_XMAX_IS_MULTI != 0 {
         return [xmin, None];
     }
-    let (committed, invalid) = (
+    let xmax = match (
         mask & im::HEAP_XMAX_COMMITTED != 0,
         mask & im::HEAP_XMAX_INVALID != 0,
-    );
-    let xmax = match (committed, invalid, status(h.t_xmax)) {
-        (true, false, Some(XidStatus::Aborted)) => {
-            Some((HintConflict::XmaxCommittedButAborted, h.t_xmax))
-        }
-        (false, true, Some(XidStatus::Committed)) if !xmax_is_locked_only(mask) => {
-            Some((HintConflict::XmaxInvalidButCommitted, h.t_xmax))
-        }
+    ) {
+        (true, false) => conflict(
+            h.t_xmax,
+            XidStatus::Aborted,
+            HintConflict::XmaxCommittedButAborted,
+        ),
+        (false, true) if !xmax_is_locked_only(mask) => conflict(
+            h.t_xmax,
+            XidStatus::Committed,
+            HintConflict::XmaxInvalidButCommitted,
+        ),
         _ => None,
     };
     [xmin, xmax]

@@ -165,14 +165,16 @@ impl<'p> Table<'p> {
         self.push_kind(K::LostWrite, first, message, detail, None);
     }
 
-    /// A heap page's summary against the current run's bits, when the run covers it.
+    /// A heap page's summary against the current run's bits, when the run covers it. The
+    /// finding's words and `detail` are built only for a page that has one (almost every page
+    /// agrees with its bits).
     fn heap_page(&mut self, blkno: u32, s: &PageSummary) {
         let Some(run) = self.run.filter(|r| r.start <= blkno && blkno < r.end) else {
             return;
         };
         let bits = run.bits;
-        let mut detail = self.map_detail(blkno, bits);
         if s.all_zero {
+            let mut detail = self.map_detail(blkno, bits);
             detail["reason"] = json!("all_zero");
             detail["evidence"] = json!("visibility_map");
             let message = format!(
@@ -182,14 +184,19 @@ impl<'p> Table<'p> {
             self.push_kind(K::LostWrite, blkno as u64, message, detail, None);
             return;
         }
+        let flag_clear = bits & VM_ALL_VISIBLE != 0 && !s.pd_all_visible;
+        let visible = s.not_visible.filter(|_| bits & VM_ALL_VISIBLE != 0);
+        let frozen = s.not_frozen.filter(|_| bits & VM_ALL_FROZEN != 0);
+        if !flag_clear && visible.is_none() && frozen.is_none() {
+            return;
+        }
+        let mut detail = self.map_detail(blkno, bits);
         detail["pd_all_visible"] = json!(s.pd_all_visible);
         let mut reasons = Vec::new();
         let mut offset = None;
-        if bits & VM_ALL_VISIBLE != 0 && !s.pd_all_visible {
+        if flag_clear {
             reasons.push("PD_ALL_VISIBLE is clear on the page".to_string());
         }
-        let visible = s.not_visible.filter(|_| bits & VM_ALL_VISIBLE != 0);
-        let frozen = s.not_frozen.filter(|_| bits & VM_ALL_FROZEN != 0);
         if let Some(o) = visible {
             reasons.push(format!(
                 "line pointer {} is not visible to everyone: it {}",
@@ -209,9 +216,6 @@ impl<'p> Table<'p> {
         }
         if let Some(o) = frozen {
             detail["not_frozen_offset"] = json!(o.offnum);
-        }
-        if reasons.is_empty() {
-            return;
         }
         let message = format!(
             "the visibility map marks this heap page {} but {}",

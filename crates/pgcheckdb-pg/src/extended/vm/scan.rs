@@ -19,8 +19,9 @@ use super::hints::hint_conflicts;
 pub use super::hints::{HintConflict, HintProblem};
 use crate::catalog::xact::{CommitLog, XidStatus, FIRST_NORMAL_TRANSACTION_ID};
 use crate::extended::facts::{Reader, Writer};
+use crate::extended::heap::HeapTuples;
 use crate::layout::heap::{infomask as im, HeapTupleHeader};
-use crate::layout::itemid::{ItemId, LpFlags};
+use crate::layout::itemid::LpFlags;
 use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 use crate::standard::xids::{in_future, precedes, xmax_is_locked_only, xmin_frozen};
 use crate::standard::ClusterFacts;
@@ -377,9 +378,8 @@ pub struct HeapPageWork<'a> {
 /// asked; the tuples only when `PD_ALL_VISIBLE` is set) and its hint-bit conflicts into `hints`
 /// (cleared first).
 pub fn heap_page(
-    page: &[u8],
+    tuples: &HeapTuples<'_>,
     pd_flags: u16,
-    items: &[ItemId],
     work: &HeapPageWork<'_>,
     summary: &mut PageSummary,
     hints: &mut Vec<HintProblem>,
@@ -393,7 +393,7 @@ pub fn heap_page(
     // With `PD_ALL_VISIBLE` clear any set map bit is already wrong: the flag says it all, and
     // the tuples are not walked for it.
     let mut want_summary = work.summary && summary.pd_all_visible;
-    for item in items {
+    for item in tuples.items {
         match item.lp_flags {
             LpFlags::Unused | LpFlags::Redirect => continue,
             LpFlags::Dead => {
@@ -408,8 +408,7 @@ pub fn heap_page(
                 }
             }
             LpFlags::Normal => {
-                let (off, len) = (item.lp_off as usize, item.lp_len as usize);
-                let Some(h) = page.get(off..off + len).and_then(HeapTupleHeader::parse) else {
+                let Some((_, h)) = tuples.tuple(item.offnum) else {
                     continue;
                 };
                 if want_summary {
