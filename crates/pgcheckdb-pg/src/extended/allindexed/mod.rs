@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bloom::Bloom;
-use keys::{form_of, KeyColumn};
+use keys::{form_of, KeyColumn, ValueForm};
 
 use crate::btree_order::tuple::StoredAs;
 use crate::catalog::attributes::Attribute;
@@ -67,6 +67,10 @@ pub struct AllIndexed {
     pub heap_attrs: Arc<[Attribute]>,
     /// The highest table attribute an entry needs.
     pub upto: usize,
+    /// `(offset after t_hoff, length)` of the key in a heap tuple without NULLs, when the index
+    /// has one fixed-width column of up to 8 bytes and every column before it in the table has
+    /// a fixed width: read there without walking the tuple ([`heap_word`]).
+    pub heap_word: Option<(usize, usize)>,
     pub bloom: Bloom,
     /// A page of the index failed its own checks or could not be read: entries may be lacking
     /// for that reason, so none is reported.
@@ -160,6 +164,7 @@ pub fn plan_index(c: &Candidate<'_>, bits: u64) -> Result<AllIndexed, &'static s
         });
     }
     let upto = columns.iter().map(|k| k.heap_attnum).max().unwrap_or(0);
+    let heap_word = heap_word(&columns, heap_attrs);
     Ok(AllIndexed {
         name: c.name.clone(),
         heap_fork,
@@ -168,6 +173,7 @@ pub fn plan_index(c: &Candidate<'_>, bits: u64) -> Result<AllIndexed, &'static s
         stored,
         heap_attrs: heap_attrs.clone(),
         upto,
+        heap_word,
         bloom: Bloom::with_bits(bits, c.heap_blocks),
         incomplete: AtomicBool::new(false),
         entries: AtomicU64::new(0),
@@ -176,6 +182,33 @@ pub fn plan_index(c: &Candidate<'_>, bits: u64) -> Result<AllIndexed, &'static s
         lacking: Mutex::new(Vec::new()),
         lacking_count: AtomicU64::new(0),
     })
+}
+
+/// Where the one key column of `columns` lies in a heap tuple without NULLs, `(offset after
+/// t_hoff, length)`: the fixed offset the server caches as `attcacheoff`, each column before it
+/// of fixed width at its alignment. `None` unless the key is one fixed-width value of up to 8
+/// bytes after fixed-width columns only.
+pub fn heap_word(columns: &[KeyColumn], heap_attrs: &[Attribute]) -> Option<(usize, usize)> {
+    let [KeyColumn {
+        heap_attnum,
+        form: ValueForm::Fixed,
+    }] = columns
+    else {
+        return None;
+    };
+    let (before, key) = (
+        heap_attrs.get(..heap_attnum - 1)?,
+        heap_attrs.get(heap_attnum - 1)?,
+    );
+    let len = usize::try_from(key.attlen)
+        .ok()
+        .filter(|n| (1..=8).contains(n))?;
+    let mut off = 0;
+    for a in before {
+        let width = usize::try_from(a.attlen).ok().filter(|&n| n > 0)?;
+        off = crate::standard::align_up(off, a.align) + width;
+    }
+    Some((crate::standard::align_up(off, key.align), len))
 }
 
 /// Filter bits per index: [`BITS_PER_ENTRY`] per estimated entry, scaled down evenly when the

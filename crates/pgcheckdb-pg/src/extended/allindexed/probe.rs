@@ -14,7 +14,7 @@ use crate::btree_order::tuple::{decode_into, KeyTuple, StoredAs};
 use crate::catalog::xact::CommitLog;
 use crate::extended::heap::{for_each_live_chain, set_live, HeapTuples};
 use crate::layout::btree::{leaf_tuple_tids, BtPageOpaque, P_NONE};
-use crate::layout::heap::ItemPointer;
+use crate::layout::heap::{HeapTupleHeader, ItemPointer};
 use crate::layout::itemid::{ItemId, LpFlags};
 
 /// One worker's counts for one index, added to the index's shared counters once, when the
@@ -199,6 +199,26 @@ fn insert_pending(bloom: &Bloom, pending: &[Slot]) {
     bloom.insert_all(pending);
 }
 
+/// The key hash of a heap tuple without NULLs that has attribute `attnum`, read at the
+/// index's [`super::heap_word`] place `(offset, len)`: what the walk of the tuple would find
+/// there, hashed alike. `None` for every other tuple.
+#[inline]
+fn heap_word_key(
+    tuple: &[u8],
+    h: &HeapTupleHeader,
+    attnum: usize,
+    (offset, len): (usize, usize),
+) -> Option<u64> {
+    if h.has_nulls() || usize::from(h.natts()) < attnum {
+        return None;
+    }
+    let start = usize::from(h.t_hoff) + offset;
+    let word = small_word(tuple.get(start..start + len)?)?;
+    let mut k = KeyHasher::default();
+    k.push_word(word, len);
+    Some(k.finish())
+}
+
 /// Looks up, for every certainly live tuple of a heap page, its entry in each index of the
 /// table; records the entries an index lacks. The page's fingerprints are computed first and
 /// looked up after, so that their cache misses overlap. With `live`, also the page's live-root
@@ -237,23 +257,35 @@ pub fn probe_heap<'a>(
         if let Some(bits) = live.as_deref_mut() {
             set_live(bits, root);
         }
-        let deformed = deform_into(tuple, h, attrs, upto, values);
+        // The tuple is walked only for an index whose key has no fixed place.
+        let mut deformed = None;
         for (n, idx) in indexes.iter().enumerate() {
-            if deformed.is_err() && idx.upto > values.len() {
-                not_checked[n] += 1;
-                continue;
-            }
-            let mut h = KeyHasher::default();
-            let keyed = idx.columns.iter().try_for_each(|c| {
-                let v = values.get(c.heap_attnum - 1).copied().flatten();
-                h.push(v.and_then(|s| s.of(tuple)), c.form)
-            });
-            if keyed.is_err() {
-                not_checked[n] += 1;
-                continue;
-            }
+            let fixed = idx
+                .heap_word
+                .and_then(|w| heap_word_key(tuple, h, idx.upto, w));
+            let key = match fixed {
+                Some(key) => key,
+                None => {
+                    let walked =
+                        *deformed.get_or_insert_with(|| deform_into(tuple, h, attrs, upto, values));
+                    if walked.is_err() && idx.upto > values.len() {
+                        not_checked[n] += 1;
+                        continue;
+                    }
+                    let mut k = KeyHasher::default();
+                    let keyed = idx.columns.iter().try_for_each(|c| {
+                        let v = values.get(c.heap_attnum - 1).copied().flatten();
+                        k.push(v.and_then(|s| s.of(tuple)), c.form)
+                    });
+                    if keyed.is_err() {
+                        not_checked[n] += 1;
+                        continue;
+                    }
+                    k.finish()
+                }
+            };
             checked[n] += 1;
-            let slot = idx.bloom.slot(fingerprint(h.finish(), blkno, root), blkno);
+            let slot = idx.bloom.slot(fingerprint(key, blkno, root), blkno);
             idx.bloom.prefetch(slot);
             lookups.push((n, slot, root));
         }
@@ -321,5 +353,73 @@ mod tests {
             plain_fixed_key(&text, &tuple(0, &[5 << 1 | 1, 1, 2, 3, 4]), 8),
             None
         );
+    }
+
+    fn attr(attlen: i16, align: usize) -> crate::catalog::attributes::Attribute {
+        crate::catalog::attributes::Attribute {
+            name: "c".into(),
+            type_name: None,
+            attlen,
+            align,
+            dropped: false,
+        }
+    }
+
+    /// A heap tuple of `natts` attributes with `data` after a 24-byte header (`t_hoff` 24).
+    fn heap_tuple(natts: u16, infomask: u16, data: &[u8]) -> Vec<u8> {
+        let mut t = vec![0u8; 24];
+        t[18..20].copy_from_slice(&natts.to_le_bytes());
+        t[20..22].copy_from_slice(&infomask.to_le_bytes());
+        t[22] = 24;
+        t.extend(data);
+        t
+    }
+
+    #[test]
+    fn a_key_at_its_fixed_place_hashes_as_the_walked_tuple() {
+        use super::super::keys::KeyColumn;
+        // (a int4, b int8, c text, d int8, e uuid): b sits at 8, after a and its padding; d
+        // follows a varlena (no fixed place); e is longer than a word.
+        let attrs = [attr(4, 4), attr(8, 8), attr(-1, 4), attr(8, 8), attr(16, 1)];
+        let col = |heap_attnum, form| KeyColumn { heap_attnum, form };
+        assert_eq!(
+            super::super::heap_word(&[col(2, ValueForm::Fixed)], &attrs),
+            Some((8, 8))
+        );
+        assert_eq!(
+            super::super::heap_word(&[col(1, ValueForm::Fixed)], &attrs),
+            Some((0, 4))
+        );
+        assert_eq!(
+            super::super::heap_word(&[col(4, ValueForm::Fixed)], &attrs),
+            None
+        );
+        assert_eq!(
+            super::super::heap_word(&[col(5, ValueForm::Fixed)], &attrs),
+            None
+        );
+        let two = [col(1, ValueForm::Fixed), col(2, ValueForm::Fixed)];
+        assert_eq!(super::super::heap_word(&two, &attrs), None);
+
+        let mut data = 7i32.to_le_bytes().to_vec();
+        data.extend([0; 4]);
+        data.extend(0x0102_0304_0506_0708i64.to_le_bytes());
+        data.extend([3 << 1 | 1, b'x', b'y']);
+        let t = heap_tuple(3, 0, &data);
+        let h = HeapTupleHeader::parse(&t).expect("header");
+        let mut spans = Vec::new();
+        deform_into(&t, &h, &attrs, 2, &mut spans).expect("walks");
+        let mut walked = KeyHasher::default();
+        walked
+            .push(spans[1].and_then(|s| s.of(&t)), ValueForm::Fixed)
+            .expect("keyed");
+        assert_eq!(heap_word_key(&t, &h, 2, (8, 8)), Some(walked.finish()));
+        // A tuple with NULLs, or one without the attribute (added later): walked instead.
+        let with_nulls = heap_tuple(3, 0x0001, &data);
+        let h = HeapTupleHeader::parse(&with_nulls).expect("header");
+        assert_eq!(heap_word_key(&with_nulls, &h, 2, (8, 8)), None);
+        let short = heap_tuple(1, 0, &data[..4]);
+        let h = HeapTupleHeader::parse(&short).expect("header");
+        assert_eq!(heap_word_key(&short, &h, 2, (8, 8)), None);
     }
 }
