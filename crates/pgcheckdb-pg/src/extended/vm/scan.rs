@@ -393,6 +393,9 @@ pub fn heap_page(
     // With `PD_ALL_VISIBLE` clear any set map bit is already wrong: the flag says it all, and
     // the tuples are not walked for it.
     let mut want_summary = work.summary && summary.pd_all_visible;
+    // The commit fields of the last tuple that raised nothing. Tuples of one page mostly
+    // share them (one load, one transaction): such tuples are passed over.
+    let mut quiet: Option<(u16, u32, u32)> = None;
     for item in tuples.items {
         match item.lp_flags {
             LpFlags::Unused | LpFlags::Redirect => continue,
@@ -411,6 +414,13 @@ pub fn heap_page(
                 let Some((_, h)) = tuples.tuple(item.offnum) else {
                     continue;
                 };
+                // What the checks read of a tuple: the same as the last tuple's, which raised
+                // nothing, raises nothing (only the first offence is kept).
+                let fields = (h.t_infomask, h.t_xmin, h.t_xmax);
+                if quiet == Some(fields) {
+                    continue;
+                }
+                let before = (summary.not_visible, summary.not_frozen, hints.len());
                 if want_summary {
                     note_tuple(&h, item.offnum, &work.window, &statuses, summary);
                 }
@@ -426,6 +436,9 @@ pub fn heap_page(
                         });
                     }
                 }
+                // A moved tuple's checks also read `t_field3` (xvac): never passed over.
+                let raised = before != (summary.not_visible, summary.not_frozen, hints.len());
+                quiet = (!raised && h.t_infomask & HEAP_MOVED == 0).then_some(fields);
             }
         }
         want_summary &= summary.not_visible.is_none() || summary.not_frozen.is_none();

@@ -191,3 +191,81 @@ fn map_runs_join_equal_neighbours() {
         ]
     );
 }
+
+#[test]
+fn tuples_passed_over_change_nothing() {
+    // A page whose tuples repeat commit fields, in runs, with offences late in a run: the walk
+    // that passes over repeats finds what checking every tuple finds.
+    use crate::test_pages::{heap_page_with_tuples, TupleSpec, TUPLE_LEN};
+    let (f, log) = (facts(), clog());
+    let committed = im::HEAP_XMIN_COMMITTED | im::HEAP_XMAX_INVALID;
+    let frozen = committed | im::HEAP_XMIN_INVALID;
+    let fields: Vec<(u32, u32, u16)> = [
+        (100, 0, frozen),
+        (100, 0, frozen),
+        (100, 0, committed),
+        (100, 0, committed),
+        (101, 0, im::HEAP_XMIN_COMMITTED | im::HEAP_XMAX_INVALID),
+        (101, 0, im::HEAP_XMIN_COMMITTED | im::HEAP_XMAX_INVALID),
+        (102, 0, im::HEAP_XMAX_INVALID),
+        (100, 100, im::HEAP_XMIN_COMMITTED | im::HEAP_XMAX_INVALID),
+        (100, 100, im::HEAP_XMIN_COMMITTED | im::HEAP_XMAX_INVALID),
+        (100, 0, frozen),
+    ]
+    .to_vec();
+    let specs: Vec<TupleSpec> = fields
+        .iter()
+        .enumerate()
+        .map(|(i, &(xmin, xmax, _))| TupleSpec {
+            xmax,
+            xmin,
+            ..TupleSpec::inserted(0, i as u16 + 1)
+        })
+        .collect();
+    let mut page = heap_page_with_tuples(&specs);
+    for (i, &(_, _, mask)) in fields.iter().enumerate() {
+        let at = 8192 - TUPLE_LEN * (i + 1) + 20;
+        page[at..at + 2].copy_from_slice(&mask.to_le_bytes());
+    }
+    let header = crate::page::PageHeader::parse(&page).expect("header");
+    let mut items = Vec::new();
+    crate::layout::itemid::line_pointers_into(&page, &header, &mut items);
+    let tuples = HeapTuples {
+        page: &page,
+        blkno: 0,
+        items: &items,
+    };
+    let work = HeapPageWork {
+        summary: true,
+        hints: true,
+        window: XidWindow::new(50, &f),
+        clog: &log,
+    };
+    let (mut summary, mut hints) = (PageSummary::default(), Vec::new());
+    heap_page(&tuples, PD_ALL_VISIBLE, &work, &mut summary, &mut hints);
+    // Every tuple checked, one by one.
+    let statuses = Statuses::new(&log);
+    let mut expected = PageSummary {
+        pd_all_visible: true,
+        ..PageSummary::default()
+    };
+    let mut expected_hints = Vec::new();
+    for item in &items {
+        let (_, h) = tuples.tuple(item.offnum).expect("tuple");
+        note_tuple(&h, item.offnum, &work.window, &statuses, &mut expected);
+        for (conflict, xid) in hint_conflicts(&h, &work.window, &statuses)
+            .into_iter()
+            .flatten()
+        {
+            expected_hints.push(HintProblem {
+                offnum: item.offnum,
+                conflict,
+                xid,
+            });
+        }
+    }
+    assert_eq!(summary, expected);
+    assert_eq!(hints, expected_hints);
+    assert!(expected.not_visible.is_some() && expected.not_frozen.is_some());
+    assert_eq!(expected_hints.len(), 4, "{expected_hints:?}");
+}
