@@ -16,7 +16,7 @@ use super::plan::{ExtendedPlan, HeapInfo, IndexInfo, Role};
 use super::spill::{RunBuilder, Runs};
 use super::tids::decode::page_tids;
 use super::tids::record::{
-    for_each_chunk_group, target_map, write_group, write_heap_lines, write_undecoded, PageState,
+    target_map, write_heap_lines, write_page_tids, write_undecoded, PageState,
 };
 use super::tids::{IndexAm, TidIndexInfo};
 use super::toast;
@@ -167,14 +167,11 @@ impl<'a> Emitter<'a> {
         }
         self.tids.clear();
         let undecoded = page_tids(info.am, page, &h, &self.items, &mut self.tids);
-        let (unit, index_fork) = (info.heap_fork as u32, info.fork as u32);
-        let (buf, runs) = (&mut self.buf, &mut self.runs);
-        for_each_chunk_group(&mut self.tids, |tids| {
-            write_group(buf, unit, index_fork, blkno, tids);
-            runs.push(buf);
-        });
+        let place = (info.heap_fork as u32, info.fork as u32, blkno);
+        let runs = &mut self.runs;
+        write_page_tids(&mut self.buf, place, &mut self.tids, |r| runs.push(r));
         if undecoded > 0 {
-            write_undecoded(&mut self.buf, unit, undecoded);
+            write_undecoded(&mut self.buf, place.0, undecoded);
             self.runs.push(&self.buf);
         }
     }

@@ -117,10 +117,15 @@ impl Bloom {
     /// (a lookup lands in one word; counting each word's own fill accounts for words that
     /// filled more than others).
     pub fn false_positive_rate(&self) -> f64 {
-        let sum: f64 = self
-            .words
+        // How many words have each count of bits set, then one power per count.
+        let mut words_with = [0u64; 65];
+        for w in &self.words {
+            words_with[w.load(Ordering::Relaxed).count_ones() as usize] += 1;
+        }
+        let sum: f64 = words_with
             .iter()
-            .map(|w| (w.load(Ordering::Relaxed).count_ones() as f64 / 64.0).powi(PROBES as i32))
+            .enumerate()
+            .map(|(set, &n)| n as f64 * (set as f64 / 64.0).powi(PROBES as i32))
             .sum();
         sum / self.words.len() as f64
     }

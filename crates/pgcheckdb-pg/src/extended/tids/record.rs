@@ -12,6 +12,10 @@
 //!   of `u16`, or a bitmap of offsets, whichever is smallest. A chunk rather than a block per
 //!   record: an index whose order is not the table's names one TID per heap block on each of
 //!   its pages, and a record per TID made the facts of such an index larger than the index.
+//! * Unsorted index group (the page of an index whose order is not the table's): index block
+//!   and fork, then each TID as it comes, (block relative to the chunk, offset). Such a page
+//!   names about one TID per heap block: grouping by block would save nothing and cost a sort
+//!   of every page.
 
 use super::super::facts::{Family, Reader, Writer};
 use crate::extended::heap::HeapTuples;
@@ -26,6 +30,8 @@ pub enum Tag {
     IndexGroup = 1,
     /// Index entries that did not decode, counted as not checked (at block `u32::MAX`).
     Undecoded = 2,
+    /// An index group of TIDs in the page's order.
+    IndexUnsorted = 3,
 }
 
 /// Writes a count of index entries that did not decode.
@@ -227,6 +233,8 @@ pub struct Group<'a> {
     pub index_fork: u32,
     pub index_block: u32,
     chunk: u32,
+    /// Written unsorted: each entry is one TID.
+    unsorted: bool,
     /// The (block, offsets) entries, still encoded.
     entries: &'a [u8],
 }
@@ -234,7 +242,8 @@ pub struct Group<'a> {
 impl Group<'_> {
     /// Calls `f` with each heap block the group names and its offsets (ascending), decoded
     /// into `scratch`; `None` when the entries do not decode (nothing is called for the
-    /// entry that failed and those after it).
+    /// entry that failed and those after it). An unsorted group names its blocks in the
+    /// page's order, one TID at a time.
     pub fn for_each_block(
         &self,
         scratch: &mut Vec<u16>,
@@ -244,6 +253,11 @@ impl Group<'_> {
         while !r.at_end() {
             let block = self.chunk * CHUNK_BLOCKS + u32::from(r.u16()?);
             scratch.clear();
+            if self.unsorted {
+                scratch.push(r.u16()?);
+                f(block, scratch);
+                continue;
+            }
             match r.u8()? {
                 0 => {
                     let n = r.u16()?;
@@ -303,13 +317,14 @@ pub fn read<'a>(head_chunk: u32, r: &mut Reader<'a>) -> Option<TidRecord<'a>> {
                 map,
             }))
         }
-        1 => {
+        tag @ (1 | 3) => {
             let index_block = r.u32()?;
             let index_fork = r.u32()?;
             Some(TidRecord::Index(Group {
                 index_fork,
                 index_block,
                 chunk: head_chunk,
+                unsorted: tag == Tag::IndexUnsorted as u8,
                 entries: r.rest(),
             }))
         }
@@ -318,10 +333,61 @@ pub fn read<'a>(head_chunk: u32, r: &mut Reader<'a>) -> Option<TidRecord<'a>> {
     }
 }
 
+/// Chunks an unsorted page's TIDs may fall in and still be written unsorted (one pass over
+/// them per chunk); past that they are sorted.
+const UNSORTED_MAX_CHUNKS: usize = 8;
+
+/// Writes the TIDs of one index page, `tids` in the page's order, as index group records:
+/// sorted and grouped by heap block when they come in order (an index in the table's order),
+/// else one unsorted group per chunk (see the module comment). Each record is handed to `push`.
+pub fn write_page_tids(
+    buf: &mut Vec<u8>,
+    (unit, index_fork, index_block): (u32, u32, u32),
+    tids: &mut Vec<(u32, u16)>,
+    mut push: impl FnMut(&[u8]),
+) {
+    let packed = |&(block, offset): &(u32, u16)| (u64::from(block) << 16) | u64::from(offset);
+    let in_order = tids.windows(2).all(|w| packed(&w[0]) < packed(&w[1]));
+    let mut chunks = [0u32; UNSORTED_MAX_CHUNKS];
+    let mut nchunks = 0;
+    let few_chunks = !in_order
+        && tids.iter().all(|t| {
+            let c = chunk_of(t.0);
+            if chunks[..nchunks].contains(&c) {
+                return true;
+            }
+            if nchunks == UNSORTED_MAX_CHUNKS {
+                return false;
+            }
+            chunks[nchunks] = c;
+            nchunks += 1;
+            true
+        });
+    if !few_chunks {
+        for_each_chunk_group(tids, |group| {
+            write_group(buf, unit, index_fork, index_block, group);
+            push(buf);
+        });
+        return;
+    }
+    for &chunk in &chunks[..nchunks] {
+        let w = &mut Writer::start(buf, unit, Family::Tids, chunk);
+        w.u8(Tag::IndexUnsorted as u8)
+            .u32(index_block)
+            .u32(index_fork);
+        for &(block, offset) in tids.iter().filter(|t| chunk_of(t.0) == chunk) {
+            w.u16((block - chunk * CHUNK_BLOCKS) as u16).u16(offset);
+        }
+        push(buf);
+    }
+}
+
 /// Sorts `tids` (heap block, offset), drops repeats and calls `emit` with the TIDs of each
 /// chunk in turn.
 pub fn for_each_chunk_group(tids: &mut Vec<(u32, u16)>, mut emit: impl FnMut(&[(u32, u16)])) {
-    tids.sort_unstable();
+    // Sorted by one packed word: one compare per step instead of two (an index whose order is
+    // not the table's has a page's TIDs in no order).
+    tids.sort_unstable_by_key(|&(block, offset)| (u64::from(block) << 16) | u64::from(offset));
     tids.dedup();
     let mut rest = &tids[..];
     while let Some(&(block, _)) = rest.first() {
@@ -429,5 +495,65 @@ mod tests {
             seen,
             vec![vec![(1, 9), (5, 1), (5, 2)], vec![(CHUNK_BLOCKS + 1, 9)]]
         );
+    }
+
+    /// A record read back: its tag, its chunk and its TIDs.
+    type ReadBack = (u8, u32, Vec<(u32, u16)>);
+
+    /// The records `write_page_tids` writes for `tids`, read back.
+    fn page_records(tids: &[(u32, u16)]) -> Vec<ReadBack> {
+        let mut records = Vec::new();
+        let mut tids = tids.to_vec();
+        write_page_tids(&mut Vec::new(), (3, 4, 17), &mut tids, |r| {
+            records.push(r.to_vec())
+        });
+        records
+            .iter()
+            .map(|rec| {
+                let (head, mut r) = Reader::open(rec).unwrap();
+                let tag = rec[9]; // the body's first byte, after unit, family and block
+                let TidRecord::Index(g) = read(head.blkno, &mut r).unwrap() else {
+                    panic!("not an index group");
+                };
+                assert_eq!((g.index_fork, g.index_block), (4, 17));
+                let mut out = Vec::new();
+                g.for_each_block(&mut Vec::new(), |b, offs| {
+                    out.extend(offs.iter().map(|&o| (b, o)))
+                })
+                .unwrap();
+                (tag, head.blkno, out)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pages_out_of_table_order_are_written_unsorted_per_chunk() {
+        let far = CHUNK_BLOCKS + 5;
+        let shuffled = [(9, 3), (far, 1), (2, 7), (far, 2), (9, 1)];
+        let records = page_records(&shuffled);
+        assert_eq!(
+            records,
+            vec![
+                (Tag::IndexUnsorted as u8, 0, vec![(9, 3), (2, 7), (9, 1)]),
+                (Tag::IndexUnsorted as u8, 1, vec![(far, 1), (far, 2)]),
+            ]
+        );
+        // In table order: grouped by heap block, one record per chunk.
+        let ordered = [(2, 7), (9, 1), (9, 3), (far, 1), (far, 2)];
+        let tags: Vec<(u8, u32)> = page_records(&ordered)
+            .iter()
+            .map(|(tag, chunk, _)| (*tag, *chunk))
+            .collect();
+        assert_eq!(
+            tags,
+            vec![(Tag::IndexGroup as u8, 0), (Tag::IndexGroup as u8, 1)]
+        );
+        // Spread over more chunks than an unsorted page may name: sorted instead.
+        let spread: Vec<(u32, u16)> = (0..10u32).rev().map(|c| (c * CHUNK_BLOCKS, 1)).collect();
+        let records = page_records(&spread);
+        assert_eq!(records.len(), 10);
+        assert!(records
+            .iter()
+            .all(|(tag, _, _)| *tag == Tag::IndexGroup as u8));
     }
 }
