@@ -76,6 +76,12 @@ impl<'a> Writer<'a> {
         Writer { buf }
     }
 
+    /// Makes room for `n` more bytes (before a loop of small writes).
+    pub fn reserve(&mut self, n: usize) -> &mut Self {
+        self.buf.reserve(n);
+        self
+    }
+
     pub fn u8(&mut self, v: u8) -> &mut Self {
         self.buf.push(v);
         self

@@ -101,9 +101,9 @@ pub fn fold_mul(a: u64, b: u64) -> u64 {
 }
 
 /// The hash of a normalised key, column by column, without copying the values: a value of up
-/// to 8 bytes is folded in as a word, a longer one as its xxh3 hash; its length picks the
-/// multiplier, so that a value and its zero-padded longer form differ. One multiplication per
-/// column.
+/// to 8 bytes is folded in as a word, one of up to 16 (a uuid, a short text) as its two
+/// words folded together, a longer one as its xxh3 hash; its length picks the multiplier, so
+/// that a value and its zero-padded longer form differ. One multiplication per column.
 #[derive(Debug, Clone, Copy)]
 pub struct KeyHasher {
     h: u64,
@@ -124,7 +124,9 @@ impl KeyHasher {
             return Ok(());
         };
         let payload = normalised(v, form)?;
-        let word = small_word(&payload).unwrap_or_else(|| xxh3_64(&payload));
+        let word = small_word(&payload)
+            .or_else(|| two_words(&payload))
+            .unwrap_or_else(|| xxh3_64(&payload));
         self.push_word(word, payload.len());
         Ok(())
     }
@@ -155,6 +157,20 @@ pub fn small_word(p: &[u8]) -> Option<u64> {
             .fold(0u64, |w, &byte| (w << 8) | u64::from(byte)),
         _ => return None,
     })
+}
+
+/// A value of 9 to 16 bytes as one word: its first and its last 8 bytes (overlapping when
+/// shorter than 16; its length, folded in after, tells the layouts apart) folded together.
+/// `None` for other lengths.
+#[inline]
+fn two_words(p: &[u8]) -> Option<u64> {
+    if !(9..=16).contains(&p.len()) {
+        return None;
+    }
+    let word = |at: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(p.get(at..at + 8)?.try_into().ok()?))
+    };
+    Some(fold_mul(word(0)? ^ MUL_TID, word(p.len() - 8)? ^ MUL_OUT))
 }
 
 /// The fingerprint of one entry: its key's hash and its heap TID, two multiplications.
@@ -295,5 +311,32 @@ mod tests {
             key(&[(Some(&[0u8; 4]), ValueForm::Fixed)]),
             key(&[(None, ValueForm::Fixed)])
         );
+    }
+
+    #[test]
+    fn values_of_up_to_16_bytes_differ_in_any_byte_and_length() {
+        let base: Vec<u8> = (1..=16).collect();
+        let mut seen = std::collections::HashSet::new();
+        for len in 9..=16 {
+            let v = &base[..len];
+            assert!(
+                seen.insert(key(&[(Some(v), ValueForm::Fixed)])),
+                "{len} bytes"
+            );
+            for at in 0..len {
+                let mut changed = v.to_vec();
+                changed[at] ^= 0x40;
+                assert!(
+                    seen.insert(key(&[(Some(&changed), ValueForm::Fixed)])),
+                    "{len} bytes, byte {at}"
+                );
+            }
+            let mut padded = v.to_vec();
+            padded.push(0);
+            assert_ne!(
+                key(&[(Some(v), ValueForm::Fixed)]),
+                key(&[(Some(&padded), ValueForm::Fixed)])
+            );
+        }
     }
 }

@@ -346,40 +346,58 @@ pub fn write_page_tids(
     tids: &mut Vec<(u32, u16)>,
     mut push: impl FnMut(&[u8]),
 ) {
-    let packed = |&(block, offset): &(u32, u16)| (u64::from(block) << 16) | u64::from(offset);
-    let in_order = tids.windows(2).all(|w| packed(&w[0]) < packed(&w[1]));
-    let mut chunks = [0u32; UNSORTED_MAX_CHUNKS];
-    let mut nchunks = 0;
-    let few_chunks = !in_order
-        && tids.iter().all(|t| {
-            let c = chunk_of(t.0);
-            if chunks[..nchunks].contains(&c) {
-                return true;
-            }
-            if nchunks == UNSORTED_MAX_CHUNKS {
-                return false;
-            }
-            chunks[nchunks] = c;
-            nchunks += 1;
-            true
-        });
-    if !few_chunks {
+    let Some(chunks) = unsorted_chunks(tids) else {
         for_each_chunk_group(tids, |group| {
             write_group(buf, unit, index_fork, index_block, group);
             push(buf);
         });
         return;
-    }
-    for &chunk in &chunks[..nchunks] {
+    };
+    for chunk in chunks {
         let w = &mut Writer::start(buf, unit, Family::Tids, chunk);
         w.u8(Tag::IndexUnsorted as u8)
             .u32(index_block)
             .u32(index_fork);
+        w.reserve(4 * tids.len());
         for &(block, offset) in tids.iter().filter(|t| chunk_of(t.0) == chunk) {
             w.u16((block - chunk * CHUNK_BLOCKS) as u16).u16(offset);
         }
         push(buf);
     }
+}
+
+/// The chunks an unsorted page's TIDs fall in, when they are not in table order and fall in
+/// at most [`UNSORTED_MAX_CHUNKS`]; `None` when they are to be sorted and grouped instead.
+fn unsorted_chunks(tids: &[(u32, u16)]) -> Option<Vec<u32>> {
+    let packed = |&(block, offset): &(u32, u16)| (u64::from(block) << 16) | u64::from(offset);
+    let (first, rest) = tids.split_first()?;
+    let first_chunk = chunk_of(first.0);
+    let (mut in_order, mut one_chunk, mut prev) = (true, true, packed(first));
+    for t in rest {
+        let p = packed(t);
+        in_order &= prev < p;
+        one_chunk &= chunk_of(t.0) == first_chunk;
+        prev = p;
+    }
+    if in_order {
+        return None;
+    }
+    if one_chunk {
+        return Some(vec![first_chunk]);
+    }
+    let mut chunks = Vec::with_capacity(UNSORTED_MAX_CHUNKS);
+    for t in tids {
+        let c = chunk_of(t.0);
+        if chunks.contains(&c) {
+            continue;
+        }
+        if chunks.len() == UNSORTED_MAX_CHUNKS {
+            return None;
+        }
+        chunks.push(c);
+    }
+    chunks.sort_unstable();
+    Some(chunks)
 }
 
 /// Sorts `tids` (heap block, offset), drops repeats and calls `emit` with the TIDs of each
