@@ -346,31 +346,46 @@ pub fn write_page_tids(
     tids: &mut Vec<(u32, u16)>,
     mut push: impl FnMut(&[u8]),
 ) {
-    let Some(chunks) = unsorted_chunks(tids) else {
-        for_each_chunk_group(tids, |group| {
-            write_group(buf, unit, index_fork, index_block, group);
-            push(buf);
-        });
-        return;
-    };
-    for chunk in chunks {
-        let w = &mut Writer::start(buf, unit, Family::Tids, chunk);
-        w.u8(Tag::IndexUnsorted as u8)
-            .u32(index_block)
-            .u32(index_fork);
-        w.reserve(4 * tids.len());
-        for &(block, offset) in tids.iter().filter(|t| chunk_of(t.0) == chunk) {
-            w.u16((block - chunk * CHUNK_BLOCKS) as u16).u16(offset);
-        }
+    let write = |group: &[(u32, u16)]| {
+        write_group(buf, unit, index_fork, index_block, group);
         push(buf);
+    };
+    match page_order(tids) {
+        PageOrder::Sorted => for_each_chunk_of_sorted(tids, write),
+        PageOrder::Unsorted(chunks) => {
+            for chunk in chunks {
+                let w = &mut Writer::start(buf, unit, Family::Tids, chunk);
+                w.u8(Tag::IndexUnsorted as u8)
+                    .u32(index_block)
+                    .u32(index_fork);
+                w.reserve(4 * tids.len());
+                for &(block, offset) in tids.iter().filter(|t| chunk_of(t.0) == chunk) {
+                    w.u16((block - chunk * CHUNK_BLOCKS) as u16).u16(offset);
+                }
+                push(buf);
+            }
+        }
+        PageOrder::ToSort => for_each_chunk_group(tids, write),
     }
 }
 
-/// The chunks an unsorted page's TIDs fall in, when they are not in table order and fall in
-/// at most [`UNSORTED_MAX_CHUNKS`]; `None` when they are to be sorted and grouped instead.
-fn unsorted_chunks(tids: &[(u32, u16)]) -> Option<Vec<u32>> {
+/// How an index page's TIDs are written.
+enum PageOrder {
+    /// Already in table order, without repeats (an index in the table's order).
+    Sorted,
+    /// Unsorted, in these few chunks (ascending).
+    Unsorted(Vec<u32>),
+    /// Unsorted over more than [`UNSORTED_MAX_CHUNKS`] chunks: sorted and grouped.
+    ToSort,
+}
+
+/// The order of a page's TIDs, found in one pass (and a second over the chunks of an
+/// unsorted page that spans several).
+fn page_order(tids: &[(u32, u16)]) -> PageOrder {
     let packed = |&(block, offset): &(u32, u16)| (u64::from(block) << 16) | u64::from(offset);
-    let (first, rest) = tids.split_first()?;
+    let Some((first, rest)) = tids.split_first() else {
+        return PageOrder::Sorted;
+    };
     let first_chunk = chunk_of(first.0);
     let (mut in_order, mut one_chunk, mut prev) = (true, true, packed(first));
     for t in rest {
@@ -380,10 +395,10 @@ fn unsorted_chunks(tids: &[(u32, u16)]) -> Option<Vec<u32>> {
         prev = p;
     }
     if in_order {
-        return None;
+        return PageOrder::Sorted;
     }
     if one_chunk {
-        return Some(vec![first_chunk]);
+        return PageOrder::Unsorted(vec![first_chunk]);
     }
     let mut chunks = Vec::with_capacity(UNSORTED_MAX_CHUNKS);
     for t in tids {
@@ -392,22 +407,17 @@ fn unsorted_chunks(tids: &[(u32, u16)]) -> Option<Vec<u32>> {
             continue;
         }
         if chunks.len() == UNSORTED_MAX_CHUNKS {
-            return None;
+            return PageOrder::ToSort;
         }
         chunks.push(c);
     }
     chunks.sort_unstable();
-    Some(chunks)
+    PageOrder::Unsorted(chunks)
 }
 
-/// Sorts `tids` (heap block, offset), drops repeats and calls `emit` with the TIDs of each
-/// chunk in turn.
-pub fn for_each_chunk_group(tids: &mut Vec<(u32, u16)>, mut emit: impl FnMut(&[(u32, u16)])) {
-    // Sorted by one packed word: one compare per step instead of two (an index whose order is
-    // not the table's has a page's TIDs in no order).
-    tids.sort_unstable_by_key(|&(block, offset)| (u64::from(block) << 16) | u64::from(offset));
-    tids.dedup();
-    let mut rest = &tids[..];
+/// Calls `emit` with the TIDs of each chunk in turn of `tids`, sorted without repeats.
+fn for_each_chunk_of_sorted(tids: &[(u32, u16)], mut emit: impl FnMut(&[(u32, u16)])) {
+    let mut rest = tids;
     while let Some(&(block, _)) = rest.first() {
         let chunk = chunk_of(block);
         let n = rest.iter().take_while(|t| chunk_of(t.0) == chunk).count();
@@ -415,6 +425,15 @@ pub fn for_each_chunk_group(tids: &mut Vec<(u32, u16)>, mut emit: impl FnMut(&[(
         emit(these);
         rest = after;
     }
+}
+
+/// Sorts `tids` (heap block, offset), drops repeats and calls `emit` with the TIDs of each
+/// chunk in turn.
+pub fn for_each_chunk_group(tids: &mut Vec<(u32, u16)>, emit: impl FnMut(&[(u32, u16)])) {
+    // Sorted by one packed word: one compare per step instead of two.
+    tids.sort_unstable_by_key(|&(block, offset)| (u64::from(block) << 16) | u64::from(offset));
+    tids.dedup();
+    for_each_chunk_of_sorted(tids, emit);
 }
 
 #[cfg(test)]
