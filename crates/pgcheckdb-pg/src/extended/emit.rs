@@ -27,6 +27,22 @@ use crate::layout::itemid::{line_pointers_into, ItemId};
 use crate::page::PageHeader;
 use crate::standard::ClusterFacts;
 
+/// The line pointers of a page: `parsed` when the standard checks parsed them, else parsed
+/// here into `own`.
+fn line_pointers<'i>(
+    page: &[u8],
+    h: &PageHeader,
+    parsed: &'i [ItemId],
+    own: &'i mut Vec<ItemId>,
+) -> &'i [ItemId] {
+    if parsed.is_empty() {
+        line_pointers_into(page, h, own);
+        own
+    } else {
+        parsed
+    }
+}
+
 /// One worker's fact writer.
 pub struct Emitter<'a> {
     plan: &'a ExtendedPlan,
@@ -67,8 +83,9 @@ impl<'a> Emitter<'a> {
     }
 
     /// The facts of one page at absolute block `blkno` of file `file`; `sound` says whether it
-    /// passed the physical and standard checks.
-    pub fn page(&mut self, file: usize, blkno: u64, page: &[u8], sound: bool) {
+    /// passed the physical and standard checks; `parsed` is its line pointers when those
+    /// checks parsed them (else empty: they are parsed here).
+    pub fn page(&mut self, file: usize, blkno: u64, page: &[u8], sound: bool, parsed: &[ItemId]) {
         let plan: &'a ExtendedPlan = self.plan;
         let Some(role) = plan.roles.get(file).and_then(Option::as_ref) else {
             return;
@@ -82,7 +99,7 @@ impl<'a> Emitter<'a> {
                     a.incomplete.store(true, Ordering::Relaxed);
                 }
                 if sound {
-                    self.btree_page(info, blkno, page);
+                    self.btree_page(info, blkno, page, parsed);
                 } else {
                     damaged_record(info.fork as u32, blkno, &mut self.buf);
                     self.runs.push(&self.buf);
@@ -90,7 +107,7 @@ impl<'a> Emitter<'a> {
             }
             Role::Heap(info) => {
                 if sound {
-                    self.heap_page(info, blkno, page);
+                    self.heap_page(info, blkno, page, parsed);
                 } else {
                     self.damaged_heap_page(info, blkno);
                 }
@@ -191,22 +208,18 @@ impl<'a> Emitter<'a> {
         self.runs.finish()
     }
 
-    fn heap_page(&mut self, info: &'a HeapInfo, blkno: u32, page: &[u8]) {
+    fn heap_page(&mut self, info: &'a HeapInfo, blkno: u32, page: &[u8], parsed: &[ItemId]) {
         let Some(h) = PageHeader::parse(page) else {
             return;
         };
         if h.is_new() {
             return;
         }
-        line_pointers_into(page, &h, &mut self.items);
-        let items = std::mem::take(&mut self.items);
-        let tuples = HeapTuples {
-            page,
-            blkno,
-            items: &items,
-        };
+        let mut own = std::mem::take(&mut self.items);
+        let items = line_pointers(page, &h, parsed, &mut own);
+        let tuples = HeapTuples { page, blkno, items };
         self.heap_tuples(info, &tuples, h.pd_flags);
-        self.items = items;
+        self.items = own;
     }
 
     /// The facts of a sound heap page, from its parsed tuples.
@@ -278,7 +291,7 @@ impl<'a> Emitter<'a> {
         self.runs.push(&self.buf);
     }
 
-    fn btree_page(&mut self, info: &'a IndexInfo, blkno: u32, page: &[u8]) {
+    fn btree_page(&mut self, info: &'a IndexInfo, blkno: u32, page: &[u8], parsed: &[ItemId]) {
         let unit = info.fork as u32;
         let Some(h) = PageHeader::parse(page) else {
             return;
@@ -305,7 +318,12 @@ impl<'a> Emitter<'a> {
             }
             return;
         }
-        line_pointers_into(page, &h, &mut self.items);
+        if parsed.is_empty() {
+            line_pointers_into(page, &h, &mut self.items);
+        } else {
+            self.items.clear();
+            self.items.extend_from_slice(parsed);
+        }
         let view = page_view(page, &opaque, &self.items);
         let runs = &mut self.runs;
         let keys = info.ordering.is_ok();

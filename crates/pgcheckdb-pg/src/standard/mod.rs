@@ -186,6 +186,9 @@ pub fn check_page_structure(
     scratch: &mut Scratch,
     out: &mut Vec<StructureProblem>,
 ) {
+    // Emptied first: after the checks it holds this page's line pointers or nothing (the
+    // extended level reuses them, see `Scratch::items`).
+    scratch.items.clear();
     let Some(header) = crate::page::PageHeader::parse(page) else {
         return;
     };
@@ -217,6 +220,8 @@ pub struct Inputs<'a> {
 /// Buffers one worker reuses from page to page, so the checks allocate nothing per page.
 #[derive(Debug, Default)]
 pub struct Scratch {
+    /// The line pointers of the page just checked, when its checks parsed them (heap and
+    /// B-tree pages); empty otherwise.
     pub items: Vec<crate::layout::itemid::ItemId>,
     /// Item storage ranges `((start, end), offnum)` for the overlap check.
     pub storage: Vec<((usize, usize), u16)>,

@@ -154,7 +154,7 @@ impl<'a> BlockChecker<'a> {
                 self.check_structure(file, blkno, page);
                 let sound = self.findings.len() == before;
                 if let Some(facts) = self.facts.as_mut() {
-                    facts.page(file, blkno, page, sound);
+                    facts.page(file, blkno, page, sound, &self.scratch.items);
                 }
                 true
             }
@@ -170,7 +170,7 @@ impl<'a> BlockChecker<'a> {
                 let finding = self.problem_finding(file, fork, blkno, page, problem);
                 self.findings.push(finding);
                 if let Some(facts) = self.facts.as_mut() {
-                    facts.page(file, blkno, page, false);
+                    facts.page(file, blkno, page, false, &[]);
                 }
                 true
             }
@@ -550,7 +550,7 @@ impl Visitor for BlockChecker<'_> {
         let blkno = self.plan.absolute_block(f, offset / self.cfg.blcksz as u64);
         self.read_errors.push(file, blkno, err);
         if let Some(facts) = self.facts.as_mut() {
-            facts.page(file, blkno, &[], false);
+            facts.page(file, blkno, &[], false, &[]);
         }
     }
 
