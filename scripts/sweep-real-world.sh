@@ -277,11 +277,15 @@ regress_source() {
 
 # fetch_orig_from_archives MAJOR: when apt has no source package for MAJOR (Debian 12 ships
 # only 15), the .orig tarball from the Debian and Ubuntu archives whose Sources index lists
-# postgresql-MAJOR (14: Ubuntu 22.04, 16: Ubuntu 24.04, 17: Ubuntu 25.10, 18: Debian 13).
+# postgresql-MAJOR (15: Debian 12, whose source package apt may fail to fetch when its
+# security update left the archive; 14: Ubuntu 22.04, 16: Ubuntu 24.04, 17: Ubuntu 25.10;
+# 18: Debian 13, or Debian unstable once 13 dropped it).
 # Prints the downloaded path.
 fetch_orig_from_archives() {
     local major=$1 index dir file
-    for index in http://deb.debian.org/debian/dists/trixie/main/source/Sources.xz \
+    for index in http://deb.debian.org/debian/dists/bookworm/main/source/Sources.xz \
+                 http://deb.debian.org/debian/dists/trixie/main/source/Sources.xz \
+                 http://deb.debian.org/debian/dists/sid/main/source/Sources.xz \
                  http://archive.ubuntu.com/ubuntu/dists/jammy/main/source/Sources.xz \
                  http://archive.ubuntu.com/ubuntu/dists/noble/main/source/Sources.xz \
                  http://archive.ubuntu.com/ubuntu/dists/questing/main/source/Sources.xz; do

@@ -70,6 +70,12 @@ impl<'a> Writer<'a> {
     /// Starts a record of `family` about block `blkno` of unit `unit`.
     pub fn start(buf: &'a mut Vec<u8>, unit: u32, family: Family, blkno: u32) -> Writer<'a> {
         buf.clear();
+        Writer::append(buf, unit, family, blkno)
+    }
+
+    /// Starts a record after those already in `buf` (records laid out one after another, each
+    /// handed on as its own slice).
+    pub fn append(buf: &'a mut Vec<u8>, unit: u32, family: Family, blkno: u32) -> Writer<'a> {
         buf.extend_from_slice(&unit.to_be_bytes());
         buf.push(family as u8);
         buf.extend_from_slice(&blkno.to_be_bytes());

@@ -342,63 +342,58 @@ const UNSORTED_MAX_CHUNKS: usize = 8;
 /// else one unsorted group per chunk (see the module comment). Each record is handed to `push`.
 pub fn write_page_tids(
     buf: &mut Vec<u8>,
-    (unit, index_fork, index_block): (u32, u32, u32),
+    place: (u32, u32, u32),
     tids: &mut Vec<(u32, u16)>,
     mut push: impl FnMut(&[u8]),
 ) {
-    let write = |group: &[(u32, u16)]| {
-        write_group(buf, unit, index_fork, index_block, group);
-        push(buf);
-    };
+    let (unit, index_fork, index_block) = place;
     match page_order(tids) {
-        PageOrder::Sorted => for_each_chunk_of_sorted(tids, write),
-        PageOrder::Unsorted(chunks) => {
-            for chunk in chunks {
-                let w = &mut Writer::start(buf, unit, Family::Tids, chunk);
-                w.u8(Tag::IndexUnsorted as u8)
-                    .u32(index_block)
-                    .u32(index_fork);
-                w.reserve(4 * tids.len());
-                for &(block, offset) in tids.iter().filter(|t| chunk_of(t.0) == chunk) {
-                    w.u16((block - chunk * CHUNK_BLOCKS) as u16).u16(offset);
-                }
-                push(buf);
-            }
-        }
-        PageOrder::ToSort => for_each_chunk_group(tids, write),
+        PageOrder::Sorted => for_each_chunk_of_sorted(tids, |group| {
+            write_group(buf, unit, index_fork, index_block, group);
+            push(buf);
+        }),
+        PageOrder::Unsorted(chunks) => write_unsorted(buf, place, tids, &chunks, push),
+        PageOrder::ToSort => for_each_chunk_group(tids, |group| {
+            write_group(buf, unit, index_fork, index_block, group);
+            push(buf);
+        }),
     }
 }
 
 /// How an index page's TIDs are written.
+#[derive(Debug, PartialEq, Eq)]
 enum PageOrder {
     /// Already in table order, without repeats (an index in the table's order).
     Sorted,
-    /// Unsorted, in these few chunks (ascending).
+    /// Unsorted, in these few chunks (ascending; with the window of a page whose chunks lie
+    /// close together, some may name no TID).
     Unsorted(Vec<u32>),
     /// Unsorted over more than [`UNSORTED_MAX_CHUNKS`] chunks: sorted and grouped.
     ToSort,
 }
 
 /// The order of a page's TIDs, found in one pass (and a second over the chunks of an
-/// unsorted page that spans several).
+/// unsorted page whose chunks lie far apart).
 fn page_order(tids: &[(u32, u16)]) -> PageOrder {
     let packed = |&(block, offset): &(u32, u16)| (u64::from(block) << 16) | u64::from(offset);
     let Some((first, rest)) = tids.split_first() else {
         return PageOrder::Sorted;
     };
-    let first_chunk = chunk_of(first.0);
-    let (mut in_order, mut one_chunk, mut prev) = (true, true, packed(first));
+    let (mut in_order, mut prev) = (true, packed(first));
+    let (mut lowest, mut highest) = (chunk_of(first.0), chunk_of(first.0));
     for t in rest {
         let p = packed(t);
         in_order &= prev < p;
-        one_chunk &= chunk_of(t.0) == first_chunk;
         prev = p;
+        let c = chunk_of(t.0);
+        lowest = lowest.min(c);
+        highest = highest.max(c);
     }
     if in_order {
         return PageOrder::Sorted;
     }
-    if one_chunk {
-        return PageOrder::Unsorted(vec![first_chunk]);
+    if ((highest - lowest) as usize) < UNSORTED_MAX_CHUNKS {
+        return PageOrder::Unsorted((lowest..=highest).collect());
     }
     let mut chunks = Vec::with_capacity(UNSORTED_MAX_CHUNKS);
     for t in tids {
@@ -413,6 +408,71 @@ fn page_order(tids: &[(u32, u16)]) -> PageOrder {
     }
     chunks.sort_unstable();
     PageOrder::Unsorted(chunks)
+}
+
+/// Writes an unsorted page's TIDs, each of which lies in one of `chunks` (ascending, at most
+/// [`UNSORTED_MAX_CHUNKS`]): one record per chunk that some TID names, its TIDs in the page's
+/// order. A counting sort by chunk: the TIDs of each chunk are counted, the records laid out
+/// one after another in `buf`, and every TID written straight to its place in one more pass
+/// (a pass per chunk, filtering, mispredicted the filter on about every other TID of an index
+/// not in the table's order).
+fn write_unsorted(
+    buf: &mut Vec<u8>,
+    (unit, index_fork, index_block): (u32, u32, u32),
+    tids: &[(u32, u16)],
+    chunks: &[u32],
+    mut push: impl FnMut(&[u8]),
+) {
+    let (Some(&lowest), Some(&highest)) = (chunks.first(), chunks.last()) else {
+        return;
+    };
+    // A window of consecutive chunks finds a TID's by subtraction, else by search.
+    let window = (highest - lowest) as usize + 1 == chunks.len();
+    let slot_of = |block: u32| {
+        let c = chunk_of(block);
+        if window {
+            (c - lowest) as usize
+        } else {
+            chunks.partition_point(|&x| x < c)
+        }
+    };
+    let mut counts = [0usize; UNSORTED_MAX_CHUNKS];
+    for &(block, _) in tids {
+        counts[slot_of(block)] += 1;
+    }
+    // Per chunk: where its record starts in `buf`, and where its next TID goes.
+    let mut places = [(0usize, 0usize); UNSORTED_MAX_CHUNKS];
+    buf.clear();
+    for (i, &chunk) in chunks.iter().enumerate().filter(|&(i, _)| counts[i] > 0) {
+        let start = buf.len();
+        Writer::append(buf, unit, Family::Tids, chunk)
+            .u8(Tag::IndexUnsorted as u8)
+            .u32(index_block)
+            .u32(index_fork);
+        let body = buf.len();
+        buf.resize(body + 4 * counts[i], 0);
+        places[i] = (start, body);
+    }
+    for &(block, offset) in tids {
+        let place = &mut places[slot_of(block)];
+        let entry = unsorted_entry(block, offset);
+        buf[place.1..place.1 + 4].copy_from_slice(&entry);
+        place.1 += 4;
+    }
+    for (i, &(start, end)) in places.iter().enumerate().take(chunks.len()) {
+        if counts[i] > 0 {
+            push(&buf[start..end]);
+        }
+    }
+}
+
+/// One TID of an unsorted group: its block relative to its chunk and its offset (as
+/// [`Writer::u16`] writes them).
+fn unsorted_entry(block: u32, offset: u16) -> [u8; 4] {
+    let rel = (block % CHUNK_BLOCKS) as u16;
+    let [a, b] = rel.to_be_bytes();
+    let [c, d] = offset.to_be_bytes();
+    [a, b, c, d]
 }
 
 /// Calls `emit` with the TIDs of each chunk in turn of `tids`, sorted without repeats.
@@ -561,6 +621,73 @@ mod tests {
                 (tag, head.blkno, out)
             })
             .collect()
+    }
+
+    /// The unsorted records as one filtering pass per chunk writes them.
+    fn unsorted_by_filtering(tids: &[(u32, u16)], chunks: &[u32]) -> Vec<Vec<u8>> {
+        let mut records = Vec::new();
+        for &chunk in chunks {
+            let mut buf = Vec::new();
+            let w = &mut Writer::start(&mut buf, 3, Family::Tids, chunk);
+            w.u8(Tag::IndexUnsorted as u8).u32(17).u32(4);
+            let mut any = false;
+            for &(block, offset) in tids.iter().filter(|t| chunk_of(t.0) == chunk) {
+                w.u16((block - chunk * CHUNK_BLOCKS) as u16).u16(offset);
+                any = true;
+            }
+            if any {
+                records.push(buf);
+            }
+        }
+        records
+    }
+
+    #[test]
+    fn the_counting_sort_writes_what_filtering_per_chunk_writes() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            state >> 33
+        };
+        // Chunks in a window (some with no TID), far apart, and too many to stay unsorted.
+        let layouts: [&[u32]; 4] = [&[0, 1, 2, 3], &[5, 7], &[0, 9, 30, 31, 400], &[2]];
+        let mut compared = 0;
+        for layout in layouts {
+            for n in [1usize, 2, 7, 250] {
+                let tids: Vec<(u32, u16)> = (0..n)
+                    .map(|_| {
+                        let chunk = layout[next() as usize % layout.len()];
+                        let block = chunk * CHUNK_BLOCKS + (next() % CHUNK_BLOCKS as u64) as u32;
+                        (block, (next() % 300) as u16 + 1)
+                    })
+                    .collect();
+                let mut written = Vec::new();
+                let mut copy = tids.clone();
+                write_page_tids(&mut Vec::new(), (3, 4, 17), &mut copy, |r| {
+                    written.push(r.to_vec())
+                });
+                let PageOrder::Unsorted(chunks) = page_order(&tids) else {
+                    continue;
+                };
+                assert_eq!(written, unsorted_by_filtering(&tids, &chunks), "{tids:?}");
+                compared += 1;
+            }
+        }
+        assert!(compared >= 10, "only {compared} unsorted pages compared");
+        // A window holds every chunk from the lowest to the highest; far chunks only those named.
+        let far = |c: u32| (c * CHUNK_BLOCKS, 1u16);
+        assert_eq!(
+            page_order(&[far(3), far(1)]),
+            PageOrder::Unsorted(vec![1, 2, 3])
+        );
+        assert_eq!(
+            page_order(&[far(30), far(1)]),
+            PageOrder::Unsorted(vec![1, 30])
+        );
+        let spread: Vec<(u32, u16)> = (0..9u32).rev().map(|c| far(c * 20)).collect();
+        assert_eq!(page_order(&spread), PageOrder::ToSort);
     }
 
     #[test]
