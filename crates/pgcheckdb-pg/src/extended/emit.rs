@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::allindexed::probe::{insert_leaf, probe_heap, Scratch};
+use super::allindexed::probe::{insert_leaf, probe_heap, LeafPage, Scratch};
 use super::btree::records::{
     damaged_record, inner_run_record, page_records, run_record, Rec, RunRec,
 };
@@ -114,7 +114,7 @@ impl<'a> Emitter<'a> {
             }
             Role::OtherIndex { tids, graph } => {
                 if let (Some(info), true) = (tids, sound) {
-                    self.index_tids(info, blkno, page);
+                    self.index_tids(info, blkno, page, None);
                 }
                 if let Some(info) = graph {
                     let mut sink = Sink::new(info.fork as u32, &mut self.buf, &mut self.runs);
@@ -175,15 +175,22 @@ impl<'a> Emitter<'a> {
     }
 
     /// The heap TIDs of a sound index page, one record per chunk of heap blocks they name.
-    fn index_tids(&mut self, info: &TidIndexInfo, blkno: u32, page: &[u8]) {
-        let Some(h) = PageHeader::parse(page) else {
-            return;
+    /// `collected`: the page's TIDs are already in `self.tids`, with this many entries that
+    /// did not decode (heap -> index collected them).
+    fn index_tids(&mut self, info: &TidIndexInfo, blkno: u32, page: &[u8], collected: Option<u64>) {
+        let undecoded = match collected {
+            Some(undecoded) => undecoded,
+            None => {
+                let Some(h) = PageHeader::parse(page) else {
+                    return;
+                };
+                if info.am != IndexAm::Btree {
+                    line_pointers_into(page, &h, &mut self.items);
+                }
+                self.tids.clear();
+                page_tids(info.am, page, &h, &self.items, &mut self.tids)
+            }
         };
-        if info.am != IndexAm::Btree {
-            line_pointers_into(page, &h, &mut self.items);
-        }
-        self.tids.clear();
-        let undecoded = page_tids(info.am, page, &h, &self.items, &mut self.tids);
         let place = (info.heap_fork as u32, info.fork as u32, blkno);
         let runs = &mut self.runs;
         write_page_tids(&mut self.buf, place, &mut self.tids, |r| runs.push(r));
@@ -330,20 +337,24 @@ impl<'a> Emitter<'a> {
         page_records(unit, blkno, &view, keys, &mut self.buf, |r| runs.push(r));
         let live_leaf =
             opaque.is_leaf() && opaque.btpo_flags & (bf::BTP_DELETED | bf::BTP_HALF_DEAD) == 0;
+        let tid_info = live_leaf
+            .then(|| self.plan.tids.indexes.get(&info.fork))
+            .flatten();
+        // Heap -> index walks the entries anyway: it collects their TIDs for the TID check.
+        let mut collected = None;
         if let (Some(a), true) = (&info.all_indexed, live_leaf) {
-            insert_leaf(
-                a,
+            let leaf = LeafPage {
                 page,
-                &opaque,
-                &self.items,
-                self.plan.max_align,
-                &mut self.all_indexed,
-            );
+                opaque: &opaque,
+                items: &self.items,
+                max_align: self.plan.max_align,
+            };
+            self.tids.clear();
+            let tids = tid_info.is_some().then_some(&mut self.tids);
+            collected = insert_leaf(a, leaf, &mut self.all_indexed, tids);
         }
-        if live_leaf {
-            if let Some(tid_info) = self.plan.tids.indexes.get(&info.fork) {
-                self.index_tids(tid_info, blkno, page);
-            }
+        if let Some(tid_info) = tid_info {
+            self.index_tids(tid_info, blkno, page, collected);
         }
         if let (Some(spec), true) = (&info.unique, live_leaf) {
             let found = unique_runs(page, &opaque, &self.items, spec, self.plan.max_align);

@@ -73,49 +73,88 @@ fn index_form(form: ValueForm) -> ValueForm {
 
 /// Puts the fingerprint of every entry of a live leaf page into the index's filter. A tuple
 /// that cannot be read makes the index incomplete (nothing is then reported from it).
+///
+/// With `tids`, also collects the heap TIDs of the page's entries in the page's order, dead
+/// ones too, as the TID check reads them ([`crate::extended::tids::decode::page_tids`]), from
+/// the same walk: `Some(count of entries that did not decode)` when every entry was walked,
+/// `None` when the walk stopped early (then `tids` holds only part of the page).
 pub fn insert_leaf<'a>(
     idx: &'a AllIndexed,
-    page: &[u8],
-    opaque: &BtPageOpaque,
-    items: &[ItemId],
-    max_align: usize,
+    leaf: LeafPage<'_>,
     scratch: &mut Scratch<'a>,
-) {
+    mut tids: Option<&mut Vec<(u32, u16)>>,
+) -> Option<u64> {
+    let LeafPage {
+        page,
+        opaque,
+        items,
+        max_align,
+    } = leaf;
     let first = if opaque.btpo_next == P_NONE { 1 } else { 2 };
     let word_key = word_key(idx, max_align);
     let mut decoded = KeyTuple::EMPTY;
-    let mut entries = 0u64;
+    let (mut entries, mut undecoded) = (0u64, 0u64);
     let pending = &mut scratch.inserts;
     pending.clear();
     for item in items.iter().filter(|i| i.offnum >= first) {
         // Entries the server marked dead point at tuples dead to everyone (amcheck skips
-        // them too).
+        // them too); the TID check still reads their TIDs.
         if item.lp_flags != LpFlags::Normal {
+            if let Some(out) = tids.as_deref_mut() {
+                undecoded += u64::from(dead_entry_tids(page, item, out).is_none());
+            }
             continue;
         }
         let Some(tuple) =
             page.get(item.lp_off as usize..item.lp_off as usize + item.lp_len as usize)
         else {
             idx.incomplete.store(true, Ordering::Relaxed);
-            return;
+            return None;
         };
-        if let Some(slot) = word_key.and_then(|wk| plain_word_slot(&idx.bloom, tuple, wk)) {
+        if let Some((slot, tid)) = word_key.and_then(|wk| plain_word_slot(&idx.bloom, tuple, wk)) {
             pending.push(slot);
+            if let Some(out) = tids.as_deref_mut() {
+                out.push((tid.block, tid.offset));
+            }
             entries += 1;
             continue;
         }
         match entry_key(idx, tuple, max_align, &mut decoded)
-            .and_then(|kh| insert_tids(&idx.bloom, tuple, kh, pending))
+            .and_then(|kh| insert_tids(&idx.bloom, tuple, kh, pending, tids.as_deref_mut()))
         {
             Some(n) => entries += n,
             None => {
                 idx.incomplete.store(true, Ordering::Relaxed);
-                return;
+                return None;
             }
         }
     }
     insert_pending(&idx.bloom, pending);
     scratch.counts(idx).entries += entries;
+    Some(undecoded)
+}
+
+/// A live B-tree leaf page, as [`insert_leaf`] reads it.
+#[derive(Clone, Copy)]
+pub struct LeafPage<'p> {
+    pub page: &'p [u8],
+    pub opaque: &'p BtPageOpaque,
+    /// The page's line pointers, in offset order.
+    pub items: &'p [ItemId],
+    pub max_align: usize,
+}
+
+/// The TIDs of an entry the server marked dead, onto `out`, when it has storage; `None` when
+/// it does not decode.
+fn dead_entry_tids(page: &[u8], item: &ItemId, out: &mut Vec<(u32, u16)>) -> Option<()> {
+    if !item.has_storage() {
+        return Some(());
+    }
+    let Some(tuple) = page.get(item.lp_off as usize..item.lp_off as usize + item.lp_len as usize)
+    else {
+        return Some(()); // not on the page: the TID check skips it too
+    };
+    leaf_tuple_tids(tuple, |p| out.push((p.block, p.offset)))
 }
 
 /// Where the key of a plain leaf tuple lies, `(offset, length)`, when the index has one
@@ -130,16 +169,21 @@ fn word_key(idx: &AllIndexed, max_align: usize) -> Option<(usize, usize)> {
     (column.form == ValueForm::Fixed).then(|| (plain_key_offset(*stored, max_align), len))
 }
 
-/// The slot of a plain leaf tuple (one heap TID, no NULL) of an index with a [`word_key`]:
-/// the key read in place as one word, hashed as [`entry_key`] hashes it. `None` for every other
-/// tuple.
+/// The slot of a plain leaf tuple (one heap TID, no NULL) of an index with a [`word_key`],
+/// and its TID: the key read in place as one word, hashed as [`entry_key`] hashes it. `None`
+/// for every other tuple.
 #[inline]
-fn plain_word_slot(bloom: &Bloom, tuple: &[u8], (offset, len): (usize, usize)) -> Option<Slot> {
+fn plain_word_slot(
+    bloom: &Bloom,
+    tuple: &[u8],
+    (offset, len): (usize, usize),
+) -> Option<(Slot, ItemPointer)> {
     let word = small_word(plain_key(tuple, offset, len)?)?;
     let mut h = KeyHasher::default();
     h.push_word(word, len);
     let tid = ItemPointer::parse(tuple, 0)?;
-    Some(bloom.slot(fingerprint(h.finish(), tid.block, tid.offset), tid.block))
+    let slot = bloom.slot(fingerprint(h.finish(), tid.block, tid.offset), tid.block);
+    Some((slot, tid))
 }
 
 /// The key hash of one leaf tuple.
@@ -179,11 +223,21 @@ fn plain_fixed_key<'t>(stored: &[StoredAs], tuple: &'t [u8], max_align: usize) -
 }
 
 /// Queues the slots of the fingerprints of a tuple's heap TIDs (its `t_tid`, or each TID of
-/// its posting list); returns how many, `None` when the tuple does not decode.
-fn insert_tids(bloom: &Bloom, tuple: &[u8], kh: u64, pending: &mut Vec<Slot>) -> Option<u64> {
+/// its posting list), and the TIDs onto `tids` if given; returns how many, `None` when the
+/// tuple does not decode (nothing queued then).
+fn insert_tids(
+    bloom: &Bloom,
+    tuple: &[u8],
+    kh: u64,
+    pending: &mut Vec<Slot>,
+    mut tids: Option<&mut Vec<(u32, u16)>>,
+) -> Option<u64> {
     let mut n = 0;
     leaf_tuple_tids(tuple, |p| {
         pending.push(bloom.slot(fingerprint(kh, p.block, p.offset), p.block));
+        if let Some(out) = tids.as_deref_mut() {
+            out.push((p.block, p.offset));
+        }
         n += 1;
     })?;
     Some(n)
@@ -353,6 +407,136 @@ mod tests {
             plain_fixed_key(&text, &tuple(0, &[5 << 1 | 1, 1, 2, 3, 4]), 8),
             None
         );
+    }
+
+    /// A B-tree leaf tuple with heap TID `tid` (or a posting list's place and size), `t_info`
+    /// flags `flags` and data `data` after the 8-byte header.
+    fn leaf_tuple(tid: (u32, u16), flags: u16, data: &[u8]) -> Vec<u8> {
+        let mut t = (tid.0 as u16).to_le_bytes().to_vec();
+        t.splice(0..0, ((tid.0 >> 16) as u16).to_le_bytes());
+        t.extend(tid.1.to_le_bytes());
+        t.extend([0, 0]);
+        t.extend(data);
+        let info = t.len() as u16 | flags;
+        t[6..8].copy_from_slice(&info.to_le_bytes());
+        t
+    }
+
+    /// A rightmost leaf page holding `tuples` with line pointer flags, and its line pointers.
+    fn leaf_page(tuples: &[(LpFlags, Vec<u8>)]) -> (Vec<u8>, Vec<ItemId>) {
+        let special = 8192 - 16;
+        let mut page = vec![0u8; 8192];
+        let mut upper = special;
+        let mut items = Vec::new();
+        for (i, (flags, t)) in tuples.iter().enumerate() {
+            upper -= t.len().next_multiple_of(8);
+            page[upper..upper + t.len()].copy_from_slice(t);
+            let item = ItemId {
+                offnum: i as u16 + 1,
+                lp_off: upper as u16,
+                lp_flags: *flags,
+                lp_len: t.len() as u16,
+            };
+            let word =
+                u32::from(item.lp_off) | (*flags as u32) << 15 | u32::from(item.lp_len) << 17;
+            page[24 + 4 * i..28 + 4 * i].copy_from_slice(&word.to_le_bytes());
+            items.push(item);
+        }
+        page[12..14].copy_from_slice(&((24 + 4 * tuples.len()) as u16).to_le_bytes());
+        page[14..16].copy_from_slice(&(upper as u16).to_le_bytes());
+        page[16..18].copy_from_slice(&(special as u16).to_le_bytes());
+        page[special + 12] = crate::layout::btree::flags::BTP_LEAF as u8;
+        (page, items)
+    }
+
+    /// An int4 index of table column 1, for heap -> index.
+    fn int4_index(columns: usize) -> AllIndexed {
+        use super::super::keys::KeyColumn;
+        let stored = StoredAs {
+            attlen: 4,
+            align: 4,
+        };
+        let column = |n| KeyColumn {
+            heap_attnum: n,
+            form: ValueForm::Fixed,
+        };
+        AllIndexed {
+            name: "i".into(),
+            heap_fork: 0,
+            index_fork: 1,
+            columns: (1..=columns).map(column).collect(),
+            stored: vec![stored; columns],
+            heap_attrs: vec![attr(4, 4); columns].into(),
+            upto: columns,
+            heap_word: None,
+            bloom: Bloom::with_bits(1 << 16, 16),
+            incomplete: std::sync::atomic::AtomicBool::new(false),
+            entries: Default::default(),
+            tuples_checked: Default::default(),
+            tuples_not_checked: Default::default(),
+            lacking: Default::default(),
+            lacking_count: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_leaf_walk_collects_the_tids_the_tid_check_reads() {
+        use crate::extended::tids::decode::page_tids;
+        use crate::extended::tids::IndexAm;
+        use crate::layout::btree::{BT_IS_POSTING, INDEX_ALT_TID_MASK};
+        use crate::page::PageHeader;
+        let key = |k: i32, more: usize| k.to_le_bytes().repeat(more + 1);
+        let posting = |more: usize| {
+            // Posting list after the 8-byte header and the key (MAXALIGNed), two TIDs.
+            let at = (8 + 4 * (more + 1)).next_multiple_of(8) as u32;
+            let mut data = key(9, more);
+            data.resize(at as usize - 8, 0);
+            data.extend([0, 0, 5, 0, 1, 0, 0, 0, 5, 0, 3, 0]);
+            leaf_tuple((at, BT_IS_POSTING | 2), INDEX_ALT_TID_MASK, &data)
+        };
+        for more in [0, 1] {
+            let idx = int4_index(more + 1);
+            let mut broken = posting(more);
+            broken.truncate(broken.len() - 6); // its list runs past its end
+            let (page, items) = leaf_page(&[
+                (LpFlags::Normal, leaf_tuple((3, 4), 0, &key(7, more))),
+                (LpFlags::Normal, posting(more)),
+                (LpFlags::Dead, leaf_tuple((8, 2), 0, &key(1, more))),
+                (LpFlags::Dead, broken),
+                (LpFlags::Normal, leaf_tuple((1 << 17, 1), 0, &key(2, more))),
+            ]);
+            let h = PageHeader::parse(&page).expect("header");
+            let opaque = BtPageOpaque::parse(&page, h.pd_special as usize).expect("opaque");
+            let mut expected = Vec::new();
+            let undecoded = page_tids(IndexAm::Btree, &page, &h, &items, &mut expected);
+            let leaf = LeafPage {
+                page: &page,
+                opaque: &opaque,
+                items: &items,
+                max_align: 8,
+            };
+            let mut got = Vec::new();
+            let walked = insert_leaf(&idx, leaf, &mut Scratch::default(), Some(&mut got));
+            assert_eq!(walked, Some(undecoded), "{more} more columns");
+            assert_eq!(undecoded, 1);
+            assert_eq!(got, expected);
+            assert_eq!(got, [(3, 4), (5, 1), (5, 3), (8, 2), (1 << 17, 1)]);
+            assert!(!idx.incomplete.load(Ordering::Relaxed));
+            // A live entry that does not decode stops the walk: the caller decodes the page again.
+            let mut bad = posting(more);
+            bad.truncate(bad.len() - 6);
+            let (page, items) = leaf_page(&[(LpFlags::Normal, bad)]);
+            let leaf = LeafPage {
+                page: &page,
+                items: &items,
+                ..leaf
+            };
+            assert_eq!(
+                insert_leaf(&idx, leaf, &mut Scratch::default(), Some(&mut got)),
+                None
+            );
+            assert!(idx.incomplete.load(Ordering::Relaxed));
+        }
     }
 
     fn attr(attlen: i16, align: usize) -> crate::catalog::attributes::Attribute {
