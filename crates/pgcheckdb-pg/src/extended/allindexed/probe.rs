@@ -13,6 +13,7 @@ use crate::btree_order::quick::{plain_key, plain_key_offset};
 use crate::btree_order::tuple::{decode_into, KeyTuple, StoredAs};
 use crate::catalog::xact::CommitLog;
 use crate::extended::heap::{for_each_live_chain, set_live, HeapTuples};
+use crate::extended::tids::decode::btree_entry_tids;
 use crate::layout::btree::{leaf_tuple_tids, BtPageOpaque, P_NONE};
 use crate::layout::heap::{HeapTupleHeader, ItemPointer};
 use crate::layout::itemid::{ItemId, LpFlags};
@@ -101,7 +102,7 @@ pub fn insert_leaf<'a>(
         // them too); the TID check still reads their TIDs.
         if item.lp_flags != LpFlags::Normal {
             if let Some(out) = tids.as_deref_mut() {
-                undecoded += u64::from(dead_entry_tids(page, item, out).is_none());
+                undecoded += u64::from(btree_entry_tids(page, item, out).is_none());
             }
             continue;
         }
@@ -142,19 +143,6 @@ pub struct LeafPage<'p> {
     /// The page's line pointers, in offset order.
     pub items: &'p [ItemId],
     pub max_align: usize,
-}
-
-/// The TIDs of an entry the server marked dead, onto `out`, when it has storage; `None` when
-/// it does not decode.
-fn dead_entry_tids(page: &[u8], item: &ItemId, out: &mut Vec<(u32, u16)>) -> Option<()> {
-    if !item.has_storage() {
-        return Some(());
-    }
-    let Some(tuple) = page.get(item.lp_off as usize..item.lp_off as usize + item.lp_len as usize)
-    else {
-        return Some(()); // not on the page: the TID check skips it too
-    };
-    leaf_tuple_tids(tuple, |p| out.push((p.block, p.offset)))
 }
 
 /// Where the key of a plain leaf tuple lies, `(offset, length)`, when the index has one

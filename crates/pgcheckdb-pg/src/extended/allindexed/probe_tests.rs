@@ -49,8 +49,9 @@ fn a_plain_fixed_key_is_what_the_full_decoding_finds() {
 /// A B-tree leaf tuple with heap TID `tid` (or a posting list's place and size), `t_info`
 /// flags `flags` and data `data` after the 8-byte header.
 fn leaf_tuple(tid: (u32, u16), flags: u16, data: &[u8]) -> Vec<u8> {
-    let mut t = (tid.0 as u16).to_le_bytes().to_vec();
-    t.splice(0..0, ((tid.0 >> 16) as u16).to_le_bytes());
+    // ip_blkid as bi_hi, bi_lo; ip_posid; t_info (set below).
+    let mut t = ((tid.0 >> 16) as u16).to_le_bytes().to_vec();
+    t.extend((tid.0 as u16).to_le_bytes());
     t.extend(tid.1.to_le_bytes());
     t.extend([0, 0]);
     t.extend(data);

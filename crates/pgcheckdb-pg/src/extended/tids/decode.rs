@@ -115,14 +115,20 @@ fn btree_leaf(page: &[u8], special: usize, items: &[ItemId], out: &mut Vec<(u32,
     let first = if o.btpo_next == P_NONE { 1 } else { 2 };
     let mut undecoded = 0;
     for it in items.iter().skip(first - 1) {
-        let Some(t) = item_bytes(page, it) else {
-            continue;
-        };
-        if btree_tuple(t, out).is_none() {
+        if btree_entry_tids(page, it, out).is_none() {
             undecoded += 1;
         }
     }
     undecoded
+}
+
+/// The TIDs of the B-tree leaf entry at `it` onto `out`: none for an entry without storage on
+/// the page; `None` when it does not decode.
+pub(crate) fn btree_entry_tids(page: &[u8], it: &ItemId, out: &mut Vec<(u32, u16)>) -> Option<()> {
+    match item_bytes(page, it) {
+        Some(t) => btree_tuple(t, out),
+        None => Some(()),
+    }
 }
 
 /// One B-tree leaf tuple's TIDs; `None` when it does not decode.

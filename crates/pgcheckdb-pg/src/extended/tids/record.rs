@@ -348,15 +348,18 @@ pub fn write_page_tids(
 ) {
     let (unit, index_fork, index_block) = place;
     match page_order(tids) {
-        PageOrder::Sorted => for_each_chunk_of_sorted(tids, |group| {
-            write_group(buf, unit, index_fork, index_block, group);
-            push(buf);
-        }),
         PageOrder::Unsorted(chunks) => write_unsorted(buf, place, tids, &chunks, push),
-        PageOrder::ToSort => for_each_chunk_group(tids, |group| {
-            write_group(buf, unit, index_fork, index_block, group);
-            push(buf);
-        }),
+        order => {
+            let write = |group: &[(u32, u16)]| {
+                write_group(buf, unit, index_fork, index_block, group);
+                push(buf);
+            };
+            if order == PageOrder::Sorted {
+                for_each_chunk_of_sorted(tids, write)
+            } else {
+                for_each_chunk_group(tids, write)
+            }
+        }
     }
 }
 
