@@ -113,6 +113,9 @@ pub enum FindingKind {
     BtreeUniqueViolation,
     /// A live heap tuple has no entry in one of its table's B-tree indexes.
     IndexEntryMissing,
+    /// A B-tree index holds an entry that names a live heap tuple but holds a key the tuple
+    /// does not have, besides the tuple's own entry (extended).
+    IndexEntryExtra,
     /// An index entry's heap TID names nothing an index may name: past the table's end or
     /// the page's line pointers, an unused line pointer or a heap-only tuple (extended).
     IndexTidInvalid,
@@ -195,6 +198,7 @@ impl FindingKind {
             FindingKind::BtreeLevelInvalid => "btree_level_invalid",
             FindingKind::BtreeUniqueViolation => "btree_unique_violation",
             FindingKind::IndexEntryMissing => "index_entry_missing",
+            FindingKind::IndexEntryExtra => "index_entry_extra",
             FindingKind::IndexTidInvalid => "index_tid_invalid",
             FindingKind::LostWrite => "lost_write",
             FindingKind::ToastValueInvalid => "toast_value_invalid",
@@ -254,6 +258,7 @@ impl FindingKind {
         FindingKind::BtreeLevelInvalid,
         FindingKind::BtreeUniqueViolation,
         FindingKind::IndexEntryMissing,
+        FindingKind::IndexEntryExtra,
         FindingKind::IndexTidInvalid,
         FindingKind::LostWrite,
         FindingKind::ToastValueInvalid,

@@ -243,6 +243,11 @@ fn scenario(major: u32, checksums: bool) {
         "{ext}"
     );
     assert_eq!(ext["all_indexed_weak"], serde_json::json!([]), "{ext}");
+    // With the default memory every table's sums fit: every index is checked exactly.
+    assert_eq!(
+        ext["all_indexed_exact"], ext["all_indexed_checked"],
+        "{ext}"
+    );
     let skipped: BTreeSet<String> = ext["all_indexed_skipped"]
         .as_array()
         .expect("verbose list of indexes not checked")
@@ -282,6 +287,13 @@ fn scenario(major: u32, checksums: bool) {
         });
         assert_eq!(f["relation"]["name"], "public.h", "{f}");
         assert_eq!(f["severity"], "error", "{f}");
+        // By sums the entry that still holds the old key is found too, at its index page.
+        let other_key = &f["detail"]["entry_with_other_key"]["index_block"];
+        assert_eq!(
+            c.name == "heap key value changed",
+            other_key.is_u64(),
+            "{f}"
+        );
     }
     assert_eq!(
         lacking.len(),
@@ -302,6 +314,52 @@ fn scenario(major: u32, checksums: bool) {
         .expect("extended summary");
     let skipped = ext["all_indexed_skipped"].to_string();
     assert!(skipped.contains("public.h_big"), "{skipped}");
+    // Case 2's entry now names another live tuple of the same page with row 1004's key: by
+    // sums that is seen too, at the h_tag_n leaf page, and nothing else is.
+    let moved = &cases[1];
+    let other_offset: u16 = if moved.tid.1 == 1 { 2 } else { 1 };
+    for f in run
+        .findings
+        .iter()
+        .filter(|f| f["kind"] == "index_entry_extra")
+    {
+        assert_eq!(f["detail"]["index"], "postgres: public.h_tag_n", "{f}");
+        assert_eq!(f["detail"]["heap_block"], moved.tid.0, "{f}");
+        assert_eq!(f["detail"]["heap_offset"], other_offset, "{f}");
+    }
+
+    // With too little memory for the sums of table h, its indexes are checked by Bloom
+    // filters in what is left: filters too small to find much, and the summary says so. What
+    // they find is what the sums found, never more.
+    let small = verify_extended(&datadir, &["-v", "--memory", "100kB"]);
+    assert_eq!(
+        small.status, 2,
+        "PostgreSQL {major}: damaged, --memory 100kB\n{small}"
+    );
+    let small_ext = small.summary().get("extended").cloned().expect("summary");
+    assert!(
+        small_ext["all_indexed_exact"].as_u64() < small_ext["all_indexed_checked"].as_u64(),
+        "{small_ext}"
+    );
+    assert!(
+        small_ext["all_indexed_miss_chance"].as_f64().unwrap_or(0.0) > 0.05,
+        "{small_ext}"
+    );
+    let weak = small_ext["all_indexed_weak"].to_string();
+    assert!(weak.contains("public.h_name"), "{weak}");
+    let lacking_of = |r: &pgcheckdb_testkit::run::Run| -> BTreeSet<String> {
+        r.findings
+            .iter()
+            .filter(|f| f["kind"] == "index_entry_missing")
+            .map(|f| {
+                format!(
+                    "{} {} {}",
+                    f["block"], f["detail"]["heap_offset"], f["detail"]["index"]
+                )
+            })
+            .collect()
+    };
+    assert!(lacking_of(&small).is_subset(&lacking_of(&run)), "{small}");
 
     // pg_amcheck --heapallindexed on a started copy of the damaged cluster.
     fx.cluster.start().expect("start");

@@ -20,6 +20,7 @@ use super::tids::TidNotChecked;
 use super::toast::merge::{check_toasts, unread_forks};
 use super::unique::{collect_live, needed_blocks, violations, Group};
 use super::{lock, unlocked, ExtendedSummary, NotOrderCheckedIndex};
+use crate::catalog::xact::CommitLog;
 use crate::finding::{Finding, Severity};
 use crate::verify::{Plan, VerifyReport};
 
@@ -33,7 +34,13 @@ struct IndexResult {
 
 /// Merges the facts of `runs`, checks every planned index and adds the findings and the
 /// extended summary to `report`.
-pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut VerifyReport) {
+pub fn merge_into(
+    plan: &Plan,
+    ext: &ExtendedPlan,
+    runs: Runs,
+    clog: &CommitLog,
+    report: &mut VerifyReport,
+) {
     let started = Instant::now();
     let mut forks: Vec<usize> = ext.indexes.keys().copied().collect();
     forks.sort_unstable();
@@ -77,17 +84,23 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
     for (heap, groups) in by_heap {
         findings.extend(unique_findings(plan, &runs, heap, &groups, &errors));
     }
+    let mut diagnosis_errors = Vec::new();
     findings.extend(super::allindexed::report::findings(
         plan,
         ext,
         &report.findings,
         &mut summary,
         &miss_chances,
+        clog,
+        &mut diagnosis_errors,
     ));
+    lock(&errors).extend(diagnosis_errors);
     findings.extend(tids.findings);
     summary.tid_indexes_checked = ext.tids.indexes.len() as u64;
     summary.tid_indexes_not_checked = ext.tids.not_checked.len() as u64;
-    summary.tids_checked = tids.tids_checked;
+    // TIDs found to name a live root where they were read (heap -> index by sums) are
+    // valid without a fact.
+    summary.tids_checked = tids.tids_checked + tids_confirmed(ext);
     summary.tids_not_checked = tids.tids_not_checked;
     if ext.config.verbose {
         summary.tids_not_checked_indexes = Some(listed(&ext.tids.not_checked));
@@ -134,6 +147,15 @@ pub fn merge_into(plan: &Plan, ext: &ExtendedPlan, runs: Runs, report: &mut Veri
     report.summary.corrupt_blocks = corrupt.len() as u64;
     report.summary.findings = report.findings.len() as u64;
     report.summary.extended = Some(summary);
+}
+
+/// TIDs of the TID check confirmed during the scan, over its planned indexes.
+fn tids_confirmed(ext: &ExtendedPlan) -> u64 {
+    ext.all_indexed
+        .iter()
+        .filter(|a| ext.tids.indexes.contains_key(&a.index_fork))
+        .map(|a| a.tids_confirmed.load(Ordering::Relaxed))
+        .sum()
 }
 
 /// One task of the first merge pool.
@@ -230,7 +252,12 @@ fn run_pool(
             .iter()
             .map(|&h| (fork_bytes(plan, h), Task::Vm(h))),
     );
-    let filter_bytes: u64 = ext.all_indexed.iter().map(|i| i.bloom.bits() / 8).sum();
+    let filter_bytes: u64 = ext
+        .all_indexed
+        .iter()
+        .filter_map(|i| i.bloom())
+        .map(|b| b.bits() / 8)
+        .sum();
     tasks.push((filter_bytes, Task::Filters));
     // The biggest first, so that no long task starts last while the other threads idle.
     tasks.sort_by_key(|&(bytes, task)| (std::cmp::Reverse(bytes), task_order(task)));
@@ -276,11 +303,7 @@ fn run_pool(
                         }
                     }
                     Some(&Task::Filters) => {
-                        let chances = ext
-                            .all_indexed
-                            .iter()
-                            .map(|i| i.bloom.false_positive_rate())
-                            .collect();
+                        let chances = ext.all_indexed.iter().map(|i| i.miss_chance()).collect();
                         *lock(&miss_chances) = chances;
                     }
                 }

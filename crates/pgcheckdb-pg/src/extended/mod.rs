@@ -102,8 +102,11 @@ pub struct ExtendedSummary {
     pub all_indexed_tuples: u64,
     /// Live heap tuples not looked up (a key value in TOAST or not in the tuple).
     pub all_indexed_tuples_not_checked: u64,
+    /// Of the indexes checked, those checked by exact per-block sums (the others by a Bloom
+    /// filter, when the sums of their table did not fit in `--memory`).
+    pub all_indexed_exact: u64,
     /// The highest chance, over the indexes checked, that an entry an index lacks is not
-    /// noticed (its fingerprint found in the filter by chance).
+    /// noticed: its fingerprint found in a filter by chance, or 2^-64 per heap block by sums.
     pub all_indexed_miss_chance: f64,
     /// With `--verbose`: the indexes not checked for heap -> index and why.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -2,13 +2,14 @@
 //! about each (name, key ordering, uniqueness and the table behind a unique index). Built from
 //! the offline catalog before the scan; shared read-only by every worker.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::allindexed::exact::{LiveMap, Sums};
 use super::allindexed::{
-    estimated_entries, filter_bits, plan_index, AllIndexed, Candidate, RowStats,
+    estimated_entries, filter_bits, plan_index, AllIndexed, Candidate, Method, Planned, RowStats,
 };
 use super::catalog::{read_index_rows, IndexRow};
 use super::graphs::{plan_graphs, GraphInfo, GraphPlan, GraphPlanInputs};
@@ -104,7 +105,7 @@ pub struct ExtendedPlan {
     /// page's stored xid must be older).
     pub next_full_xid: Option<u64>,
     pub config: ExtendedConfig,
-    /// Indexes checked for heap -> index (their files are scanned first).
+    /// Indexes checked for heap -> index (see [`ExtendedPlan::first_phase`] for the scan order).
     pub all_indexed: Vec<Arc<AllIndexed>>,
     /// Indexes not checked for it, and why.
     pub all_indexed_skipped: Vec<(String, String)>,
@@ -120,9 +121,20 @@ pub struct ExtendedPlan {
 
 impl ExtendedPlan {
     /// Whether file `file` must be scanned in the first phase: a segment of an index whose
-    /// entries heap pages look up in the second.
+    /// entries heap pages look up in its filter in the second, or of a table whose indexes
+    /// are checked by sums against its live tuples in the second (see [`Method`]).
     pub fn first_phase(&self, file: usize) -> bool {
-        matches!(self.roles.get(file), Some(Some(Role::Btree(i))) if i.all_indexed.is_some())
+        match self.roles.get(file) {
+            Some(Some(Role::Btree(i))) => i
+                .all_indexed
+                .as_ref()
+                .is_some_and(|a| matches!(a.method, Method::Filter(_))),
+            Some(Some(Role::Heap(h))) => h
+                .all_indexed
+                .first()
+                .is_some_and(|a| matches!(a.method, Method::Exact { .. })),
+            _ => false,
+        }
     }
 
     /// Plans the facts; fails only when the spill directory cannot be made.
@@ -318,32 +330,57 @@ impl ExtendedPlan {
     }
 }
 
-/// The heap -> index checks of the candidate indexes, with filters sized to `budget` bytes in
-/// all, and the indexes left out with the reason.
+/// The heap -> index checks of the candidate indexes, and the indexes left out with the
+/// reason. Tables whose live map and sums fit in `budget` bytes (the smallest first) are
+/// checked by sums; the others share what is left of the budget in filters.
 fn plan_all_indexed(
     candidates: &[Candidate<'_>],
     blcksz: u64,
     budget: u64,
 ) -> (Vec<Arc<AllIndexed>>, Vec<(String, String)>) {
     let mut skipped = Vec::new();
-    let mut valid = Vec::new();
+    let mut by_table: BTreeMap<usize, Vec<&Candidate<'_>>> = BTreeMap::new();
     for c in candidates {
-        match plan_index(c, 0) {
-            Ok(_) => valid.push(c),
-            Err(why) => skipped.push((c.name.clone(), why.to_string())),
+        match (plan_index(c, Planned::Filter(0)), c.heap_fork) {
+            (Ok(_), Some(heap)) => by_table.entry(heap).or_default().push(c),
+            (Err(why), _) => skipped.push((c.name.clone(), why.to_string())),
+            (Ok(_), None) => skipped.push((c.name.clone(), "its table is not in scope".into())),
         }
     }
-    let estimates: Vec<u64> = valid
+    let need = |cs: &[&Candidate<'_>]| {
+        let blocks = cs.first().map_or(0, |c| c.heap_blocks);
+        LiveMap::bytes(blocks, blcksz) + cs.len() as u64 * Sums::bytes(blocks)
+    };
+    let mut tables: Vec<&Vec<&Candidate<'_>>> = by_table.values().collect();
+    tables.sort_by_key(|cs| need(cs));
+    let mut left = budget;
+    let mut planned = Vec::new();
+    let mut filtered = Vec::new();
+    for cs in tables {
+        let bytes = need(cs);
+        if bytes > left {
+            filtered.extend(cs.iter().copied());
+            continue;
+        }
+        left -= bytes;
+        let live = Arc::new(LiveMap::new(cs[0].heap_blocks, blcksz));
+        planned.extend(
+            cs.iter()
+                .filter_map(|c| plan_index(c, Planned::Exact(live.clone())).ok()),
+        );
+    }
+    let estimates: Vec<u64> = filtered
         .iter()
         .map(|c| estimated_entries(c.index_blocks, blcksz, &c.rows))
         .collect();
-    let bits = filter_bits(&estimates, budget);
-    let planned = valid
-        .iter()
-        .zip(bits)
-        .filter_map(|(c, bits)| plan_index(c, bits).ok().map(Arc::new))
-        .collect();
-    (planned, skipped)
+    let bits = filter_bits(&estimates, left);
+    planned.extend(
+        filtered
+            .iter()
+            .zip(bits)
+            .filter_map(|(c, bits)| plan_index(c, Planned::Filter(bits)).ok()),
+    );
+    (planned.into_iter().map(Arc::new).collect(), skipped)
 }
 
 /// The heap facts planned for the table whose main fork is `fork` (made on first use).

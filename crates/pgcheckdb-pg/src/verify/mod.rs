@@ -348,10 +348,10 @@ pub fn run(
     let facts = merged.facts.take();
     let mut report = merged.finish(plan, opts, started);
     report.summary.keys_not_order_checked = structure.map(|s| s.not_order_checked.len() as u64);
-    if let (Some(facts), Some(ext)) = (facts, extended) {
+    if let (Some(facts), Some(ext), Some(s)) = (facts, extended, structure) {
         // An interrupted scan left facts out: cross-page checks would blame healthy pages.
         if !progress.cancel.load(std::sync::atomic::Ordering::Relaxed) {
-            crate::extended::merge_into(plan, ext, facts.finish(), &mut report);
+            crate::extended::merge_into(plan, ext, facts.finish(), s.clog, &mut report);
         }
     }
     report
@@ -392,9 +392,10 @@ pub fn run_source(
     Ok(report)
 }
 
-/// The work units of the scan, in phases run one after the other: at the extended level, the
-/// indexes whose entries heap pages look up come first (heap -> index needs their filters
-/// complete); otherwise one phase. Each file is in exactly one phase, so it is read once.
+/// The work units of the scan, in phases run one after the other: at the extended level, what
+/// heap -> index needs complete before the rest comes first (the tables checked by sums, the
+/// indexes checked by filters: [`crate::extended::ExtendedPlan::first_phase`]); otherwise one
+/// phase. Each file is in exactly one phase, so it is read once.
 fn scan_phases(
     plan: &Plan,
     extended: Option<&crate::extended::ExtendedPlan>,

@@ -1,15 +1,20 @@
 //! Heap -> index ("heapallindexed"): every heap tuple that must be indexed has an entry with
 //! its TID and its key in each B-tree index of its table.
 //!
-//! The block scan runs in two phases for it (see `verify::run`): first the indexes checked here,
-//! then everything else. In the first phase every leaf entry of such an index (each TID of a
-//! posting list too) is fingerprinted — a 64-bit hash of its normalised key ([`keys`]) and heap
-//! TID — into a Bloom filter of the index ([`bloom`]). In the second phase each heap page of
-//! the table looks up, for every HOT chain holding a certainly live tuple (extended/heap.rs),
-//! the fingerprint of the chain's root TID and the live tuple's key: a fingerprint the filter
-//! does not hold is an entry the index lacks. The filter holds every inserted fingerprint, so a
-//! finding is never a false alarm of the filter; a lacking entry is missed only when its
-//! fingerprint happens to be in the filter, with the probability the summary states.
+//! Every leaf entry of such an index (each TID of a posting list too) and every HOT chain of
+//! the table holding a certainly live tuple (extended/heap.rs) is fingerprinted: a 64-bit hash
+//! of the normalised key ([`keys`]) and the heap TID (the chain's root). The block scan runs in
+//! two phases for it (see `verify::run`), and the fingerprints meet in one of two ways, chosen
+//! per table by the memory they need ([`Method`]):
+//!
+//! * [`Method::Exact`] — the table's heap in the first phase, its indexes in the second: per
+//!   heap block, the sum of the live tuples' fingerprints less those of the entries naming
+//!   them must be zero ([`exact`]); a block that is not is read again to name the tuples
+//!   ([`diagnose`]). A lacking entry is missed with a chance of 2^-64.
+//! * [`Method::Filter`] — when the sums do not fit: the indexes first, each entry put into a
+//!   Bloom filter of the index ([`bloom`]), then each heap page looks up its live tuples'
+//!   fingerprints. A finding is never a false alarm of the filter; a lacking entry is missed
+//!   when its fingerprint happens to be in the filter, with the probability the summary states.
 //!
 //! Not checked, and counted: expression and partial indexes (their entries cannot be computed
 //! offline), indexes storing another type than the column, indexes whose table is out of scope,
@@ -17,6 +22,8 @@
 //! tuples whose key value is in TOAST or missing from the tuple.
 
 pub mod bloom;
+pub mod diagnose;
+pub mod exact;
 pub mod keys;
 pub mod probe;
 pub mod report;
@@ -25,6 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bloom::Bloom;
+use exact::{LiveMap, Sums};
 use keys::{form_of, KeyColumn, ValueForm};
 
 use crate::btree_order::tuple::StoredAs;
@@ -48,6 +56,8 @@ pub const REPORTED_PER_INDEX: usize = 100;
 pub struct Lacking {
     pub heap_block: u32,
     pub heap_offset: u16,
+    /// By sums: the index block of an entry that names the tuple with another key.
+    pub other_key_at: Option<u32>,
 }
 
 /// One B-tree index checked for heap -> index.
@@ -71,11 +81,14 @@ pub struct AllIndexed {
     /// has one fixed-width column of up to 8 bytes and every column before it in the table has
     /// a fixed width: read there without walking the tuple ([`heap_word`]).
     pub heap_word: Option<(usize, usize)>,
-    pub bloom: Bloom,
+    pub method: Method,
     /// A page of the index failed its own checks or could not be read: entries may be lacking
     /// for that reason, so none is reported.
     pub incomplete: AtomicBool,
     pub entries: AtomicU64,
+    /// TIDs of the TID check found valid on the spot: they name a live root
+    /// ([`Method::Exact`] only), and need no fact.
+    pub tids_confirmed: AtomicU64,
     pub tuples_checked: AtomicU64,
     pub tuples_not_checked: AtomicU64,
     /// The first [`REPORTED_PER_INDEX`] lacking entries, and how many in all.
@@ -83,7 +96,43 @@ pub struct AllIndexed {
     pub lacking_count: AtomicU64,
 }
 
+/// How the fingerprints of a table's heap and of its index meet (see the module comment).
+#[derive(Debug)]
+pub enum Method {
+    /// Per-block sums; the live map is the table's, shared by its indexes.
+    Exact {
+        live: Arc<LiveMap>,
+        sums: Sums,
+    },
+    Filter(Bloom),
+}
+
+/// The miss chance of [`Method::Exact`] for a block that lacks entries: 2^-64.
+pub const EXACT_MISS_CHANCE: f64 = 1.0 / 18_446_744_073_709_551_616.0;
+
 impl AllIndexed {
+    /// The index's Bloom filter, when it has one.
+    pub fn bloom(&self) -> Option<&Bloom> {
+        match &self.method {
+            Method::Filter(b) => Some(b),
+            Method::Exact { .. } => None,
+        }
+    }
+
+    /// The table's live map and the index's sums, when checked by sums.
+    pub fn exact(&self) -> Option<(&LiveMap, &Sums)> {
+        match &self.method {
+            Method::Exact { live, sums } => Some((live, sums)),
+            Method::Filter(_) => None,
+        }
+    }
+
+    /// The chance that a lacking entry went unseen (for a filter, computed from its fill).
+    pub fn miss_chance(&self) -> f64 {
+        self.bloom()
+            .map_or(EXACT_MISS_CHANCE, Bloom::false_positive_rate)
+    }
+
     pub fn record_lacking(&self, l: Lacking) {
         if self.lacking_count.fetch_add(1, Ordering::Relaxed) < REPORTED_PER_INDEX as u64 {
             crate::extended::lock(&self.lacking).push(l);
@@ -131,8 +180,15 @@ pub struct RowStats {
     pub heap_blocks: u64,
 }
 
-/// The heap -> index check of `c`, or why it is not checked. `bits` is the filter size.
-pub fn plan_index(c: &Candidate<'_>, bits: u64) -> Result<AllIndexed, &'static str> {
+/// How an index is planned to be checked: by sums with the table's live map, or with a filter
+/// of this many bits.
+pub enum Planned {
+    Exact(Arc<LiveMap>),
+    Filter(u64),
+}
+
+/// The heap -> index check of `c`, or why it is not checked.
+pub fn plan_index(c: &Candidate<'_>, planned: Planned) -> Result<AllIndexed, &'static str> {
     let heap_fork = c.heap_fork.ok_or("its table is not in scope")?;
     let meta = c.meta.ok_or("no pg_index row")?;
     if meta.has_expressions_or_predicate {
@@ -174,9 +230,16 @@ pub fn plan_index(c: &Candidate<'_>, bits: u64) -> Result<AllIndexed, &'static s
         heap_attrs: heap_attrs.clone(),
         upto,
         heap_word,
-        bloom: Bloom::with_bits(bits, c.heap_blocks),
+        method: match planned {
+            Planned::Exact(live) => Method::Exact {
+                live,
+                sums: Sums::new(c.heap_blocks),
+            },
+            Planned::Filter(bits) => Method::Filter(Bloom::with_bits(bits, c.heap_blocks)),
+        },
         incomplete: AtomicBool::new(false),
         entries: AtomicU64::new(0),
+        tids_confirmed: AtomicU64::new(0),
         tuples_checked: AtomicU64::new(0),
         tuples_not_checked: AtomicU64::new(0),
         lacking: Mutex::new(Vec::new()),

@@ -1,14 +1,18 @@
-//! The scan side of heap -> index: a B-tree leaf page puts the fingerprint of each entry into
-//! its index's filter (first phase); a heap page looks up the fingerprint each live tuple's
-//! entries must have (second phase).
+//! The scan side of heap -> index: a B-tree leaf page fingerprints each entry, a heap page each
+//! live tuple's entries. By [`Method::Exact`], the heap page (first phase) stores its live
+//! roots and adds its fingerprints into its block's sums, and the leaf page (second phase)
+//! subtracts those of its entries that name a live root. By [`Method::Filter`], the leaf page
+//! (first phase) puts its fingerprints into the index's filter and the heap page (second phase)
+//! looks its own up.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::bloom::{Bloom, Slot};
+use super::exact::{LiveMap, Sums};
 use super::keys::{deform_into, fingerprint, small_word, KeyHasher, Span, ValueForm};
-use super::{AllIndexed, Lacking};
+use super::{AllIndexed, Lacking, Method};
 use crate::btree_order::quick::{plain_key, plain_key_offset};
 use crate::btree_order::tuple::{decode_into, KeyTuple, StoredAs};
 use crate::catalog::xact::CommitLog;
@@ -24,6 +28,7 @@ use crate::layout::itemid::{ItemId, LpFlags};
 #[derive(Default)]
 struct Counts {
     entries: u64,
+    tids_confirmed: u64,
     tuples_checked: u64,
     tuples_not_checked: u64,
 }
@@ -36,11 +41,26 @@ pub struct Scratch<'a> {
     values: Vec<Option<Span>>,
     /// A heap page's lookups: (index number, slot, root line pointer).
     lookups: Vec<(usize, Slot, u16)>,
-    /// A leaf page's inserts.
-    inserts: Vec<Slot>,
-    /// Per index of the table: tuples of the page checked, and not checked.
+    /// A leaf page's entries, then their filter slots or the live ones' `(block,
+    /// fingerprint)`.
+    entries: Vec<Entry>,
+    slots: Vec<Slot>,
+    live_entries: Vec<(u32, u64)>,
+    /// Per index of the table: tuples of the page checked, and not checked, and the sum of
+    /// its fingerprints.
     checked: Vec<u64>,
     not_checked: Vec<u64>,
+    page_sums: Vec<u64>,
+    /// A heap page's live-root bitmap when no other check asked for it.
+    bits: Vec<u8>,
+}
+
+/// One fingerprinted entry of a leaf page and its heap TID.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Entry {
+    pub fingerprint: u64,
+    pub block: u32,
+    pub offset: u16,
 }
 
 impl<'a> Scratch<'a> {
@@ -56,6 +76,8 @@ impl<'a> Scratch<'a> {
     pub fn flush(&mut self) {
         for (_, (idx, c)) in self.counts.drain() {
             idx.entries.fetch_add(c.entries, Ordering::Relaxed);
+            idx.tids_confirmed
+                .fetch_add(c.tids_confirmed, Ordering::Relaxed);
             idx.tuples_checked
                 .fetch_add(c.tuples_checked, Ordering::Relaxed);
             idx.tuples_not_checked
@@ -72,19 +94,47 @@ fn index_form(form: ValueForm) -> ValueForm {
     }
 }
 
-/// Puts the fingerprint of every entry of a live leaf page into the index's filter. A tuple
+/// Fingerprints every entry of a live leaf page into the index's filter or sums. A tuple
 /// that cannot be read makes the index incomplete (nothing is then reported from it).
 ///
 /// With `tids`, also collects the heap TIDs of the page's entries in the page's order, dead
 /// ones too, as the TID check reads them ([`crate::extended::tids::decode::page_tids`]), from
 /// the same walk: `Some(count of entries that did not decode)` when every entry was walked,
-/// `None` when the walk stopped early (then `tids` holds only part of the page).
+/// `None` when the walk stopped early (then `tids` holds only part of the page). By sums, the
+/// TIDs that name a live root are valid and left out of `tids` (counted as confirmed).
 pub fn insert_leaf<'a>(
     idx: &'a AllIndexed,
     leaf: LeafPage<'_>,
     scratch: &mut Scratch<'a>,
     mut tids: Option<&mut Vec<(u32, u16)>>,
 ) -> Option<u64> {
+    let (entries, undecoded) = walk_leaf(idx, leaf, &mut scratch.entries, tids.as_deref_mut())?;
+    let confirmed = match &idx.method {
+        Method::Filter(bloom) => {
+            insert_pending(bloom, &scratch.entries, &mut scratch.slots);
+            0
+        }
+        Method::Exact { live, sums } => {
+            subtract_live(live, sums, &scratch.entries, &mut scratch.live_entries);
+            tids.map_or(0, |t| confirm_live(live, t))
+        }
+    };
+    let counts = scratch.counts(idx);
+    counts.entries += entries;
+    counts.tids_confirmed += confirmed;
+    Some(undecoded)
+}
+
+/// The fingerprints of a live leaf page's entries onto `pending` (cleared first), and with
+/// `tids` their TIDs as [`insert_leaf`] says; returns how many entries and how many did not
+/// decode among those the server marked dead, `None` (the index marked incomplete) when a
+/// live entry does not decode.
+pub(super) fn walk_leaf(
+    idx: &AllIndexed,
+    leaf: LeafPage<'_>,
+    pending: &mut Vec<Entry>,
+    mut tids: Option<&mut Vec<(u32, u16)>>,
+) -> Option<(u64, u64)> {
     let LeafPage {
         page,
         opaque,
@@ -95,7 +145,6 @@ pub fn insert_leaf<'a>(
     let word_key = word_key(idx, max_align);
     let mut decoded = KeyTuple::EMPTY;
     let (mut entries, mut undecoded) = (0u64, 0u64);
-    let pending = &mut scratch.inserts;
     pending.clear();
     for item in items.iter().filter(|i| i.offnum >= first) {
         // Entries the server marked dead point at tuples dead to everyone (amcheck skips
@@ -112,16 +161,16 @@ pub fn insert_leaf<'a>(
             idx.incomplete.store(true, Ordering::Relaxed);
             return None;
         };
-        if let Some((slot, tid)) = word_key.and_then(|wk| plain_word_slot(&idx.bloom, tuple, wk)) {
-            pending.push(slot);
+        if let Some(entry) = word_key.and_then(|wk| plain_word_entry(tuple, wk)) {
+            pending.push(entry);
             if let Some(out) = tids.as_deref_mut() {
-                out.push((tid.block, tid.offset));
+                out.push((entry.block, entry.offset));
             }
             entries += 1;
             continue;
         }
         match entry_key(idx, tuple, max_align, &mut decoded)
-            .and_then(|kh| insert_tids(&idx.bloom, tuple, kh, pending, tids.as_deref_mut()))
+            .and_then(|kh| entry_tids(tuple, kh, pending, tids.as_deref_mut()))
         {
             Some(n) => entries += n,
             None => {
@@ -130,9 +179,30 @@ pub fn insert_leaf<'a>(
             }
         }
     }
-    insert_pending(&idx.bloom, pending);
-    scratch.counts(idx).entries += entries;
-    Some(undecoded)
+    Some((entries, undecoded))
+}
+
+/// Subtracts from their blocks' sums the fingerprints of the entries that name a live root:
+/// first asks for every live-map word, then for the sums of the live ones (the loads overlap),
+/// then subtracts them under the sums' lock.
+fn subtract_live(live: &LiveMap, sums: &Sums, entries: &[Entry], out: &mut Vec<(u32, u64)>) {
+    for e in entries {
+        live.prefetch(e.block, e.offset);
+    }
+    out.clear();
+    for e in entries.iter().filter(|e| live.is_live(e.block, e.offset)) {
+        sums.prefetch(e.block);
+        out.push((e.block, e.fingerprint));
+    }
+    sums.subtract_all(out);
+}
+
+/// Drops from `tids` those that name a live root (a valid target: nothing for the TID check's
+/// merge to do) and returns how many.
+fn confirm_live(live: &LiveMap, tids: &mut Vec<(u32, u16)>) -> u64 {
+    let before = tids.len();
+    tids.retain(|&(block, offset)| !live.is_live(block, offset));
+    (before - tids.len()) as u64
 }
 
 /// A live B-tree leaf page, as [`insert_leaf`] reads it.
@@ -157,21 +227,20 @@ fn word_key(idx: &AllIndexed, max_align: usize) -> Option<(usize, usize)> {
     (column.form == ValueForm::Fixed).then(|| (plain_key_offset(*stored, max_align), len))
 }
 
-/// The slot of a plain leaf tuple (one heap TID, no NULL) of an index with a [`word_key`],
-/// and its TID: the key read in place as one word, hashed as [`entry_key`] hashes it. `None`
-/// for every other tuple.
+/// The fingerprint of a plain leaf tuple (one heap TID, no NULL) of an index with a
+/// [`word_key`], and its TID: the key read in place as one word, hashed as [`entry_key`]
+/// hashes it. `None` for every other tuple.
 #[inline]
-fn plain_word_slot(
-    bloom: &Bloom,
-    tuple: &[u8],
-    (offset, len): (usize, usize),
-) -> Option<(Slot, ItemPointer)> {
+fn plain_word_entry(tuple: &[u8], (offset, len): (usize, usize)) -> Option<Entry> {
     let word = small_word(plain_key(tuple, offset, len)?)?;
     let mut h = KeyHasher::default();
     h.push_word(word, len);
     let tid = ItemPointer::parse(tuple, 0)?;
-    let slot = bloom.slot(fingerprint(h.finish(), tid.block, tid.offset), tid.block);
-    Some((slot, tid))
+    Some(Entry {
+        fingerprint: fingerprint(h.finish(), tid.block, tid.offset),
+        block: tid.block,
+        offset: tid.offset,
+    })
 }
 
 /// The key hash of one leaf tuple.
@@ -210,19 +279,22 @@ fn plain_fixed_key<'t>(stored: &[StoredAs], tuple: &'t [u8], max_align: usize) -
     plain_key(tuple, plain_key_offset(*stored, max_align), len)
 }
 
-/// Queues the slots of the fingerprints of a tuple's heap TIDs (its `t_tid`, or each TID of
-/// its posting list), and the TIDs onto `tids` if given; returns how many, `None` when the
-/// tuple does not decode (nothing queued then).
-fn insert_tids(
-    bloom: &Bloom,
+/// Queues the fingerprints of a tuple's heap TIDs (its `t_tid`, or each TID of its posting
+/// list), and the TIDs onto `tids` if given; returns how many, `None` when the tuple does not
+/// decode (nothing queued then).
+fn entry_tids(
     tuple: &[u8],
     kh: u64,
-    pending: &mut Vec<Slot>,
+    pending: &mut Vec<Entry>,
     mut tids: Option<&mut Vec<(u32, u16)>>,
 ) -> Option<u64> {
     let mut n = 0;
     leaf_tuple_tids(tuple, |p| {
-        pending.push(bloom.slot(fingerprint(kh, p.block, p.offset), p.block));
+        pending.push(Entry {
+            fingerprint: fingerprint(kh, p.block, p.offset),
+            block: p.block,
+            offset: p.offset,
+        });
         if let Some(out) = tids.as_deref_mut() {
             out.push((p.block, p.offset));
         }
@@ -234,11 +306,14 @@ fn insert_tids(
 /// Sets a page's fingerprints: first asks for every word they fall in (the loads overlap,
 /// where one insert after another would wait for each cache miss of an index not in table
 /// order), then sets the bits (under the filter's lock, once for the page).
-fn insert_pending(bloom: &Bloom, pending: &[Slot]) {
-    for &slot in pending {
+fn insert_pending(bloom: &Bloom, entries: &[Entry], slots: &mut Vec<Slot>) {
+    slots.clear();
+    for e in entries {
+        let slot = bloom.slot(e.fingerprint, e.block);
         bloom.prefetch(slot);
+        slots.push(slot);
     }
-    bloom.insert_all(pending);
+    bloom.insert_all(slots);
 }
 
 /// The key hash of a heap tuple without NULLs that has attribute `attnum`, read at the
@@ -261,42 +336,86 @@ fn heap_word_key(
     Some(k.finish())
 }
 
-/// Looks up, for every certainly live tuple of a heap page, its entry in each index of the
-/// table; records the entries an index lacks. The page's fingerprints are computed first and
-/// looked up after, so that their cache misses overlap. With `live`, also the page's live-root
-/// bitmap, as [`crate::extended::heap::live_roots`] makes it (from the same walk).
+/// The key hash of a heap tuple for index `idx`, from where its attributes lie (`values`,
+/// as [`deform_into`] found them); `None` when a key column's value cannot be hashed (in
+/// TOAST, or missing).
+fn values_key(idx: &AllIndexed, tuple: &[u8], values: &[Option<Span>]) -> Option<u64> {
+    let mut k = KeyHasher::default();
+    let keyed = idx.columns.iter().try_for_each(|c| {
+        let v = values.get(c.heap_attnum - 1).copied().flatten();
+        k.push(v.and_then(|s| s.of(tuple)), c.form)
+    });
+    keyed.ok().map(|()| k.finish())
+}
+
+/// The key hash of one live heap tuple for index `idx`, as [`probe_heap`] computes it.
+pub(super) fn heap_tuple_key(
+    idx: &AllIndexed,
+    tuple: &[u8],
+    h: &HeapTupleHeader,
+    values: &mut Vec<Option<Span>>,
+) -> Option<u64> {
+    if let Some(key) = idx
+        .heap_word
+        .and_then(|w| heap_word_key(tuple, h, idx.upto, w))
+    {
+        return Some(key);
+    }
+    let walked = deform_into(tuple, h, &idx.heap_attrs, idx.upto, values);
+    if walked.is_err() && idx.upto > values.len() {
+        return None;
+    }
+    values_key(idx, tuple, values)
+}
+
+/// Fingerprints, for every certainly live tuple of a heap page, its entry in each index of
+/// the table: by sums, adds them into the block's sums and stores the page's live roots; by
+/// filters, looks them up and records the entries an index lacks (the page's fingerprints are
+/// computed first and looked up after, so that their cache misses overlap). With `live`, also
+/// the page's live-root bitmap, as [`crate::extended::heap::live_roots`] makes it (from the
+/// same walk).
 pub fn probe_heap<'a>(
     indexes: &'a [Arc<AllIndexed>],
     tuples: &HeapTuples<'_>,
     clog: &CommitLog,
     scratch: &mut Scratch<'a>,
-    mut live: Option<&mut Vec<u8>>,
+    live: Option<&mut Vec<u8>>,
 ) {
-    if let Some(bits) = live.as_deref_mut() {
-        bits.clear();
-        bits.resize(tuples.items.len().div_ceil(8), 0);
-    }
     let blkno = tuples.blkno;
     let Some(upto) = indexes.iter().map(|i| i.upto).max() else {
         return;
     };
-    let Some(attrs) = indexes.first().map(|i| &i.heap_attrs) else {
+    let Some(first) = indexes.first() else {
         return;
     };
+    // The table's indexes share one method; by sums the live roots are always kept.
+    let live_map = first.exact().map(|(map, _)| map);
+    let mut own_bits = std::mem::take(&mut scratch.bits);
+    let bits = match live {
+        Some(bits) => Some(bits),
+        None => live_map.is_some().then_some(&mut own_bits),
+    };
+    let mut bits = bits;
+    if let Some(b) = bits.as_deref_mut() {
+        b.clear();
+        b.resize(tuples.items.len().div_ceil(8), 0);
+    }
+    let attrs = &first.heap_attrs;
     let Scratch {
         values,
         lookups,
         checked,
         not_checked,
+        page_sums,
         ..
     } = &mut *scratch;
     lookups.clear();
-    checked.clear();
-    checked.resize(indexes.len(), 0);
-    not_checked.clear();
-    not_checked.resize(indexes.len(), 0);
+    for v in [&mut *checked, &mut *not_checked, &mut *page_sums] {
+        v.clear();
+        v.resize(indexes.len(), 0);
+    }
     for_each_live_chain(tuples, clog, |root, _member, tuple, h| {
-        if let Some(bits) = live.as_deref_mut() {
+        if let Some(bits) = bits.as_deref_mut() {
             set_live(bits, root);
         }
         // The tuple is walked only for an index whose key has no fixed place.
@@ -306,43 +425,61 @@ pub fn probe_heap<'a>(
                 .heap_word
                 .and_then(|w| heap_word_key(tuple, h, idx.upto, w));
             let key = match fixed {
-                Some(key) => key,
+                Some(key) => Some(key),
                 None => {
                     let walked =
                         *deformed.get_or_insert_with(|| deform_into(tuple, h, attrs, upto, values));
                     if walked.is_err() && idx.upto > values.len() {
-                        not_checked[n] += 1;
-                        continue;
+                        None
+                    } else {
+                        values_key(idx, tuple, values)
                     }
-                    let mut k = KeyHasher::default();
-                    let keyed = idx.columns.iter().try_for_each(|c| {
-                        let v = values.get(c.heap_attnum - 1).copied().flatten();
-                        k.push(v.and_then(|s| s.of(tuple)), c.form)
-                    });
-                    if keyed.is_err() {
-                        not_checked[n] += 1;
-                        continue;
-                    }
-                    k.finish()
                 }
             };
+            let Some(key) = key else {
+                not_checked[n] += 1;
+                if let Some((_, sums)) = idx.exact() {
+                    sums.set_aside(blkno);
+                }
+                continue;
+            };
             checked[n] += 1;
-            let slot = idx.bloom.slot(fingerprint(key, blkno, root), blkno);
-            idx.bloom.prefetch(slot);
-            lookups.push((n, slot, root));
+            let fp = fingerprint(key, blkno, root);
+            match &idx.method {
+                Method::Exact { .. } => page_sums[n] = page_sums[n].wrapping_add(fp),
+                Method::Filter(bloom) => {
+                    let slot = bloom.slot(fp, blkno);
+                    bloom.prefetch(slot);
+                    lookups.push((n, slot, root));
+                }
+            }
         }
     });
-    for &(n, slot, root) in lookups.iter() {
+    if let (Some(map), Some(bits)) = (live_map, bits.as_deref()) {
+        map.store(blkno, bits);
+        for (idx, &sum) in indexes.iter().zip(page_sums.iter()) {
+            if let Some((_, sums)) = idx.exact() {
+                sums.store_heap(blkno, sum);
+            }
+        }
+    }
+    scratch.bits = own_bits;
+    for &(n, slot, root) in scratch.lookups.iter() {
         let idx = &indexes[n];
-        if !idx.bloom.contains(slot) {
+        if idx.bloom().is_some_and(|b| !b.contains(slot)) {
             idx.record_lacking(Lacking {
                 heap_block: blkno,
                 heap_offset: root,
+                other_key_at: None,
             });
         }
     }
     for (n, idx) in indexes.iter().enumerate() {
-        let (page_checked, page_not_checked) = (scratch.checked[n], scratch.not_checked[n]);
+        let (mut page_checked, mut page_not_checked) = (scratch.checked[n], scratch.not_checked[n]);
+        // By sums, a block with a tuple not fingerprinted is set aside whole.
+        if page_not_checked > 0 && idx.exact().is_some() {
+            page_not_checked += std::mem::take(&mut page_checked);
+        }
         let counts = scratch.counts(idx);
         counts.tuples_checked += page_checked;
         counts.tuples_not_checked += page_not_checked;

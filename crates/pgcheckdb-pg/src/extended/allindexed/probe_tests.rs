@@ -86,8 +86,12 @@ fn leaf_page(tuples: &[(LpFlags, Vec<u8>)]) -> (Vec<u8>, Vec<ItemId>) {
     (page, items)
 }
 
-/// An int4 index of table column 1, for heap -> index.
+/// An int4 index of table columns 1..=columns, for heap -> index by a filter.
 fn int4_index(columns: usize) -> AllIndexed {
+    int4_index_by(columns, Method::Filter(Bloom::with_bits(1 << 16, 16)))
+}
+
+fn int4_index_by(columns: usize, method: Method) -> AllIndexed {
     use super::super::keys::KeyColumn;
     let stored = StoredAs {
         attlen: 4,
@@ -106,9 +110,10 @@ fn int4_index(columns: usize) -> AllIndexed {
         heap_attrs: vec![attr(4, 4); columns].into(),
         upto: columns,
         heap_word: None,
-        bloom: Bloom::with_bits(1 << 16, 16),
+        method,
         incomplete: std::sync::atomic::AtomicBool::new(false),
         entries: Default::default(),
+        tids_confirmed: Default::default(),
         tuples_checked: Default::default(),
         tuples_not_checked: Default::default(),
         lacking: Default::default(),
@@ -174,6 +179,60 @@ fn the_leaf_walk_collects_the_tids_the_tid_check_reads() {
         );
         assert!(idx.incomplete.load(Ordering::Relaxed));
     }
+}
+
+#[test]
+fn by_sums_a_leaf_subtracts_and_confirms_only_the_tids_of_live_roots() {
+    use super::super::exact::{LiveMap, Sums};
+    // Heap blocks 0..10; live roots (3,4) and (5,3); (5,1) and (8,2) are not live.
+    let live = std::sync::Arc::new(LiveMap::new(10, 8192));
+    live.store(3, &[0b1000]);
+    live.store(5, &[0b100]);
+    let idx = int4_index_by(
+        1,
+        Method::Exact {
+            live: live.clone(),
+            sums: Sums::new(10),
+        },
+    );
+    let (_, sums) = idx.exact().expect("by sums");
+    let fp = |k: i32, tid: (u32, u16)| {
+        let mut h = KeyHasher::default();
+        h.push(Some(&k.to_le_bytes()), ValueForm::Fixed)
+            .expect("keyed");
+        fingerprint(h.finish(), tid.0, tid.1)
+    };
+    // What the heap pages added for their live roots.
+    sums.store_heap(3, fp(7, (3, 4)));
+    sums.store_heap(5, fp(9, (5, 3)));
+    let (page, items) = leaf_page(&[
+        (LpFlags::Normal, leaf_tuple((3, 4), 0, &7i32.to_le_bytes())),
+        (LpFlags::Normal, leaf_tuple((5, 1), 0, &9i32.to_le_bytes())),
+        (LpFlags::Normal, leaf_tuple((5, 3), 0, &9i32.to_le_bytes())),
+        (LpFlags::Dead, leaf_tuple((8, 2), 0, &1i32.to_le_bytes())),
+    ]);
+    let h = crate::page::PageHeader::parse(&page).expect("header");
+    let opaque = BtPageOpaque::parse(&page, h.pd_special as usize).expect("opaque");
+    let leaf = LeafPage {
+        page: &page,
+        opaque: &opaque,
+        items: &items,
+        max_align: 8,
+    };
+    let mut scratch = Scratch::default();
+    let mut tids = Vec::new();
+    assert_eq!(
+        insert_leaf(&idx, leaf, &mut scratch, Some(&mut tids)),
+        Some(0)
+    );
+    scratch.flush();
+    // The TIDs of live roots are valid on the spot; the others go on to the TID check.
+    assert_eq!(tids, [(5, 1), (8, 2)]);
+    assert_eq!(idx.tids_confirmed.load(Ordering::Relaxed), 2);
+    assert!(sums.unbalanced().is_empty());
+    // The same page once more: each live root now has two entries.
+    insert_leaf(&idx, leaf, &mut scratch, None);
+    assert_eq!(sums.unbalanced(), vec![3, 5]);
 }
 
 fn attr(attlen: i16, align: usize) -> crate::catalog::attributes::Attribute {

@@ -1,13 +1,18 @@
 //! The findings and the summary of heap -> index, after the scan: each live heap tuple an
 //! index lacks is an `index_entry_missing` finding at the heap page (the tuple is there to
-//! `inspect`; the index is named, `REINDEX` rebuilds it).
+//! `inspect`; the index is named, `REINDEX` rebuilds it). An index checked by sums first has
+//! its unbalanced blocks named ([`super::diagnose`]); an entry that names a live tuple but
+//! holds a key the tuple does not have, besides the tuple's own entry, is an
+//! `index_entry_extra` finding at the index page.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
 use serde_json::json;
 
+use super::diagnose::{diagnose, Extra};
 use super::{AllIndexed, REPORTED_PER_INDEX};
+use crate::catalog::xact::CommitLog;
 use crate::extended::report::block_finding;
 use crate::extended::{ExtendedPlan, ExtendedSummary, NotOrderCheckedIndex, WeakFilter};
 use crate::finding::{Finding, FindingKind as K, Severity};
@@ -20,13 +25,16 @@ const WEAK_MISS_CHANCE: f64 = 0.02;
 /// `existing` are the findings of the scan: an index with one of its own is not judged.
 /// `miss_chances` are the filters' [`super::bloom::Bloom::false_positive_rate`], in the order
 /// of `ext.all_indexed`, when already computed (the merge pool does it alongside its other
-/// tasks); a missing one is computed here.
+/// tasks); a missing one is computed here. Pages that cannot be read again for a diagnosis
+/// are tool errors, onto `errors`.
 pub fn findings(
     plan: &Plan,
     ext: &ExtendedPlan,
     existing: &[Finding],
     summary: &mut ExtendedSummary,
     miss_chances: &[f64],
+    clog: &CommitLog,
+    errors: &mut Vec<String>,
 ) -> Vec<Finding> {
     let damaged_files: HashSet<&str> = existing
         .iter()
@@ -50,15 +58,29 @@ pub fn findings(
         let chance = miss_chances
             .get(i)
             .copied()
-            .unwrap_or_else(|| idx.bloom.false_positive_rate());
+            .unwrap_or_else(|| idx.miss_chance());
         summary.all_indexed_miss_chance = summary.all_indexed_miss_chance.max(chance);
-        if chance > WEAK_MISS_CHANCE {
+        if let Some(bloom) = idx.bloom().filter(|_| chance > WEAK_MISS_CHANCE) {
             weak.push(WeakFilter {
                 index: idx.name.clone(),
                 miss_chance: chance,
                 entries: idx.entries.load(Ordering::Relaxed),
-                bits: idx.bloom.bits(),
+                bits: bloom.bits(),
             });
+        }
+        if let Some((_, sums)) = idx.exact() {
+            summary.all_indexed_exact += 1;
+            let blocks = sums.unbalanced();
+            if !blocks.is_empty() {
+                match diagnose(plan, idx, clog, ext.max_align, &blocks) {
+                    Ok(extras) => out.extend(extra_findings(plan, idx, &extras)),
+                    Err(e) => errors.push(format!(
+                        "heap -> index of {}: {} heap blocks do not balance, and {e}",
+                        idx.name,
+                        blocks.len()
+                    )),
+                }
+            }
         }
         out.extend(lacking_findings(plan, idx));
     }
@@ -82,6 +104,28 @@ fn has_findings(plan: &Plan, idx: &AllIndexed, damaged_files: &HashSet<&str>) ->
     plan.forks[idx.index_fork]
         .segments()
         .any(|i| damaged_files.contains(plan.dir.files[i].rel_path().as_str()))
+}
+
+/// An `index_entry_extra` finding at the index page of each entry in `extras`.
+fn extra_findings(plan: &Plan, idx: &AllIndexed, extras: &[Extra]) -> Vec<Finding> {
+    let name = &idx.name;
+    extras
+        .iter()
+        .take(REPORTED_PER_INDEX)
+        .map(|e| {
+            block_finding(
+                plan,
+                idx.index_fork,
+                u64::from(e.index_block),
+                K::IndexEntryExtra,
+                format!(
+                    "an entry of index {name} names live tuple ({},{}), which has its own entry there, with a key the tuple does not have",
+                    e.heap_block, e.heap_offset
+                ),
+                json!({"index": name, "heap_block": e.heap_block, "heap_offset": e.heap_offset, "extra_in_index": extras.len()}),
+            )
+        })
+        .collect()
 }
 
 fn lacking_findings(plan: &Plan, idx: &AllIndexed) -> Vec<Finding> {
@@ -111,7 +155,11 @@ fn lacking_findings(plan: &Plan, idx: &AllIndexed) -> Vec<Finding> {
                     "live tuple ({},{}) has no entry in index {name}{more}",
                     l.heap_block, l.heap_offset
                 ),
-                json!({"index": name, "heap_offset": l.heap_offset, "lacking_in_index": total}),
+                match l.other_key_at {
+                    None => json!({"index": name, "heap_offset": l.heap_offset, "lacking_in_index": total}),
+                    Some(b) => json!({"index": name, "heap_offset": l.heap_offset, "lacking_in_index": total,
+                        "entry_with_other_key": {"index_block": b}}),
+                },
             )
         })
         .collect()

@@ -1,0 +1,213 @@
+//! After the scan, the heap blocks whose sums did not balance ([`super::exact`]) are read
+//! again to name their tuples: each such heap page's live tuples are fingerprinted one by one,
+//! the index's leaf pages are read again for the entries that name a live root of those
+//! blocks, and the two are matched. A live tuple no entry matches lacks its entry (as the
+//! filter method reports it); an entry that matches no live tuple holds a key its tuple does
+//! not have, or is there twice.
+//!
+//! This reads the index once more and a few heap pages: it happens only when the sums found
+//! something.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+
+use super::probe::{heap_tuple_key, walk_leaf, Entry, LeafPage};
+use super::{AllIndexed, Lacking};
+use crate::catalog::xact::CommitLog;
+use crate::extended::heap::{for_each_live_chain, HeapTuples};
+use crate::layout::btree::{flags as bf, BtPageOpaque};
+use crate::layout::itemid::line_pointers_into;
+use crate::page::PageHeader;
+use crate::verify::Plan;
+
+/// An index entry that names a live root but matches none of the tuple's fingerprints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extra {
+    pub heap_block: u32,
+    pub heap_offset: u16,
+    pub index_block: u32,
+}
+
+/// Names the tuples of the unbalanced `blocks` of `idx` (checked by sums): the lacking ones
+/// go to the index's lacking list, the entries with no tuple are returned. Fails when a page
+/// cannot be read again.
+pub fn diagnose(
+    plan: &Plan,
+    idx: &AllIndexed,
+    clog: &CommitLog,
+    max_align: usize,
+    blocks: &[u32],
+) -> Result<Vec<Extra>, String> {
+    let Some((live, _)) = idx.exact() else {
+        return Ok(Vec::new());
+    };
+    let wanted: HashSet<u32> = blocks.iter().copied().collect();
+    let mut heap: HashMap<u32, Vec<(u16, u64)>> = HashMap::new();
+    for &blkno in blocks {
+        let page = read_block(plan, idx.heap_fork, blkno)?;
+        heap.insert(blkno, heap_fingerprints(idx, blkno, &page, clog));
+    }
+    let mut index: HashMap<u32, Vec<(u16, u64, u32)>> = HashMap::new();
+    let mut pending: Vec<Entry> = Vec::new();
+    for index_block in 1..plan.fork_blocks[idx.index_fork] {
+        let page = read_block(plan, idx.index_fork, index_block as u32)?;
+        leaf_entries(idx, &page, max_align, &mut pending);
+        for e in pending.iter().filter(|e| wanted.contains(&e.block)) {
+            if live.is_live(e.block, e.offset) {
+                let at = index.entry(e.block).or_default();
+                at.push((e.offset, e.fingerprint, index_block as u32));
+            }
+        }
+    }
+    let mut extras = Vec::new();
+    for &blkno in blocks {
+        let tuples = heap.remove(&blkno).unwrap_or_default();
+        let entries = index.remove(&blkno).unwrap_or_default();
+        let (lacking, extra) = unmatched(&tuples, &entries);
+        for (heap_offset, other_key_at) in lacking {
+            idx.record_lacking(Lacking {
+                heap_block: blkno,
+                heap_offset,
+                other_key_at,
+            });
+        }
+        extras.extend(extra.into_iter().map(|(heap_offset, index_block)| Extra {
+            heap_block: blkno,
+            heap_offset,
+            index_block,
+        }));
+    }
+    Ok(extras)
+}
+
+/// Matches a block's live tuples `(root, fingerprint)` with the entries naming them
+/// `(offset, fingerprint, index block)`, each entry one tuple at most. Returns the tuples no
+/// entry matches, each with the index block of an unmatched entry naming it if any (an entry
+/// with another key: the one corruption seen from both sides), and the unmatched entries that
+/// name a tuple with an entry of its own, as `(offset, index block)`.
+#[allow(clippy::type_complexity)]
+pub fn unmatched(
+    tuples: &[(u16, u64)],
+    entries: &[(u16, u64, u32)],
+) -> (Vec<(u16, Option<u32>)>, Vec<(u16, u32)>) {
+    let mut left: HashMap<(u16, u64), Vec<u32>> = HashMap::new();
+    for &(offset, fp, index_block) in entries {
+        left.entry((offset, fp)).or_default().push(index_block);
+    }
+    let mut lacking: Vec<u16> = Vec::new();
+    for &(root, fp) in tuples {
+        if left.get_mut(&(root, fp)).and_then(Vec::pop).is_none() {
+            lacking.push(root);
+        }
+    }
+    let mut others: Vec<(u16, u32)> = left
+        .into_iter()
+        .flat_map(|((offset, _), blocks)| blocks.into_iter().map(move |b| (offset, b)))
+        .collect();
+    others.sort_unstable();
+    lacking.sort_unstable();
+    let with_block = lacking
+        .iter()
+        .map(|&root| {
+            let at = others.iter().find(|o| o.0 == root).map(|o| o.1);
+            (root, at)
+        })
+        .collect();
+    others.retain(|o| lacking.binary_search(&o.0).is_err());
+    (with_block, others)
+}
+
+/// The (root, fingerprint) of each certainly live tuple of a heap page for `idx`; a tuple
+/// whose key cannot be hashed is left out (its block was set aside and is not diagnosed).
+fn heap_fingerprints(
+    idx: &AllIndexed,
+    blkno: u32,
+    page: &[u8],
+    clog: &CommitLog,
+) -> Vec<(u16, u64)> {
+    let Some(h) = PageHeader::parse(page) else {
+        return Vec::new();
+    };
+    let mut items = Vec::new();
+    line_pointers_into(page, &h, &mut items);
+    let tuples = HeapTuples {
+        page,
+        blkno,
+        items: &items,
+    };
+    let mut values = Vec::new();
+    let mut out = Vec::new();
+    for_each_live_chain(&tuples, clog, |root, _member, tuple, h| {
+        if let Some(key) = heap_tuple_key(idx, tuple, h, &mut values) {
+            out.push((root, super::keys::fingerprint(key, blkno, root)));
+        }
+    });
+    out
+}
+
+/// The entries of a live leaf page onto `pending` (cleared; left empty for any other page).
+fn leaf_entries(idx: &AllIndexed, page: &[u8], max_align: usize, pending: &mut Vec<Entry>) {
+    pending.clear();
+    let Some(h) = PageHeader::parse(page) else {
+        return;
+    };
+    let Some(opaque) = BtPageOpaque::parse(page, h.pd_special as usize) else {
+        return;
+    };
+    if !opaque.is_leaf() || opaque.btpo_flags & (bf::BTP_DELETED | bf::BTP_HALF_DEAD) != 0 {
+        return;
+    }
+    let mut items = Vec::new();
+    line_pointers_into(page, &h, &mut items);
+    let leaf = LeafPage {
+        page,
+        opaque: &opaque,
+        items: &items,
+        max_align,
+    };
+    // The page passed its checks in the scan; one that no longer walks gives no entries.
+    let was_incomplete = idx.incomplete.load(Ordering::Relaxed);
+    if walk_leaf(idx, leaf, pending, None).is_none() {
+        pending.clear();
+        idx.incomplete.store(was_incomplete, Ordering::Relaxed);
+    }
+}
+
+/// Block `blkno` of fork `fork` of the plan, read from its segment file.
+fn read_block(plan: &Plan, fork: usize, blkno: u32) -> Result<Vec<u8>, String> {
+    let relseg = u64::from(plan.control.relseg_size.max(1));
+    let blcksz = plan.control.blcksz as usize;
+    let segno = u64::from(blkno) / relseg;
+    let file = plan.forks[fork]
+        .segments()
+        .map(|i| &plan.dir.files[i])
+        .find(|f| u64::from(f.name.segno) == segno)
+        .ok_or_else(|| format!("no segment {segno} for block {blkno}"))?;
+    crate::corrupt::read_block(&file.path(), u64::from(blkno) % relseg, blcksz).map_err(|e| {
+        format!(
+            "could not read block {blkno} of {} again: {e}",
+            file.rel_path()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tuples_and_entries_match_one_to_one() {
+        // Root 1 matched; root 2 lacks (its entry, at index block 8, has another key); root
+        // 3 matched once and its entry is there twice; root 4 lacks.
+        let tuples = [(1, 10), (2, 20), (3, 30), (4, 40)];
+        let entries = [(1, 10, 7), (2, 99, 8), (3, 30, 9), (3, 30, 12)];
+        let (lacking, extra) = unmatched(&tuples, &entries);
+        assert_eq!(lacking, vec![(2, Some(8)), (4, None)]);
+        assert_eq!(extra, vec![(3, 9)]);
+        assert_eq!(
+            unmatched(&tuples[..3], &[]),
+            (vec![(1, None), (2, None), (3, None)], vec![])
+        );
+        assert_eq!(unmatched(&[], &[]), (vec![], vec![]));
+    }
+}
