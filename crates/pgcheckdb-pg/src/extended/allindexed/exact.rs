@@ -18,16 +18,15 @@ use std::sync::Mutex;
 
 use crate::extended::lock;
 use crate::extended::prefetch::prefetch_ptr;
+use crate::layout::heap::SIZEOF_HEAP_TUPLE_HEADER;
+use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 
-/// Bytes of the page header before the line pointers, and of one line pointer plus the
-/// smallest tuple (header and alignment): what bounds the line pointers of a heap page, as
-/// the server's `MaxHeapTuplesPerPage`.
-const PAGE_HEADER: u64 = 24;
-const MIN_TUPLE_AND_LINE_POINTER: u64 = 24 + 4;
-
-/// The most line pointers a heap page of `blcksz` bytes has (`MaxHeapTuplesPerPage`).
+/// The most line pointers a heap page of `blcksz` bytes has: the server's
+/// `MaxHeapTuplesPerPage` with the tuple header unaligned (23 bytes), so that it bounds the
+/// count for every `MAXALIGN` (291 at 8 kB with 8-byte alignment, 302 here).
 pub fn max_heap_tuples(blcksz: u64) -> u64 {
-    blcksz.saturating_sub(PAGE_HEADER) / MIN_TUPLE_AND_LINE_POINTER
+    let per_tuple = (SIZEOF_HEAP_TUPLE_HEADER + std::mem::size_of::<u32>()) as u64;
+    blcksz.saturating_sub(SIZE_OF_PAGE_HEADER_DATA as u64) / per_tuple
 }
 
 /// The live roots of every block of one table, as 64-bit words per block (bit `offnum - 1`).
@@ -53,6 +52,11 @@ impl LiveMap {
                 .collect(),
             words_per_block,
         }
+    }
+
+    /// Line pointers a block's bitmap can hold.
+    pub fn capacity(&self) -> usize {
+        self.words_per_block * 64
     }
 
     /// Stores block `blkno`'s live-root bitmap (`bits`, bit `offnum - 1` as
@@ -185,7 +189,7 @@ mod tests {
 
     #[test]
     fn a_live_map_answers_for_the_bits_stored() {
-        assert_eq!(max_heap_tuples(8192), 291);
+        assert_eq!(max_heap_tuples(8192), 302);
         let map = LiveMap::new(3, 8192);
         assert_eq!(LiveMap::bytes(3, 8192), 3 * 5 * 8);
         // Offsets 1, 9 and 291 of block 1.
