@@ -228,8 +228,10 @@ impl ExtendedPlan {
             };
             indexes.insert(fork, info);
         }
+        // Heap -> index state lives through the scan and the merge: half the budget, beside
+        // the scan's runs (then the merge's buffers), which take the other half.
         let (all_indexed, all_indexed_skipped) =
-            plan_all_indexed(&candidates, control.blcksz as u64, config.memory / 4);
+            plan_all_indexed(&candidates, control.blcksz as u64, config.memory / 2);
         for a in &all_indexed {
             if let Some(info) = indexes.get_mut(&a.index_fork) {
                 info.all_indexed = Some(a.clone());

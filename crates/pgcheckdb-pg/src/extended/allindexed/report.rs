@@ -18,6 +18,10 @@ use crate::extended::{ExtendedPlan, ExtendedSummary, NotOrderCheckedIndex, WeakF
 use crate::finding::{Finding, FindingKind as K, Severity};
 use crate::verify::Plan;
 
+/// Unbalanced heap blocks of one index read again to name their tuples; past them only the
+/// count is reported (an index whose every block is off needs no more than a few names).
+const DIAGNOSED_BLOCKS: usize = 1000;
+
 /// A miss chance worth naming the index for in verbose output.
 const WEAK_MISS_CHANCE: f64 = 0.02;
 
@@ -68,11 +72,24 @@ pub fn findings(
                 bits: bloom.bits(),
             });
         }
+        let mut unbalanced = None;
         if let Some((_, sums)) = idx.exact() {
             summary.all_indexed_exact += 1;
             let blocks = sums.unbalanced();
             if !blocks.is_empty() {
-                match diagnose(plan, idx, clog, ext.max_align, &blocks) {
+                let read = &blocks[..blocks.len().min(DIAGNOSED_BLOCKS)];
+                unbalanced = Some((blocks.len(), read.len()));
+                let named_before = idx.lacking_count.load(Ordering::Relaxed);
+                match diagnose(plan, idx, clog, ext.max_align, read) {
+                    Ok(extras) if extras.is_empty()
+                        && idx.lacking_count.load(Ordering::Relaxed) == named_before =>
+                    {
+                        errors.push(format!(
+                            "heap -> index of {}: {} heap blocks did not balance in the scan, but read again every live tuple has its entry (did the files change?)",
+                            idx.name,
+                            blocks.len()
+                        ))
+                    }
                     Ok(extras) => out.extend(extra_findings(plan, idx, &extras)),
                     Err(e) => errors.push(format!(
                         "heap -> index of {}: {} heap blocks do not balance, and {e}",
@@ -82,7 +99,7 @@ pub fn findings(
                 }
             }
         }
-        out.extend(lacking_findings(plan, idx));
+        out.extend(lacking_findings(plan, idx, unbalanced));
     }
     summary.all_indexed_not_checked = skipped.len() as u64;
     if ext.config.verbose {
@@ -128,7 +145,13 @@ fn extra_findings(plan: &Plan, idx: &AllIndexed, extras: &[Extra]) -> Vec<Findin
         .collect()
 }
 
-fn lacking_findings(plan: &Plan, idx: &AllIndexed) -> Vec<Finding> {
+/// `unbalanced`: by sums, how many heap blocks did not balance and how many of them were read
+/// again to name their tuples.
+fn lacking_findings(
+    plan: &Plan,
+    idx: &AllIndexed,
+    unbalanced: Option<(usize, usize)>,
+) -> Vec<Finding> {
     let mut lacking = crate::extended::lock(&idx.lacking).clone();
     lacking.sort_by_key(|l| (l.heap_block, l.heap_offset));
     let total = idx.lacking_count.load(Ordering::Relaxed);
@@ -138,7 +161,7 @@ fn lacking_findings(plan: &Plan, idx: &AllIndexed) -> Vec<Finding> {
         .iter()
         .enumerate()
         .map(|(i, l)| {
-            let more = if i == last && total > REPORTED_PER_INDEX as u64 {
+            let mut more = if i == last && total > REPORTED_PER_INDEX as u64 {
                 format!(
                     " ({} tuples in all lack an entry; the first {REPORTED_PER_INDEX} are listed)",
                     total
@@ -146,6 +169,11 @@ fn lacking_findings(plan: &Plan, idx: &AllIndexed) -> Vec<Finding> {
             } else {
                 String::new()
             };
+            if let Some((all, read)) = unbalanced.filter(|&(all, read)| i == last && all > read) {
+                more.push_str(&format!(
+                    " (the entries of {all} heap blocks do not match their live tuples; the first {read} were read again to name them)"
+                ));
+            }
             block_finding(
                 plan,
                 idx.heap_fork,
