@@ -9,7 +9,6 @@
 //! something.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::Ordering;
 
 use super::probe::{heap_tuple_key, walk_leaf, Entry, LeafPage};
 use super::{AllIndexed, Lacking};
@@ -43,15 +42,17 @@ pub fn diagnose(
     };
     let wanted: HashSet<u32> = blocks.iter().copied().collect();
     let mut heap: HashMap<u32, Vec<(u16, u64)>> = HashMap::new();
+    let mut heap_reader = ForkReader::new(plan, idx.heap_fork);
     for &blkno in blocks {
-        let page = read_block(plan, idx.heap_fork, blkno)?;
-        heap.insert(blkno, heap_fingerprints(idx, blkno, &page, clog));
+        let page = heap_reader.block(blkno)?;
+        heap.insert(blkno, heap_fingerprints(idx, blkno, page, clog));
     }
     let mut index: HashMap<u32, Vec<(u16, u64, u32)>> = HashMap::new();
     let mut pending: Vec<Entry> = Vec::new();
+    let mut index_reader = ForkReader::new(plan, idx.index_fork);
     for index_block in 1..plan.fork_blocks[idx.index_fork] {
-        let page = read_block(plan, idx.index_fork, index_block as u32)?;
-        leaf_entries(idx, &page, max_align, &mut pending);
+        let page = index_reader.block(index_block as u32)?;
+        leaf_entries(idx, page, max_align, &mut pending);
         for e in pending.iter().filter(|e| wanted.contains(&e.block)) {
             if live.is_live(e.block, e.offset) {
                 let at = index.entry(e.block).or_default();
@@ -166,29 +167,56 @@ fn leaf_entries(idx: &AllIndexed, page: &[u8], max_align: usize, pending: &mut V
         max_align,
     };
     // The page passed its checks in the scan; one that no longer walks gives no entries.
-    let was_incomplete = idx.incomplete.load(Ordering::Relaxed);
     if walk_leaf(idx, leaf, pending, None).is_none() {
         pending.clear();
-        idx.incomplete.store(was_incomplete, Ordering::Relaxed);
     }
 }
 
-/// Block `blkno` of fork `fork` of the plan, read from its segment file.
-fn read_block(plan: &Plan, fork: usize, blkno: u32) -> Result<Vec<u8>, String> {
-    let relseg = u64::from(plan.control.relseg_size.max(1));
-    let blcksz = plan.control.blcksz as usize;
-    let segno = u64::from(blkno) / relseg;
-    let file = plan.forks[fork]
-        .segments()
-        .map(|i| &plan.dir.files[i])
-        .find(|f| u64::from(f.name.segno) == segno)
-        .ok_or_else(|| format!("no segment {segno} for block {blkno}"))?;
-    crate::corrupt::read_block(&file.path(), u64::from(blkno) % relseg, blcksz).map_err(|e| {
-        format!(
-            "could not read block {blkno} of {} again: {e}",
-            file.rel_path()
-        )
-    })
+/// Reads blocks of one fork of the plan again, keeping the segment file last opened.
+struct ForkReader<'p> {
+    plan: &'p Plan,
+    fork: usize,
+    open: Option<(u64, std::fs::File)>,
+    page: Vec<u8>,
+}
+
+impl<'p> ForkReader<'p> {
+    fn new(plan: &'p Plan, fork: usize) -> Self {
+        ForkReader {
+            plan,
+            fork,
+            open: None,
+            page: vec![0; plan.control.blcksz as usize],
+        }
+    }
+
+    /// Block `blkno`, read from its segment file.
+    fn block(&mut self, blkno: u32) -> Result<&[u8], String> {
+        use std::os::unix::fs::FileExt;
+        let relseg = u64::from(self.plan.control.relseg_size.max(1));
+        let segno = u64::from(blkno) / relseg;
+        let file = self.plan.forks[self.fork]
+            .segments()
+            .map(|i| &self.plan.dir.files[i])
+            .find(|f| u64::from(f.name.segno) == segno)
+            .ok_or_else(|| format!("no segment {segno} for block {blkno}"))?;
+        let again = |e: std::io::Error| {
+            format!(
+                "could not read block {blkno} of {} again: {e}",
+                file.rel_path()
+            )
+        };
+        if self.open.as_ref().is_none_or(|(n, _)| *n != segno) {
+            let f = pgcheckdb_scan::open::open_regular(&file.path(), false).map_err(again)?;
+            self.open = Some((segno, f));
+        }
+        let Some((_, f)) = &self.open else {
+            return Err(format!("no open segment {segno}"));
+        };
+        let offset = (u64::from(blkno) % relseg) * self.page.len() as u64;
+        f.read_exact_at(&mut self.page, offset).map_err(again)?;
+        Ok(&self.page)
+    }
 }
 
 #[cfg(test)]

@@ -108,7 +108,12 @@ pub fn insert_leaf<'a>(
     scratch: &mut Scratch<'a>,
     mut tids: Option<&mut Vec<(u32, u16)>>,
 ) -> Option<u64> {
-    let (entries, undecoded) = walk_leaf(idx, leaf, &mut scratch.entries, tids.as_deref_mut())?;
+    let Some((entries, undecoded)) =
+        walk_leaf(idx, leaf, &mut scratch.entries, tids.as_deref_mut())
+    else {
+        idx.incomplete.store(true, Ordering::Relaxed);
+        return None;
+    };
     let confirmed = match &idx.method {
         Method::Filter(bloom) => {
             insert_pending(bloom, &scratch.entries, &mut scratch.slots);
@@ -127,8 +132,7 @@ pub fn insert_leaf<'a>(
 
 /// The fingerprints of a live leaf page's entries onto `pending` (cleared first), and with
 /// `tids` their TIDs as [`insert_leaf`] says; returns how many entries and how many did not
-/// decode among those the server marked dead, `None` (the index marked incomplete) when a
-/// live entry does not decode.
+/// decode among those the server marked dead, `None` when a live entry does not decode.
 pub(super) fn walk_leaf(
     idx: &AllIndexed,
     leaf: LeafPage<'_>,
@@ -155,12 +159,7 @@ pub(super) fn walk_leaf(
             }
             continue;
         }
-        let Some(tuple) =
-            page.get(item.lp_off as usize..item.lp_off as usize + item.lp_len as usize)
-        else {
-            idx.incomplete.store(true, Ordering::Relaxed);
-            return None;
-        };
+        let tuple = page.get(item.lp_off as usize..item.lp_off as usize + item.lp_len as usize)?;
         if let Some(entry) = word_key.and_then(|wk| plain_word_entry(tuple, wk)) {
             pending.push(entry);
             if let Some(out) = tids.as_deref_mut() {
@@ -169,15 +168,8 @@ pub(super) fn walk_leaf(
             entries += 1;
             continue;
         }
-        match entry_key(idx, tuple, max_align, &mut decoded)
-            .and_then(|kh| entry_tids(tuple, kh, pending, tids.as_deref_mut()))
-        {
-            Some(n) => entries += n,
-            None => {
-                idx.incomplete.store(true, Ordering::Relaxed);
-                return None;
-            }
-        }
+        entries += entry_key(idx, tuple, max_align, &mut decoded)
+            .and_then(|kh| entry_tids(tuple, kh, pending, tids.as_deref_mut()))?;
     }
     Some((entries, undecoded))
 }
