@@ -331,10 +331,10 @@ fn scenario(major: u32, checksums: bool) {
     // With too little memory for the sums of table h, its indexes are checked by Bloom
     // filters in what is left: filters too small to find much, and the summary says so. What
     // they find is what the sums found, never more.
-    let small = verify_extended(&datadir, &["-v", "--memory", "100kB"]);
+    let small = verify_extended(&datadir, &["-v", "--memory", "40kB"]);
     assert_eq!(
         small.status, 2,
-        "PostgreSQL {major}: damaged, --memory 100kB\n{small}"
+        "PostgreSQL {major}: damaged, --memory 40kB\n{small}"
     );
     let small_ext = small.summary().get("extended").cloned().expect("summary");
     assert!(
