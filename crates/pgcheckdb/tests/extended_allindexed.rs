@@ -155,9 +155,16 @@ struct Case {
     tid: (u32, u16),
 }
 
-fn inject(fx: &mut Fixture) -> Vec<Case> {
+/// Where case 2's rewritten entry lies, and the live row it names now.
+struct Moved {
+    index_block: u64,
+    names: (u32, u16),
+}
+
+fn inject(fx: &mut Fixture) -> (Vec<Case>, Moved) {
     // Rows untouched by the churn (not multiples of 3, 11, 13, 17, 50).
     let (a, b, c) = (fx.ctid(101), fx.ctid(1004), fx.ctid(2005));
+    let d = fx.ctid(1007);
     let (h_name, h_tag_n, heap) = (fx.path("h_name"), fx.path("h_tag_n"), fx.path("h"));
     // The damaged-page case: a leaf of h_big gets a torn line pointer array.
     let big = fx.path("h_big");
@@ -171,11 +178,17 @@ fn inject(fx: &mut Fixture) -> Vec<Case> {
         let word = (word & !(0x3 << 15)) | (3 << 15);
         p[lp_at..lp_at + 4].copy_from_slice(&word.to_le_bytes());
     });
-    // 2. The h_tag_n entry of row 1004 points at line pointer 1 of its page instead.
+    // 2. The h_tag_n entry of row 1004 points at row 1007 instead (`ip_blkid` as `bi_hi`,
+    // `bi_lo`, then `ip_posid`), a live row with an entry of its own.
     let (blk, _, at) = leaf_item_with_tid(&h_tag_n, b);
-    let other: u16 = if b.1 == 1 { 2 } else { 1 };
+    let moved = Moved {
+        index_block: blk,
+        names: d,
+    };
     edit(&h_tag_n, blk, |p| {
-        p[at + 4..at + 6].copy_from_slice(&other.to_le_bytes())
+        p[at..at + 2].copy_from_slice(&((d.0 >> 16) as u16).to_le_bytes());
+        p[at + 2..at + 4].copy_from_slice(&(d.0 as u16).to_le_bytes());
+        p[at + 4..at + 6].copy_from_slice(&d.1.to_le_bytes());
     });
     // 3. Row 2005's id in the heap becomes 2_000_005: its primary-key entry (key 2005) no
     // longer matches, so the tuple lacks an entry in h_pkey.
@@ -195,7 +208,7 @@ fn inject(fx: &mut Fixture) -> Vec<Case> {
     edit(&big, 1, |p| {
         p[12..14].copy_from_slice(&8000u16.to_le_bytes())
     });
-    vec![
+    let cases = vec![
         Case {
             name: "index entry marked dead",
             index: "h_name",
@@ -211,7 +224,8 @@ fn inject(fx: &mut Fixture) -> Vec<Case> {
             index: "h_pkey",
             tid: c,
         },
-    ]
+    ];
+    (cases, moved)
 }
 
 fn scenario(major: u32, checksums: bool) {
@@ -259,12 +273,13 @@ fn scenario(major: u32, checksums: bool) {
     }
 
     fx.cluster.start().expect("start");
-    let cases = inject(&mut fx);
+    let (cases, moved) = inject(&mut fx);
     let run = verify_extended(&datadir, &["-v"]);
     assert_eq!(run.status, 2, "PostgreSQL {major}: damaged\n{run}");
     fx.cluster.start().expect("start");
     let heap_rel = fx.rel("h");
     let big_rel = fx.rel("h_big");
+    let tag_rel = fx.rel("h_tag_n");
     fx.cluster.stop().expect("stop");
     let lacking: Vec<&serde_json::Value> = run
         .findings
@@ -314,19 +329,25 @@ fn scenario(major: u32, checksums: bool) {
         .expect("extended summary");
     let skipped = ext["all_indexed_skipped"].to_string();
     assert!(skipped.contains("public.h_big"), "{skipped}");
-    // Case 2's entry now names another live tuple of the same page with row 1004's key: by
-    // sums that is seen too, at the h_tag_n leaf page, and nothing else is.
-    let moved = &cases[1];
-    let other_offset: u16 = if moved.tid.1 == 1 { 2 } else { 1 };
-    for f in run
+    // Case 2's entry now names row 1007, which has its own entry, with row 1004's key: by sums
+    // that is seen too, at the h_tag_n leaf page, and nothing else is.
+    let extras: Vec<&serde_json::Value> = run
         .findings
         .iter()
         .filter(|f| f["kind"] == "index_entry_extra")
-    {
-        assert_eq!(f["detail"]["index"], "postgres: public.h_tag_n", "{f}");
-        assert_eq!(f["detail"]["heap_block"], moved.tid.0, "{f}");
-        assert_eq!(f["detail"]["heap_offset"], other_offset, "{f}");
-    }
+        .collect();
+    assert_eq!(
+        extras.len(),
+        1,
+        "PostgreSQL {major}: one extra entry\n{run}"
+    );
+    let f = extras[0];
+    assert_eq!(f["file"], tag_rel.as_str(), "{f}");
+    assert_eq!(f["block"], moved.index_block, "{f}");
+    assert_eq!(f["severity"], "error", "{f}");
+    assert_eq!(f["detail"]["index"], "postgres: public.h_tag_n", "{f}");
+    assert_eq!(f["detail"]["heap_block"], moved.names.0, "{f}");
+    assert_eq!(f["detail"]["heap_offset"], moved.names.1, "{f}");
 
     // With too little memory for the sums of table h, its indexes are checked by Bloom
     // filters in what is left: filters too small to find much, and the summary says so. What
