@@ -22,7 +22,7 @@ use super::tids::{IndexAm, TidIndexInfo};
 use super::toast;
 use super::unique_scan::unique_runs;
 use crate::catalog::xact::CommitLog;
-use crate::layout::btree::{flags as bf, BtMetaPage, BtPageOpaque, P_NONE};
+use crate::layout::btree::{BtMetaPage, BtPageOpaque, P_NONE};
 use crate::layout::itemid::{line_pointers_into, ItemId};
 use crate::page::PageHeader;
 use crate::standard::ClusterFacts;
@@ -335,8 +335,7 @@ impl<'a> Emitter<'a> {
         let runs = &mut self.runs;
         let keys = info.ordering.is_ok();
         page_records(unit, blkno, &view, keys, &mut self.buf, |r| runs.push(r));
-        let live_leaf =
-            opaque.is_leaf() && opaque.btpo_flags & (bf::BTP_DELETED | bf::BTP_HALF_DEAD) == 0;
+        let live_leaf = opaque.is_live_leaf();
         let tid_info = live_leaf
             .then(|| self.plan.tids.indexes.get(&info.fork))
             .flatten();

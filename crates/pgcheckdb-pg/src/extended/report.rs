@@ -16,13 +16,8 @@ pub fn block_finding(
     detail: Value,
 ) -> Finding {
     let f = &plan.forks[fork];
-    let relseg = plan.control.relseg_size.max(1) as u64;
-    let segno = (blkno / relseg) as u32;
-    let file = f
-        .segments()
-        .map(|i| &plan.dir.files[i])
-        .find(|x| x.name.segno == segno)
-        .unwrap_or(&plan.dir.files[f.segments().start]);
+    let (segno, file) = plan.segment_of_block(fork, blkno);
+    let file = file.unwrap_or(&plan.dir.files[f.segments().start]);
     let mut finding = Finding::for_file(kind, Severity::Error, &file.rel_path(), message)
         .with_detail(detail)
         .at_segment(segno);

@@ -73,6 +73,11 @@ impl BtPageOpaque {
     pub fn is_leaf(&self) -> bool {
         self.btpo_flags & flags::BTP_LEAF != 0
     }
+
+    /// A leaf page neither deleted nor half-dead: its tuples are the index's entries.
+    pub fn is_live_leaf(&self) -> bool {
+        self.is_leaf() && self.btpo_flags & (flags::BTP_DELETED | flags::BTP_HALF_DEAD) == 0
+    }
 }
 
 /// `BTMetaPageData` (block 0).

@@ -29,6 +29,18 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The segment number that holds block `blkno` of fork `fork`, and that segment's file
+    /// when the plan has it.
+    pub fn segment_of_block(&self, fork: usize, blkno: u64) -> (u32, Option<&RelationFile>) {
+        let relseg = u64::from(self.control.relseg_size.max(1));
+        let segno = (blkno / relseg) as u32;
+        let file = self.forks[fork]
+            .segments()
+            .map(|i| &self.dir.files[i])
+            .find(|f| f.name.segno == segno);
+        (segno, file)
+    }
+
     /// Lists the data directory and checks file sizes and the segment structure.
     pub fn build(datadir: &Path, control: ControlFile) -> Plan {
         Plan::build_scoped(datadir, control, |_| true)

@@ -10,11 +10,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::probe::{heap_tuple_key, walk_leaf, Entry, LeafPage};
+use super::probe::{walk_leaf, Entry, LeafPage, TupleKeys};
 use super::{AllIndexed, Lacking};
 use crate::catalog::xact::CommitLog;
 use crate::extended::heap::{for_each_live_chain, HeapTuples};
-use crate::layout::btree::{flags as bf, BtPageOpaque};
+use crate::layout::btree::BtPageOpaque;
 use crate::layout::itemid::line_pointers_into;
 use crate::page::PageHeader;
 use crate::verify::Plan;
@@ -41,12 +41,6 @@ pub fn diagnose(
         return Ok(Vec::new());
     };
     let wanted: HashSet<u32> = blocks.iter().copied().collect();
-    let mut heap: HashMap<u32, Vec<(u16, u64)>> = HashMap::new();
-    let mut heap_reader = ForkReader::new(plan, idx.heap_fork);
-    for &blkno in blocks {
-        let page = heap_reader.block(blkno)?;
-        heap.insert(blkno, heap_fingerprints(idx, blkno, page, clog));
-    }
     let mut index: HashMap<u32, Vec<(u16, u64, u32)>> = HashMap::new();
     let mut pending: Vec<Entry> = Vec::new();
     let mut index_reader = ForkReader::new(plan, idx.index_fork);
@@ -61,8 +55,9 @@ pub fn diagnose(
         }
     }
     let mut extras = Vec::new();
+    let mut heap_reader = ForkReader::new(plan, idx.heap_fork);
     for &blkno in blocks {
-        let tuples = heap.remove(&blkno).unwrap_or_default();
+        let tuples = heap_fingerprints(idx, blkno, heap_reader.block(blkno)?, clog);
         let entries = index.remove(&blkno).unwrap_or_default();
         let (lacking, extra) = unmatched(&tuples, &entries);
         for (heap_offset, other_key_at) in lacking {
@@ -139,7 +134,8 @@ fn heap_fingerprints(
     let mut values = Vec::new();
     let mut out = Vec::new();
     for_each_live_chain(&tuples, clog, |root, _member, tuple, h| {
-        if let Some(key) = heap_tuple_key(idx, tuple, h, &mut values) {
+        let mut keys = TupleKeys::new(tuple, h, &idx.heap_attrs, idx.upto, &mut values);
+        if let Some(key) = keys.key(idx) {
             out.push((root, super::keys::fingerprint(key, blkno, root)));
         }
     });
@@ -155,7 +151,7 @@ fn leaf_entries(idx: &AllIndexed, page: &[u8], max_align: usize, pending: &mut V
     let Some(opaque) = BtPageOpaque::parse(page, h.pd_special as usize) else {
         return;
     };
-    if !opaque.is_leaf() || opaque.btpo_flags & (bf::BTP_DELETED | bf::BTP_HALF_DEAD) != 0 {
+    if !opaque.is_live_leaf() {
         return;
     }
     let mut items = Vec::new();
@@ -176,7 +172,7 @@ fn leaf_entries(idx: &AllIndexed, page: &[u8], max_align: usize, pending: &mut V
 struct ForkReader<'p> {
     plan: &'p Plan,
     fork: usize,
-    open: Option<(u64, std::fs::File)>,
+    open: Option<(u32, std::fs::File)>,
     page: Vec<u8>,
 }
 
@@ -194,12 +190,8 @@ impl<'p> ForkReader<'p> {
     fn block(&mut self, blkno: u32) -> Result<&[u8], String> {
         use std::os::unix::fs::FileExt;
         let relseg = u64::from(self.plan.control.relseg_size.max(1));
-        let segno = u64::from(blkno) / relseg;
-        let file = self.plan.forks[self.fork]
-            .segments()
-            .map(|i| &self.plan.dir.files[i])
-            .find(|f| u64::from(f.name.segno) == segno)
-            .ok_or_else(|| format!("no segment {segno} for block {blkno}"))?;
+        let (segno, file) = self.plan.segment_of_block(self.fork, u64::from(blkno));
+        let file = file.ok_or_else(|| format!("no segment {segno} for block {blkno}"))?;
         let again = |e: std::io::Error| {
             format!(
                 "could not read block {blkno} of {} again: {e}",

@@ -39,13 +39,18 @@ pub struct LiveMap {
 }
 
 impl LiveMap {
+    /// 64-bit words of one block's bitmap.
+    fn words_per_block(blcksz: u64) -> usize {
+        max_heap_tuples(blcksz).div_ceil(64) as usize
+    }
+
     /// Bytes a map of `blocks` blocks of `blcksz` bytes takes.
     pub fn bytes(blocks: u64, blcksz: u64) -> u64 {
-        blocks * max_heap_tuples(blcksz).div_ceil(64) * 8
+        blocks * LiveMap::words_per_block(blcksz) as u64 * 8
     }
 
     pub fn new(blocks: u64, blcksz: u64) -> LiveMap {
-        let words_per_block = max_heap_tuples(blcksz).div_ceil(64) as usize;
+        let words_per_block = LiveMap::words_per_block(blcksz);
         LiveMap {
             words: (0..blocks as usize * words_per_block)
                 .map(|_| AtomicU64::new(0))

@@ -11,10 +11,11 @@ use std::sync::Arc;
 
 use super::bloom::{Bloom, Slot};
 use super::exact::{LiveMap, Sums};
-use super::keys::{deform_into, fingerprint, small_word, KeyHasher, Span, ValueForm};
+use super::keys::{deform_into, fingerprint, small_word, KeyHasher, Span, Unkeyable, ValueForm};
 use super::{AllIndexed, Lacking, Method};
 use crate::btree_order::quick::{plain_key, plain_key_offset};
 use crate::btree_order::tuple::{decode_into, KeyTuple, StoredAs};
+use crate::catalog::attributes::Attribute;
 use crate::catalog::xact::CommitLog;
 use crate::extended::heap::{for_each_live_chain, set_live, HeapTuples};
 use crate::extended::tids::decode::btree_entry_tids;
@@ -340,24 +341,57 @@ fn values_key(idx: &AllIndexed, tuple: &[u8], values: &[Option<Span>]) -> Option
     keyed.ok().map(|()| k.finish())
 }
 
-/// The key hash of one live heap tuple for index `idx`, as [`probe_heap`] computes it.
-pub(super) fn heap_tuple_key(
-    idx: &AllIndexed,
-    tuple: &[u8],
-    h: &HeapTupleHeader,
-    values: &mut Vec<Option<Span>>,
-) -> Option<u64> {
-    if let Some(key) = idx
-        .heap_word
-        .and_then(|w| heap_word_key(tuple, h, idx.upto, w))
-    {
-        return Some(key);
+/// One heap tuple's key hashes for the indexes of its table: a key with a fixed place is read
+/// there, the others from one walk of the tuple (up to `upto`, the highest attribute any of
+/// the indexes needs), made on the first key that needs it.
+pub(super) struct TupleKeys<'t, 'v> {
+    tuple: &'t [u8],
+    h: &'t HeapTupleHeader,
+    attrs: &'t [Attribute],
+    upto: usize,
+    values: &'v mut Vec<Option<Span>>,
+    walked: Option<Result<(), Unkeyable>>,
+}
+
+impl<'t, 'v> TupleKeys<'t, 'v> {
+    #[inline]
+    pub(super) fn new(
+        tuple: &'t [u8],
+        h: &'t HeapTupleHeader,
+        attrs: &'t [Attribute],
+        upto: usize,
+        values: &'v mut Vec<Option<Span>>,
+    ) -> Self {
+        TupleKeys {
+            tuple,
+            h,
+            attrs,
+            upto,
+            values,
+            walked: None,
+        }
     }
-    let walked = deform_into(tuple, h, &idx.heap_attrs, idx.upto, values);
-    if walked.is_err() && idx.upto > values.len() {
-        return None;
+
+    /// The key hash for index `idx`; `None` when a key column's value cannot be hashed (in
+    /// TOAST, or missing from the tuple).
+    #[inline]
+    pub(super) fn key(&mut self, idx: &AllIndexed) -> Option<u64> {
+        let fixed = idx
+            .heap_word
+            .and_then(|w| heap_word_key(self.tuple, self.h, idx.upto, w));
+        if fixed.is_some() {
+            return fixed;
+        }
+        let (tuple, h, attrs, upto) = (self.tuple, self.h, self.attrs, self.upto);
+        let values = &mut *self.values;
+        let walked = *self
+            .walked
+            .get_or_insert_with(|| deform_into(tuple, h, attrs, upto, values));
+        if walked.is_err() && idx.upto > self.values.len() {
+            return None;
+        }
+        values_key(idx, self.tuple, self.values)
     }
-    values_key(idx, tuple, values)
 }
 
 /// Fingerprints, for every certainly live tuple of a heap page, its entry in each index of
@@ -383,11 +417,10 @@ pub fn probe_heap<'a>(
     // The table's indexes share one method; by sums the live roots are always kept.
     let live_map = first.exact().map(|(map, _)| map);
     let mut own_bits = std::mem::take(&mut scratch.bits);
-    let bits = match live {
+    let mut bits = match live {
         Some(bits) => Some(bits),
         None => live_map.is_some().then_some(&mut own_bits),
     };
-    let mut bits = bits;
     if let Some(b) = bits.as_deref_mut() {
         b.clear();
         b.resize(tuples.items.len().div_ceil(8), 0);
@@ -410,29 +443,10 @@ pub fn probe_heap<'a>(
         if let Some(bits) = bits.as_deref_mut() {
             set_live(bits, root);
         }
-        // The tuple is walked only for an index whose key has no fixed place.
-        let mut deformed = None;
+        let mut keys = TupleKeys::new(tuple, h, attrs, upto, values);
         for (n, idx) in indexes.iter().enumerate() {
-            let fixed = idx
-                .heap_word
-                .and_then(|w| heap_word_key(tuple, h, idx.upto, w));
-            let key = match fixed {
-                Some(key) => Some(key),
-                None => {
-                    let walked =
-                        *deformed.get_or_insert_with(|| deform_into(tuple, h, attrs, upto, values));
-                    if walked.is_err() && idx.upto > values.len() {
-                        None
-                    } else {
-                        values_key(idx, tuple, values)
-                    }
-                }
-            };
-            let Some(key) = key else {
+            let Some(key) = keys.key(idx) else {
                 not_checked[n] += 1;
-                if let Some((_, sums)) = idx.exact() {
-                    sums.set_aside(blkno);
-                }
                 continue;
             };
             checked[n] += 1;
@@ -447,21 +461,18 @@ pub fn probe_heap<'a>(
             }
         }
     });
+    // By sums, a block with a tuple not fingerprinted is set aside whole, and so is a page with
+    // more line pointers than its map holds (the standard checks let no such page through).
+    let overflow = live_map.is_some_and(|map| tuples.items.len() > map.capacity());
+    let aside = |not_checked: u64| overflow || not_checked > 0;
     if let (Some(map), Some(bits)) = (live_map, bits.as_deref()) {
-        // More line pointers than a heap page can hold (the standard checks let no such
-        // page through): the roots past the map could not be matched, so nothing is judged.
-        if tuples.items.len() > map.capacity() {
-            for (idx, n) in indexes.iter().zip(not_checked.iter_mut()) {
-                if let Some((_, sums)) = idx.exact() {
+        map.store(blkno, bits);
+        for (n, idx) in indexes.iter().enumerate() {
+            if let Some((_, sums)) = idx.exact() {
+                sums.store_heap(blkno, scratch.page_sums[n]);
+                if aside(scratch.not_checked[n]) {
                     sums.set_aside(blkno);
                 }
-                *n = n.saturating_add(1);
-            }
-        }
-        map.store(blkno, bits);
-        for (idx, &sum) in indexes.iter().zip(page_sums.iter()) {
-            if let Some((_, sums)) = idx.exact() {
-                sums.store_heap(blkno, sum);
             }
         }
     }
@@ -478,8 +489,7 @@ pub fn probe_heap<'a>(
     }
     for (n, idx) in indexes.iter().enumerate() {
         let (mut page_checked, mut page_not_checked) = (scratch.checked[n], scratch.not_checked[n]);
-        // By sums, a block with a tuple not fingerprinted is set aside whole.
-        if page_not_checked > 0 && idx.exact().is_some() {
+        if idx.exact().is_some() && aside(page_not_checked) {
             page_not_checked += std::mem::take(&mut page_checked);
         }
         let counts = scratch.counts(idx);

@@ -86,6 +86,23 @@ fn leaf_page(tuples: &[(LpFlags, Vec<u8>)]) -> (Vec<u8>, Vec<ItemId>) {
     (page, items)
 }
 
+/// The header and the B-tree special space of a page made by [`leaf_page`].
+fn header_and_opaque(page: &[u8]) -> (crate::page::PageHeader, BtPageOpaque) {
+    let h = crate::page::PageHeader::parse(page).expect("header");
+    let opaque = BtPageOpaque::parse(page, h.pd_special as usize).expect("opaque");
+    (h, opaque)
+}
+
+/// A leaf page as [`insert_leaf`] reads it (8-byte `MAXALIGN`).
+fn leaf_of<'p>(page: &'p [u8], opaque: &'p BtPageOpaque, items: &'p [ItemId]) -> LeafPage<'p> {
+    LeafPage {
+        page,
+        opaque,
+        items,
+        max_align: 8,
+    }
+}
+
 /// An int4 index of table columns 1..=columns, for heap -> index by a filter.
 fn int4_index(columns: usize) -> AllIndexed {
     int4_index_by(columns, Method::Filter(Bloom::with_bits(1 << 16, 16)))
@@ -126,7 +143,6 @@ fn the_leaf_walk_collects_the_tids_the_tid_check_reads() {
     use crate::extended::tids::decode::page_tids;
     use crate::extended::tids::IndexAm;
     use crate::layout::btree::{BT_IS_POSTING, INDEX_ALT_TID_MASK};
-    use crate::page::PageHeader;
     let key = |k: i32, more: usize| k.to_le_bytes().repeat(more + 1);
     let posting = |more: usize| {
         // Posting list after the 8-byte header and the key (MAXALIGNed), two TIDs.
@@ -147,16 +163,10 @@ fn the_leaf_walk_collects_the_tids_the_tid_check_reads() {
             (LpFlags::Dead, broken),
             (LpFlags::Normal, leaf_tuple((1 << 17, 1), 0, &key(2, more))),
         ]);
-        let h = PageHeader::parse(&page).expect("header");
-        let opaque = BtPageOpaque::parse(&page, h.pd_special as usize).expect("opaque");
+        let (h, opaque) = header_and_opaque(&page);
         let mut expected = Vec::new();
         let undecoded = page_tids(IndexAm::Btree, &page, &h, &items, &mut expected);
-        let leaf = LeafPage {
-            page: &page,
-            opaque: &opaque,
-            items: &items,
-            max_align: 8,
-        };
+        let leaf = leaf_of(&page, &opaque, &items);
         let mut got = Vec::new();
         let walked = insert_leaf(&idx, leaf, &mut Scratch::default(), Some(&mut got));
         assert_eq!(walked, Some(undecoded), "{more} more columns");
@@ -211,14 +221,8 @@ fn by_sums_a_leaf_subtracts_and_confirms_only_the_tids_of_live_roots() {
         (LpFlags::Normal, leaf_tuple((5, 3), 0, &9i32.to_le_bytes())),
         (LpFlags::Dead, leaf_tuple((8, 2), 0, &1i32.to_le_bytes())),
     ]);
-    let h = crate::page::PageHeader::parse(&page).expect("header");
-    let opaque = BtPageOpaque::parse(&page, h.pd_special as usize).expect("opaque");
-    let leaf = LeafPage {
-        page: &page,
-        opaque: &opaque,
-        items: &items,
-        max_align: 8,
-    };
+    let (_, opaque) = header_and_opaque(&page);
+    let leaf = leaf_of(&page, &opaque, &items);
     let mut scratch = Scratch::default();
     let mut tids = Vec::new();
     assert_eq!(

@@ -6,7 +6,7 @@
 //! index itself and give nothing.
 
 use super::IndexAm;
-use crate::layout::btree::{flags as bf, leaf_tuple_tids, BtPageOpaque, P_NONE};
+use crate::layout::btree::{leaf_tuple_tids, BtPageOpaque, P_NONE};
 use crate::layout::heap::ItemPointer;
 use crate::layout::itemid::ItemId;
 use crate::layout::{le_u16, le_u32};
@@ -108,7 +108,7 @@ fn btree_leaf(page: &[u8], special: usize, items: &[ItemId], out: &mut Vec<(u32,
     let Some(o) = BtPageOpaque::parse(page, special) else {
         return 0;
     };
-    if !o.is_leaf() || o.btpo_flags & (bf::BTP_DELETED | bf::BTP_HALF_DEAD) != 0 {
+    if !o.is_live_leaf() {
         return 0;
     }
     // P_FIRSTDATAKEY: offset 1 is the high key (a pivot) unless the page is rightmost.
