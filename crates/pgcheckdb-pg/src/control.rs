@@ -3,6 +3,7 @@
 //! Reads the fields pgcheckdb needs, checks the CRC-32C and the sanity rules, and can write the
 //! file back with a new `data_checksum_version` (used by `checksums enable|disable`).
 
+use crate::layout::toast::toast_max_chunk_size;
 use pgcheckdb_scan::open::read_regular;
 use std::fmt;
 use std::path::Path;
@@ -33,7 +34,13 @@ mod offset {
     pub const FLOAT_FORMAT: usize = 208;
     pub const BLCKSZ: usize = 216;
     pub const RELSEG_SIZE: usize = 220;
+    pub const XLOG_BLCKSZ: usize = 224;
     pub const XLOG_SEG_SIZE: usize = 228;
+    pub const NAME_DATA_LEN: usize = 232;
+    pub const INDEX_MAX_KEYS: usize = 236;
+    pub const TOAST_MAX_CHUNK_SIZE: usize = 240;
+    pub const LOBLKSIZE: usize = 244;
+    pub const FLOAT8_BY_VAL: usize = 248;
     pub const DATA_CHECKSUM_VERSION: usize = 252;
 }
 
@@ -210,7 +217,19 @@ pub struct ControlFile {
     pub max_align: u32,
     pub blcksz: u32,
     pub relseg_size: u32,
+    /// `xlog_blcksz`: the WAL's page size.
+    pub xlog_blcksz: u32,
     pub xlog_seg_size: u32,
+    /// `nameDataLen`: `NAMEDATALEN` of the build that made the cluster.
+    pub name_data_len: u32,
+    /// `indexMaxKeys`: `INDEX_MAX_KEYS`, which sizes an index tuple's null bitmap.
+    pub index_max_keys: u32,
+    /// `toast_max_chunk_size`: `TOAST_MAX_CHUNK_SIZE`.
+    pub toast_max_chunk_size: u32,
+    /// `loblksize`: `LOBLKSIZE`, a quarter of the block size.
+    pub loblksize: u32,
+    /// `float8ByVal`, a bool stored in one byte.
+    pub float8_by_val: u8,
     pub data_checksum_version: u32,
 }
 
@@ -223,6 +242,12 @@ fn read_u64(b: &[u8], off: usize) -> u64 {
     a.copy_from_slice(&b[off..off + 8]);
     u64::from_le_bytes(a)
 }
+
+/// `NAMEDATALEN` and `INDEX_MAX_KEYS` of the builds pgcheckdb reads (PostgreSQL's defaults).
+const NAMEDATALEN: u32 = crate::catalog::layouts::NAMEDATALEN as u32;
+pub const INDEX_MAX_KEYS: usize = 32;
+/// `relseg_size` can be at most `MaxBlockNumber`'s range.
+const MAX_RELSEG_SIZE: u32 = u32::MAX >> 1;
 
 /// Largest `pg_control` read: PostgreSQL writes `PG_CONTROL_FILE_SIZE` (8192) bytes.
 const MAX_CONTROL_FILE_LEN: u64 = 64 << 10;
@@ -293,7 +318,13 @@ impl ControlFile {
             max_align: read_u32(&raw, offset::MAX_ALIGN),
             blcksz: read_u32(&raw, offset::BLCKSZ),
             relseg_size: read_u32(&raw, offset::RELSEG_SIZE),
+            xlog_blcksz: read_u32(&raw, offset::XLOG_BLCKSZ),
             xlog_seg_size: read_u32(&raw, offset::XLOG_SEG_SIZE),
+            name_data_len: read_u32(&raw, offset::NAME_DATA_LEN),
+            index_max_keys: read_u32(&raw, offset::INDEX_MAX_KEYS),
+            toast_max_chunk_size: read_u32(&raw, offset::TOAST_MAX_CHUNK_SIZE),
+            loblksize: read_u32(&raw, offset::LOBLKSIZE),
+            float8_by_val: raw[offset::FLOAT8_BY_VAL],
             data_checksum_version: read_u32(&raw, offset::DATA_CHECKSUM_VERSION),
             raw,
         };
@@ -303,6 +334,10 @@ impl ControlFile {
         Ok(control)
     }
 
+    /// The rules the server applies to `pg_control` at start-up, for the values any build of
+    /// PostgreSQL can have: each broken rule is refused with the field's name. Fields that
+    /// follow from another (`loblksize`, `toast_max_chunk_size` from `blcksz`) must agree with
+    /// it, so that one forged or flipped field is caught rather than read as page damage.
     fn check_sanity(&self) -> Result<(), String> {
         let float = f64::from_le_bytes(
             self.raw[offset::FLOAT_FORMAT..offset::FLOAT_FORMAT + 8]
@@ -314,25 +349,74 @@ impl ControlFile {
                 "floatFormat is {float}, expected {FLOATFORMAT_VALUE}"
             ));
         }
-        if !self.blcksz.is_power_of_two() || !(1024..=32768).contains(&self.blcksz) {
-            return Err(format!(
-                "block size {} is not a power of two in 1024..32768",
-                self.blcksz
-            ));
-        }
-        if self.relseg_size == 0 {
-            return Err("relseg_size is 0".into());
+        if let DbState::Unknown(v) = self.state {
+            return Err(format!("state {v} is not a DBState"));
         }
         if !matches!(self.max_align, 4 | 8) {
             return Err(format!("maxAlign {} is not 4 or 8", self.max_align));
+        }
+        if !self.blcksz.is_power_of_two() || !(1024..=32768).contains(&self.blcksz) {
+            return Err(format!(
+                "blcksz {} is not a power of two in 1024..32768",
+                self.blcksz
+            ));
+        }
+        if self.relseg_size == 0 || self.relseg_size > MAX_RELSEG_SIZE {
+            return Err(format!(
+                "relseg_size {} is not in 1..{MAX_RELSEG_SIZE}",
+                self.relseg_size
+            ));
+        }
+        if !self.xlog_blcksz.is_power_of_two() || !(1024..=65536).contains(&self.xlog_blcksz) {
+            return Err(format!(
+                "xlog_blcksz {} is not a power of two in 1024..65536",
+                self.xlog_blcksz
+            ));
         }
         if !self.xlog_seg_size.is_power_of_two()
             || !(1 << 20..=1 << 30).contains(&self.xlog_seg_size)
         {
             return Err(format!(
-                "WAL segment size {} is not a power of two in 1MB..1GB",
+                "xlog_seg_size {} is not a power of two in 1MB..1GB",
                 self.xlog_seg_size
             ));
+        }
+        self.check_build_constants()
+    }
+
+    /// The build's constants that pgcheckdb's readers depend on, and the fields derived from
+    /// the block size.
+    fn check_build_constants(&self) -> Result<(), String> {
+        if self.name_data_len != NAMEDATALEN {
+            return Err(format!(
+                "nameDataLen {} is not {NAMEDATALEN} (pgcheckdb reads catalogs of builds with the default NAMEDATALEN)",
+                self.name_data_len
+            ));
+        }
+        if self.index_max_keys as usize != INDEX_MAX_KEYS {
+            return Err(format!(
+                "indexMaxKeys {} is not {INDEX_MAX_KEYS} (pgcheckdb reads index tuples of builds with the default INDEX_MAX_KEYS)",
+                self.index_max_keys
+            ));
+        }
+        if self.loblksize != self.blcksz / 4 {
+            return Err(format!(
+                "loblksize {} does not match blcksz {} (it is always blcksz / 4): one of the two is wrong",
+                self.loblksize, self.blcksz
+            ));
+        }
+        let chunk = toast_max_chunk_size(self.blcksz as usize, self.max_align as usize);
+        if chunk != Some(self.toast_max_chunk_size) {
+            return Err(format!(
+                "toast_max_chunk_size {} does not match blcksz {} and maxAlign {} (expected {}): one of them is wrong",
+                self.toast_max_chunk_size,
+                self.blcksz,
+                self.max_align,
+                chunk.map_or("none".into(), |c| c.to_string())
+            ));
+        }
+        if self.float8_by_val > 1 {
+            return Err(format!("float8ByVal {} is not a bool", self.float8_by_val));
         }
         Ok(())
     }
@@ -443,7 +527,13 @@ pub(crate) mod tests {
         b[208..216].copy_from_slice(&FLOATFORMAT_VALUE.to_le_bytes());
         b[216..220].copy_from_slice(&8192u32.to_le_bytes());
         b[220..224].copy_from_slice(&131072u32.to_le_bytes());
+        b[224..228].copy_from_slice(&8192u32.to_le_bytes());
         b[228..232].copy_from_slice(&(16u32 << 20).to_le_bytes());
+        b[232..236].copy_from_slice(&64u32.to_le_bytes());
+        b[236..240].copy_from_slice(&32u32.to_le_bytes());
+        b[240..244].copy_from_slice(&1996u32.to_le_bytes());
+        b[244..248].copy_from_slice(&2048u32.to_le_bytes());
+        b[248] = 1;
         b[252..256].copy_from_slice(&checksum.to_le_bytes());
         let crc_off = if version == 1800 { 292 } else { 288 };
         let crc = crc32c::crc32c(&b[..crc_off]);
@@ -497,6 +587,61 @@ pub(crate) mod tests {
         let d = ControlFile::parse(out, "x").expect("rewritten file valid");
         assert_eq!(d.checksum_state(), ChecksumState::On);
         assert_eq!(d.time, 42);
+    }
+
+    /// `image` with the little-endian `u32` at `off` replaced and the CRC made valid again.
+    fn with_field(version: u32, off: usize, value: u32) -> Vec<u8> {
+        let mut b = image(version, 202506291, 1);
+        b[off..off + 4].copy_from_slice(&value.to_le_bytes());
+        let crc_off = if version == 1800 { 292 } else { 288 };
+        let crc = crc32c::crc32c(&b[..crc_off]);
+        b[crc_off..crc_off + 4].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn each_start_up_rule_names_its_field() {
+        for (off, value, field) in [
+            (offset::XLOG_BLCKSZ, 1, "xlog_blcksz"),
+            (offset::BLCKSZ, 4096, "loblksize"),
+            (offset::BLCKSZ, 8000, "blcksz"),
+            (offset::RELSEG_SIZE, 0, "relseg_size"),
+            (offset::XLOG_SEG_SIZE, 12345, "xlog_seg_size"),
+            (offset::NAME_DATA_LEN, 32, "nameDataLen"),
+            (offset::INDEX_MAX_KEYS, 64, "indexMaxKeys"),
+            (offset::TOAST_MAX_CHUNK_SIZE, 2000, "toast_max_chunk_size"),
+            (offset::LOBLKSIZE, 4096, "loblksize"),
+            (offset::STATE, 99, "state"),
+            (offset::MAX_ALIGN, 2, "maxAlign"),
+        ] {
+            match ControlFile::parse(with_field(1800, off, value), "x") {
+                Err(ControlFileError::Insane { what, .. }) => {
+                    assert!(what.starts_with(field), "{field}: {what}")
+                }
+                other => panic!("{field} = {value} accepted: {other:?}"),
+            }
+        }
+        let mut b = image(1300, 202209061, 1);
+        b[offset::FLOAT8_BY_VAL] = 7;
+        let crc = crc32c::crc32c(&b[..288]);
+        b[288..292].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(
+            ControlFile::parse(b, "x"),
+            Err(ControlFileError::Insane { what, .. }) if what.starts_with("float8ByVal")
+        ));
+    }
+
+    #[test]
+    fn a_consistent_other_block_size_is_read() {
+        let mut b = image(1800, 202506291, 1);
+        b[offset::BLCKSZ..offset::BLCKSZ + 4].copy_from_slice(&4096u32.to_le_bytes());
+        b[offset::LOBLKSIZE..offset::LOBLKSIZE + 4].copy_from_slice(&1024u32.to_le_bytes());
+        b[offset::TOAST_MAX_CHUNK_SIZE..offset::TOAST_MAX_CHUNK_SIZE + 4]
+            .copy_from_slice(&972u32.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..292]);
+        b[292..296].copy_from_slice(&crc.to_le_bytes());
+        let c = ControlFile::parse(b, "x").expect("a 4 kB build's control file");
+        assert_eq!((c.blcksz, c.toast_max_chunk_size), (4096, 972));
     }
 
     #[test]

@@ -39,8 +39,8 @@ pub struct StoredAs {
     pub align: usize,
 }
 
-/// `INDEX_MAX_KEYS`: the most columns an index has.
-pub const INDEX_MAX_KEYS: usize = 32;
+/// `INDEX_MAX_KEYS`: the most columns an index has (pg_control says the cluster's).
+pub use crate::control::INDEX_MAX_KEYS;
 
 /// The decoded parts of one index tuple: where each key attribute lies in the item. No
 /// allocation and a small copy: this runs for every index item the standard level reads.

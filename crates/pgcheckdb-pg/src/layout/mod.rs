@@ -7,6 +7,7 @@ pub mod hash;
 pub mod heap;
 pub mod itemid;
 pub mod special;
+pub mod toast;
 
 /// Little-endian `u16` at `off`, if in bounds.
 pub(crate) fn le_u16(b: &[u8], off: usize) -> Option<u16> {

@@ -177,6 +177,12 @@ pub fn amcheck_heapallindexed(cluster: &pgcheckdb_testkit::Cluster) -> (bool, St
 /// crash leaves it) and recomputes its CRC, for the checks that depend on how the cluster
 /// stopped.
 pub fn set_db_state(datadir: &Path, state: u32) {
+    set_control_u32(datadir, 16, state);
+}
+
+/// Sets the little-endian `u32` at byte `at` of `pg_control` and recomputes its CRC (found where
+/// the stored value matches), as a forged or bit-flipped file with a valid CRC would be.
+pub fn set_control_u32(datadir: &Path, at: usize, value: u32) {
     let path = datadir.join("global/pg_control");
     let mut raw = std::fs::read(&path).expect("read pg_control");
     let stored = |raw: &[u8], at: usize| u32::from_le_bytes(raw[at..at + 4].try_into().unwrap());
@@ -184,7 +190,7 @@ pub fn set_db_state(datadir: &Path, state: u32) {
         .step_by(4)
         .find(|&at| crc32c::crc32c(&raw[..at]) == stored(&raw, at))
         .expect("the CRC of pg_control");
-    raw[16..20].copy_from_slice(&state.to_le_bytes());
+    raw[at..at + 4].copy_from_slice(&value.to_le_bytes());
     let crc = crc32c::crc32c(&raw[..crc_at]);
     raw[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&path, &raw).expect("write pg_control");

@@ -75,29 +75,6 @@ pub struct ToastInfo {
     pub max_chunk: u32,
 }
 
-/// `sizeof(ItemIdData)`, `SizeofHeapTupleHeader`, `SizeOfPageHeaderData`, `sizeof(Oid)`,
-/// `sizeof(int32)`, `VARHDRSZ`.
-const ITEM_ID: usize = 4;
-const HEAP_TUPLE_HEADER: usize = 23;
-const PAGE_HEADER: usize = 24;
-const CHUNK_ID: usize = 4;
-const CHUNK_SEQ: usize = 4;
-const VARHDRSZ: usize = 4;
-/// `EXTERN_TUPLES_PER_PAGE`: TOAST chunks are sized so that four fit on a page.
-const EXTERN_TUPLES_PER_PAGE: usize = 4;
-
-/// `TOAST_MAX_CHUNK_SIZE` for a block size and `MAXALIGN` (1996 for 8 kB pages, 8-byte
-/// alignment): the largest chunk tuple that lets four fit on a page, less its header, its
-/// `chunk_id` and `chunk_seq` and the data's 4-byte varlena header.
-pub fn toast_max_chunk_size(blcksz: usize, max_align: usize) -> u32 {
-    let align = |n: usize| n.div_ceil(max_align) * max_align;
-    let align_down = |n: usize| n / max_align * max_align;
-    let per_tuple = align_down(
-        (blcksz - align(PAGE_HEADER + EXTERN_TUPLES_PER_PAGE * ITEM_ID)) / EXTERN_TUPLES_PER_PAGE,
-    );
-    (per_tuple - align(HEAP_TUPLE_HEADER) - CHUNK_ID - CHUNK_SEQ - VARHDRSZ) as u32
-}
-
 /// Plans the TOAST check: sets the heap flags of every table with a TOAST relation whose
 /// forks are both in the run, and returns the TOAST relations by fork. Nothing when the
 /// cluster was not shut down cleanly (see the module comment).
@@ -121,10 +98,8 @@ pub fn plan_toast(
         .filter(|(_, r)| r.kind == RelKind::Toast)
         .map(|(k, r)| ((k.0, r.oid), *k))
         .collect();
-    let max_chunk = toast_max_chunk_size(
-        plan.control.blcksz as usize,
-        plan.control.max_align.max(1) as usize,
-    );
+    // pg_control's own value, checked against the block size when the file was read.
+    let max_chunk = plan.control.toast_max_chunk_size;
     for (key, &main_fork) in fork_of_key {
         let Some(rel) = catalog.relations.get(key) else {
             continue;
@@ -164,16 +139,4 @@ pub fn plan_toast(
         );
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn chunk_size_follows_block_size_and_alignment() {
-        assert_eq!(toast_max_chunk_size(8192, 8), 1996);
-        assert_eq!(toast_max_chunk_size(4096, 8), 972);
-        assert_eq!(toast_max_chunk_size(32768, 8), 8140);
-    }
 }

@@ -1,0 +1,72 @@
+//! A `pg_control` with a valid CRC but a value no server accepts at start-up is one refusal
+//! naming the field (exit 1), never "no corruption" and never a flood of page findings: an
+//! impossible `xlog_blcksz`, and a `blcksz` that disagrees with the fields derived from it.
+//! The real server of each version refuses the same file, so the refusal is PostgreSQL's own.
+
+mod common;
+
+use pgcheckdb_testkit::run::{self, Run};
+use pgcheckdb_testkit::{Cluster, ClusterOptions, MAJORS};
+
+use common::{assert_status, bin, set_control_u32};
+
+/// Byte offsets in `ControlFileData` (the same in 14-18).
+const BLCKSZ_AT: usize = 216;
+const XLOG_BLCKSZ_AT: usize = 224;
+
+fn verify(cluster: &Cluster, level: &str) -> Run {
+    let d = cluster.datadir().to_string_lossy().into_owned();
+    run::pgcheckdb(
+        &bin(),
+        &["verify", "-D", &d, "--level", level, "--format", "json"],
+        None,
+    )
+}
+
+/// Exit 1, one stderr line naming `field`, and a JSON summary carrying the error.
+fn assert_refused(run: &Run, field: &str) {
+    assert_status(run, 1, field);
+    let lines = run.stderr_lines();
+    assert_eq!(lines.len(), 1, "one stderr line expected\n{run}");
+    assert!(lines[0].contains(field), "the line names {field}\n{run}");
+    assert!(run.findings.is_empty(), "no findings expected\n{run}");
+    let error = run.summary()["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(field),
+        "the summary carries the error\n{run}"
+    );
+}
+
+/// The server of the cluster's own version refuses to start on the edited `pg_control`.
+fn assert_server_refuses(cluster: &mut Cluster) {
+    assert!(
+        cluster.start().is_err(),
+        "PostgreSQL {} started on a pg_control it should refuse",
+        cluster.major()
+    );
+}
+
+#[test]
+fn impossible_control_values_are_one_refusal_on_every_version() {
+    for major in MAJORS {
+        let mut cluster =
+            Cluster::init_temp(&ClusterOptions::new(major, major % 2 == 0)).expect("initdb");
+        let clean = verify(&cluster, "standard");
+        assert_status(&clean, 0, "fresh cluster");
+
+        set_control_u32(cluster.datadir(), XLOG_BLCKSZ_AT, 1);
+        for level in ["physical", "standard", "extended"] {
+            assert_refused(&verify(&cluster, level), "xlog_blcksz");
+        }
+        assert_server_refuses(&mut cluster);
+
+        set_control_u32(cluster.datadir(), XLOG_BLCKSZ_AT, 8192);
+        assert_status(&verify(&cluster, "standard"), 0, "xlog_blcksz restored");
+
+        set_control_u32(cluster.datadir(), BLCKSZ_AT, 4096);
+        for level in ["physical", "standard"] {
+            assert_refused(&verify(&cluster, level), "blcksz");
+        }
+        assert_server_refuses(&mut cluster);
+    }
+}
