@@ -143,6 +143,9 @@ pub enum FindingKind {
     BackupFileUnexpected,
     /// `backup_manifest` cannot be parsed or its own checksum does not match its text.
     BackupManifestInvalid,
+    /// A tar-format backup's member that the checks need is larger than PostgreSQL ever makes
+    /// a file of its kind (a `pg_xact` segment of gigabytes): not unpacked.
+    BackupFileOversized,
     /// `verify --online` with a connection: a page's `pd_lsn` is beyond the end of the WAL the
     /// server has written (a standby: received or replayed), re-read after the end was asked.
     PageLsnInFuture,
@@ -209,6 +212,7 @@ impl FindingKind {
             FindingKind::BackupFileMissing => "backup_file_missing",
             FindingKind::BackupFileUnexpected => "backup_file_unexpected",
             FindingKind::BackupManifestInvalid => "backup_manifest_invalid",
+            FindingKind::BackupFileOversized => "backup_file_oversized",
             FindingKind::PageLsnInFuture => "page_lsn_in_future",
             FindingKind::IndexGraphInvalid => "index_graph_invalid",
         }
@@ -269,6 +273,7 @@ impl FindingKind {
         FindingKind::BackupFileMissing,
         FindingKind::BackupFileUnexpected,
         FindingKind::BackupManifestInvalid,
+        FindingKind::BackupFileOversized,
         FindingKind::PageLsnInFuture,
         FindingKind::IndexGraphInvalid,
     ];

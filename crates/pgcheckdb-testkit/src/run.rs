@@ -126,6 +126,12 @@ pub fn pgcheckdb<S: AsRef<OsStr>>(bin: &Path, args: &[S], user: Option<&RunAs>) 
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("could not run {}: {e}", bin.display()));
+    parse(out)
+}
+
+/// A finished run's output: its status, and stdout parsed as JSON Lines when every line is
+/// JSON.
+pub fn parse(out: std::process::Output) -> Run {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let mut run = Run {

@@ -12,6 +12,7 @@ use pgcheckdb_pg::backup::manifest::{self, SeenFiles};
 use pgcheckdb_pg::backup::tar::scan::TarSource;
 use pgcheckdb_pg::backup::tar::{is_tar_backup, TarBackup};
 use pgcheckdb_pg::backup::{self, Backup, BackupSummary};
+use pgcheckdb_pg::finding::{Finding, FindingKind, Severity};
 use pgcheckdb_pg::verify::{self, Level, Plan, Structure, VerifyOptions, VerifyReport};
 use pgcheckdb_scan::Progress;
 
@@ -84,13 +85,35 @@ pub fn scan(
     ))
 }
 
-/// Compares the members the second pass saw with `backup_manifest` (beside the archives).
+/// One finding per member larger than PostgreSQL makes a file of its kind.
+fn oversized_findings(tar: &TarBackup) -> Vec<Finding> {
+    tar.oversized
+        .iter()
+        .map(|m| {
+            let mut f = Finding::for_file(
+                FindingKind::BackupFileOversized,
+                Severity::Error,
+                &m.path,
+                format!(
+                    "{} bytes, more than {} can be ({} bytes): not unpacked, and not read by the checks that need it",
+                    m.size, m.what, m.cap
+                ),
+            );
+            f.detail = serde_json::json!({ "size": m.size, "max_size": m.cap });
+            f
+        })
+        .collect()
+}
+
+/// Compares the members the second pass saw with `backup_manifest` (beside the archives), and
+/// reports the needed members the first pass would not unpack.
 pub fn check_manifest(
     tar: &TarBackup,
     mut streamed: Streamed,
     report: &mut VerifyReport,
     summary: &mut BackupSummary,
 ) -> Result<(), String> {
+    backup::add_findings(report, oversized_findings(tar));
     let Some(bytes) = manifest::read_manifest(&tar.dir)? else {
         return Ok(());
     };

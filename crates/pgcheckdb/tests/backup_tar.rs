@@ -508,6 +508,157 @@ fn tar_backups(major: u32) {
     let run = run::pgcheckdb(&common::bin(), &["verify", "-D", &d], c.user());
     common::assert_status(&run, 1, "-D on tar");
     assert!(run.stderr.contains("--backup"), "{run}");
+
+    let gz = formats
+        .iter()
+        .position(|f| f.name == "gz")
+        .expect("gz format");
+    forged_members_are_bounded_and_staged_privately(&c, &dirs[gz]);
+}
+
+/// A tar member header for a regular file `name` of `size` bytes (ustar, mode 0600).
+fn member_header(name: &str, size: usize) -> [u8; 512] {
+    let mut h = [0u8; 512];
+    h[..name.len()].copy_from_slice(name.as_bytes());
+    h[100..108].copy_from_slice(b"0000600\0");
+    h[108..116].copy_from_slice(b"0000000\0");
+    h[116..124].copy_from_slice(b"0000000\0");
+    h[124..136].copy_from_slice(format!("{size:011o}\0").as_bytes());
+    h[136..148].copy_from_slice(b"00000000000\0");
+    h[156] = b'0';
+    h[257..265].copy_from_slice(b"ustar\x0000");
+    h[148..156].copy_from_slice(b"        ");
+    let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+    h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    h
+}
+
+/// Puts members of zeros in front of an uncompressed tar's first member.
+fn prepend_zero_members(tar: &mut Vec<u8>, members: &[(&str, usize)]) {
+    let mut front = Vec::new();
+    for &(name, size) in members {
+        front.extend_from_slice(&member_header(name, size));
+        front.resize(front.len() + size.next_multiple_of(512), 0);
+    }
+    tar.splice(0..0, front);
+}
+
+/// `root` and every directory and file under it (not following links): whether it is a
+/// directory, and its mode bits.
+fn modes_under(root: &Path) -> Vec<(PathBuf, bool, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |m: &std::fs::Metadata| m.permissions().mode() & 0o7777;
+    let mut out = Vec::new();
+    if let Ok(meta) = std::fs::symlink_metadata(root) {
+        out.push((root.to_path_buf(), meta.is_dir(), mode(&meta)));
+    }
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(e.path());
+            }
+            out.push((e.path(), meta.is_dir(), mode(&meta)));
+        }
+    }
+    out
+}
+
+/// A gzip backup whose `base.tar` starts with members a forged archive could hold: 256 MiB
+/// of zeros where nothing is needed (`junk/bomb.bin`), under `pg_xact/` with a name that is no
+/// segment's, and a `pg_xact` segment of 2 MiB (32 pages of the largest block size are 1 MiB).
+/// None of them is unpacked; the oversized segment is a finding, the others only what the
+/// manifest says of unlisted files. While the run is inside its second pass (the staging
+/// complete), it is stopped and its staging directory read: 0700 directories and 0600 files,
+/// the catalogs (pg_authid among them) there, nothing of the forged members. The directory is
+/// gone after the run.
+fn forged_members_are_bounded_and_staged_privately(c: &Cluster, backup: &Path) {
+    let forged = c.work_dir().join("gz_forged");
+    let bombs: [(&str, usize); 3] = [
+        ("junk/bomb.bin", 256 << 20),
+        ("pg_xact/bomb", 64 << 20),
+        ("pg_xact/0FFF", 2 << 20),
+    ];
+    let edit = |tar: &mut Vec<u8>| prepend_zero_members(tar, &bombs);
+    copy_with(backup, &forged, &[("base", &edit)]);
+    let tmp = c.work_dir().join("private_tmp");
+    std::fs::create_dir_all(&tmp).expect("mkdir tmp");
+    let d = forged.display().to_string();
+    let child = std::process::Command::new(common::bin())
+        .args(["verify", "--backup", &d, "--format", "json"])
+        .env("TMPDIR", &tmp)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start pgcheckdb");
+    let pid = child.id() as i32;
+    let staged_control = || {
+        std::fs::read_dir(&tmp)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.join("global/pg_control").exists())
+    };
+    let started = std::time::Instant::now();
+    let staging = loop {
+        if let Some(dir) = staged_control() {
+            // SAFETY: stopping our own child, continued below.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            break dir;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the staging directory never held pg_control"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let modes = modes_under(&staging);
+    // SAFETY: continuing our own child.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let out = child.wait_with_output().expect("wait for pgcheckdb");
+    let run = run::parse(out);
+
+    assert!(
+        !staging.exists(),
+        "the staging directory is removed after the run"
+    );
+    assert!(
+        modes.iter().any(|(p, _, _)| p.ends_with("global/1260")),
+        "pg_authid is staged: {modes:?}"
+    );
+    for (path, is_dir, mode) in &modes {
+        let rel = path.strip_prefix(&staging).expect("under staging");
+        let want = if *is_dir { 0o700 } else { 0o600 };
+        assert_eq!(*mode, want, "{} is not private", rel.display());
+        assert!(
+            !rel.starts_with("junk")
+                && !rel.starts_with("pg_xact/bomb")
+                && !rel.starts_with("pg_xact/0FFF"),
+            "a forged member was unpacked: {}",
+            rel.display()
+        );
+    }
+    common::assert_status(&run, 2, "forged gz backup");
+    let expected: BTreeSet<Key> = [
+        Key::new("backup_file_oversized", "pg_xact/0FFF", None),
+        Key::new("backup_file_unexpected", "pg_xact/0FFF", None),
+        Key::new("backup_file_unexpected", "pg_xact/bomb", None),
+        Key::new("backup_file_unexpected", "junk/bomb.bin", None),
+    ]
+    .into_iter()
+    .collect();
+    common::assert_problems(&run, &expected, "forged gz backup");
+    let f = common::finding(
+        &run,
+        &Key::new("backup_file_oversized", "pg_xact/0FFF", None),
+    );
+    assert_eq!(f["detail"]["size"], 2 << 20, "{run}");
 }
 
 #[test]

@@ -12,9 +12,13 @@
 //!    relation files of system catalogs (file number below `FirstNormalObjectId`, plus the
 //!    files a relation map or the catalogs name for a system relation, fetched by one more
 //!    pass after a `VACUUM FULL` of a catalog gave it a new file number). Those few files are
-//!    written to a private staging directory (removed when the run ends) so that the
-//!    file-based readers of the control file, the catalogs, `pg_xact` and the WAL are reused
-//!    unchanged. It also lists every regular member: the relation files become the plan.
+//!    written to a private staging directory (mode 0700, a random name, files 0600 created
+//!    with `O_EXCL|O_NOFOLLOW`; removed when the run ends) so that the file-based readers of
+//!    the control file, the catalogs, `pg_xact` and the WAL are reused unchanged. Only the
+//!    members those readers open are staged ([`needed_member`]), each at most as large as
+//!    PostgreSQL ever makes a file of its kind: a larger one is set aside and reported, never
+//!    unpacked, so a forged archive cannot fill the temporary disk. It also lists every
+//!    regular member: the relation files become the plan.
 //! 2. [`scan::scan`] reads the data archives again and hands each relation file's whole
 //!    blocks to the same page checks as `verify -D` (a [`crate::verify::BlockSource`]), and
 //!    computes each member's manifest checksum in that same read.
@@ -30,6 +34,7 @@ pub mod scan;
 use std::collections::HashSet;
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -90,7 +95,25 @@ pub struct TarBackup {
     staging: tempfile::TempDir,
     /// The relation files staged, by `(database, tablespace, file number)`.
     staged: HashSet<(u32, u32, u32)>,
+    /// Needed members larger than PostgreSQL makes a file of their kind: not staged.
+    pub oversized: Vec<Oversized>,
 }
+
+/// A member the readers need that is larger than any file PostgreSQL writes there.
+#[derive(Debug, Clone)]
+pub struct Oversized {
+    /// Path in the data directory.
+    pub path: String,
+    pub size: u64,
+    /// What the file should be, and the most PostgreSQL writes there.
+    pub what: &'static str,
+    pub cap: u64,
+}
+
+/// The mode of the staging directory and of every file staged in it: the catalogs staged
+/// include `pg_authid` (password hashes), so nobody else may read them.
+const PRIVATE_DIR_MODE: u32 = 0o700;
+const PRIVATE_FILE_MODE: u32 = 0o600;
 
 /// Whether `dir` holds a tar-format backup (a `base.tar*`); [`find_archives`] says what is
 /// wrong with it, if anything.
@@ -177,6 +200,7 @@ impl TarBackup {
         let archives = find_archives(dir)?;
         let staging = tempfile::Builder::new()
             .prefix("pgcheckdb-tar-")
+            .permissions(fs::Permissions::from_mode(PRIVATE_DIR_MODE))
             .tempdir()
             .map_err(|e| format!("could not create a staging directory: {e}"))?;
         let mut backup = TarBackup {
@@ -185,6 +209,7 @@ impl TarBackup {
             members: Vec::new(),
             staging,
             staged: HashSet::new(),
+            oversized: Vec::new(),
         };
         backup.stage(&Wanted::First, cancelled)?;
         // A catalog rewritten by VACUUM FULL has a file number past the initdb range: the
@@ -219,6 +244,7 @@ impl TarBackup {
                 list: first && tar.role != Role::Wal,
                 members: &mut self.members,
                 staged: &mut self.staged,
+                oversized: &mut self.oversized,
                 cancelled,
                 out: None,
                 error: None,
@@ -327,6 +353,25 @@ impl TarBackup {
     }
 }
 
+/// Creates `dir` and its missing parents inside the staging directory, each 0700.
+fn create_private_dirs(dir: &Path) -> std::io::Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(PRIVATE_DIR_MODE)
+        .create(dir)
+}
+
+/// Creates a new file 0600; refuses a name that exists, a symbolic link among them (a member
+/// listed twice is refused, not written twice).
+fn create_private_file(path: &Path) -> std::io::Result<fs::File> {
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(PRIVATE_FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
 /// What a staging pass keeps.
 enum Wanted {
     /// Non-relation files, system catalogs' files and all of `pg_wal.tar`.
@@ -343,6 +388,7 @@ struct Stager<'a> {
     list: bool,
     members: &'a mut Vec<Listed>,
     staged: &'a mut HashSet<(u32, u32, u32)>,
+    oversized: &'a mut Vec<Oversized>,
     cancelled: &'a dyn Fn() -> bool,
     out: Option<std::io::BufWriter<fs::File>>,
     /// A write error (not the archive's fault).
@@ -350,11 +396,25 @@ struct Stager<'a> {
 }
 
 impl Stager<'_> {
-    fn keeps(&self, path: &str) -> Option<Option<(u32, u32, u32)>> {
+    /// Whether a member is staged: `Some(Some(key))` for a relation file, `Some(None)` for
+    /// another file the readers need, `None` to pass it by. A needed member larger than its
+    /// kind can be is passed by and noted as oversized.
+    fn keeps(&mut self, path: &str, size: u64) -> Option<Option<(u32, u32, u32)>> {
         let relation = relation_path(path);
-        match (self.wanted, relation) {
-            (Wanted::First, _) if self.tar.role == Role::Wal => Some(None),
-            (Wanted::First, None) => Some(None),
+        let kept = match (self.wanted, relation) {
+            (Wanted::First, None) => match needed_member(path) {
+                Some(need) if size > need.cap => {
+                    self.oversized.push(Oversized {
+                        path: path.to_string(),
+                        size,
+                        what: need.what,
+                        cap: need.cap,
+                    });
+                    None
+                }
+                Some(_) => Some(None),
+                None => None,
+            },
             (Wanted::First, Some((loc, _, name))) => (name.relfilenode < FIRST_NORMAL_OBJECT_ID
                 && name.temp_backend.is_none())
             .then_some(Some(file_key(loc, name.relfilenode))),
@@ -363,7 +423,118 @@ impl Stager<'_> {
                 keys.contains(&key).then_some(Some(key))
             }
             (Wanted::Only(_), None) => None,
+        };
+        if let Some(Some(_)) = kept {
+            if size > MAX_RELATION_SEGMENT {
+                self.oversized.push(Oversized {
+                    path: path.to_string(),
+                    size,
+                    what: "a relation segment file",
+                    cap: MAX_RELATION_SEGMENT,
+                });
+                return None;
+            }
         }
+        kept
+    }
+}
+
+/// A kind of file the readers need, and the most PostgreSQL ever writes there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Needed {
+    pub what: &'static str,
+    pub cap: u64,
+}
+
+/// The most bytes of a staged system catalog's segment file (`RELSEG_SIZE` blocks of the
+/// default build: 1 GB).
+const MAX_RELATION_SEGMENT: u64 = 1 << 30;
+/// `PG_CONTROL_FILE_SIZE`.
+const CONTROL_FILE: Needed = Needed {
+    what: "pg_control",
+    cap: crate::control::PG_CONTROL_FILE_SIZE as u64,
+};
+/// `PG_VERSION` holds the major version and a newline.
+const VERSION_FILE: Needed = Needed {
+    what: "a PG_VERSION file",
+    cap: 64,
+};
+const LABEL_FILE: Needed = Needed {
+    what: "backup_label",
+    cap: crate::backup::label::MAX_LABEL_BYTES,
+};
+/// 512 bytes in 14-15, 524 from 16 on.
+const RELMAP_FILE: Needed = Needed {
+    what: "a relation map (pg_filenode.map)",
+    cap: 524,
+};
+/// `SLRU_PAGES_PER_SEGMENT` pages of the largest block size.
+const SLRU_SEGMENT: Needed = Needed {
+    what: "an SLRU segment (32 pages)",
+    cap: 32 * 32768,
+};
+/// A two-phase state file is at most `MaxAllocSize`.
+const TWOPHASE_FILE: Needed = Needed {
+    what: "a two-phase state file",
+    cap: (1 << 30) - 1,
+};
+/// The largest `wal_segment_size`.
+const WAL_SEGMENT: Needed = Needed {
+    what: "a WAL segment",
+    cap: 1 << 30,
+};
+/// A timeline history file: a line per timeline switch.
+const HISTORY_FILE: Needed = Needed {
+    what: "a timeline history file",
+    cap: 16 << 20,
+};
+const BACKUP_HISTORY_FILE: Needed = Needed {
+    what: "a backup history file",
+    cap: crate::backup::label::MAX_LABEL_BYTES,
+};
+
+/// Which non-relation members the readers open, by their path in the data directory: the
+/// control file, `PG_VERSION`s, `backup_label`, relation maps, the SLRUs the bounds and hint
+/// checks read, two-phase state files and the WAL. Everything else (configuration files,
+/// statistics, replication slots, anything a forged archive adds) is passed by.
+pub fn needed_member(path: &str) -> Option<Needed> {
+    let parts: Vec<&str> = path.split('/').collect();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let hex = |s: &str, lens: std::ops::RangeInclusive<usize>| {
+        lens.contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
+    };
+    match parts.as_slice() {
+        ["global", "pg_control"] => Some(CONTROL_FILE),
+        ["PG_VERSION"] => Some(VERSION_FILE),
+        ["base", db, "PG_VERSION"] if digits(db) => Some(VERSION_FILE),
+        ["backup_label"] => Some(LABEL_FILE),
+        ["global", "pg_filenode.map"] => Some(RELMAP_FILE),
+        ["base", db, "pg_filenode.map"] if digits(db) => Some(RELMAP_FILE),
+        ["pg_xact", seg] | ["pg_multixact", "offsets" | "members", seg] if hex(seg, 4..=15) => {
+            Some(SLRU_SEGMENT)
+        }
+        ["pg_twophase", name] if hex(name, 16..=16) => Some(TWOPHASE_FILE),
+        ["pg_wal", name] => wal_member(name),
+        _ => None,
+    }
+}
+
+/// A member of `pg_wal/`: a segment (whole or `.partial`), a timeline history file or a
+/// backup history file.
+fn wal_member(name: &str) -> Option<Needed> {
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let (stem, suffix) = name.split_once('.').unwrap_or((name, ""));
+    match suffix {
+        "" | "partial" if hex(stem, 24) => Some(WAL_SEGMENT),
+        "history" if hex(stem, 8) => Some(HISTORY_FILE),
+        _ if hex(stem, 24)
+            && suffix
+                .strip_suffix(".backup")
+                .is_some_and(|off| hex(off, 8)) =>
+        {
+            Some(BACKUP_HISTORY_FILE)
+        }
+        _ => None,
     }
 }
 
@@ -376,7 +547,7 @@ impl MemberVisitor for Stager<'_> {
                 size: member.size,
             });
         }
-        let Some(key) = self.keeps(&path) else {
+        let Some(key) = self.keeps(&path, member.size) else {
             return false;
         };
         // Paths come from the archive: nothing may leave the staging directory.
@@ -389,8 +560,8 @@ impl MemberVisitor for Stager<'_> {
         let target = self.root.join(&path);
         let opened = target
             .parent()
-            .map_or(Ok(()), fs::create_dir_all)
-            .and_then(|()| fs::File::create(&target));
+            .map_or(Ok(()), create_private_dirs)
+            .and_then(|()| create_private_file(&target));
         match opened {
             Ok(f) => {
                 self.out = Some(std::io::BufWriter::with_capacity(1 << 20, f));
