@@ -281,6 +281,23 @@ pub fn summary_text(s: &Summary, findings: &[Finding]) -> String {
     } else {
         String::new()
     };
+    if let Some(weak) = s
+        .extended
+        .as_ref()
+        .and_then(|x| x.all_indexed_weak.as_ref())
+        .filter(|w| !w.is_empty())
+    {
+        let worst = weak.iter().map(|w| w.miss_chance).fold(0.0, f64::max);
+        let useless = weak.iter().filter(|w| w.miss_chance >= 0.5).count();
+        let uncounted = match useless {
+            0 => String::new(),
+            n => format!(", {n} of them too weak to count as checked"),
+        };
+        warn.push_str(&format!(
+            "; heap -> index of {} index(es) ran weakened by --memory (a lacking entry missed with chance up to {worst:.2}{uncounted}; raise --memory)",
+            weak.len()
+        ));
+    }
     if let Some(n) = s.keys_not_order_checked.filter(|&n| n > 0) {
         warn.push_str(&format!(
             "; keys of {n} B-tree index(es) not order-checked (--verbose lists them)"

@@ -402,9 +402,10 @@ pub struct VerifyArgs {
     /// Read at most this many MB per second.
     #[arg(long, value_name = "MB/s", value_parser = parse_rate, allow_negative_numbers = true)]
     pub max_rate: Option<f64>,
-    /// Extended level: memory for cross-page facts before they spill to disk (64MB, 1G, ...).
-    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_memory)]
-    pub memory: u64,
+    /// Extended level: memory for cross-page facts before they spill to disk (64MB, 1G, ...;
+    /// default 1G, at least 32kB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
+    pub memory: Option<u64>,
     /// Extended level: directory for spill files (default: the system temp dir; never inside
     /// the data directory).
     #[arg(long, value_name = "DIR")]
@@ -467,7 +468,15 @@ pub struct ScopeArgs {
 }
 
 fn parse_memory(text: &str) -> Result<u64, String> {
-    pgcheckdb_pg::extended::parse_size(text)
+    use pgcheckdb_pg::extended::MIN_MEMORY;
+    let bytes = pgcheckdb_pg::extended::parse_size(text)?;
+    if bytes < MIN_MEMORY {
+        return Err(format!(
+            "{text} is too little for the extended level: at least {}kB (below it the heap -> index filters of even a small table would miss most lacking entries)",
+            MIN_MEMORY >> 10
+        ));
+    }
+    Ok(bytes)
 }
 
 #[derive(Debug, Args)]

@@ -142,6 +142,28 @@ pub fn run(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     }
 }
 
+/// `--memory` and `--temp-dir` size and place the extended level's facts: at another level
+/// they would be silently ignored, so they are an error, as other misplaced flags are.
+fn check_level_flags(args: &VerifyArgs) -> anyhow::Result<()> {
+    let level = requested_level(args);
+    if level == Level::Extended {
+        return Ok(());
+    }
+    let name = match level {
+        Level::Physical => "physical",
+        _ => "standard",
+    };
+    for (given, flag) in [
+        (args.memory.is_some(), "--memory"),
+        (args.temp_dir.is_some(), "--temp-dir"),
+    ] {
+        if given {
+            bail!("{flag} applies to the extended level only (--level extended); the {name} level holds no cross-page facts");
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn requested_level(args: &VerifyArgs) -> Level {
     let requested = if args.physical_only {
         LevelArg::Physical
@@ -201,6 +223,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     let started_at = clock::now_rfc3339();
     signals::install_for_reads().context("could not install the signal handlers")?;
     let mut phases = verbose::Phases::new(common.verbose);
+    check_level_flags(args)?;
     let tar = tar_backup::open(args)?;
     let datadir = match (&tar, &args.backup) {
         (Some(t), _) => t.staging().to_path_buf(),
@@ -577,7 +600,9 @@ fn extended_config(
         );
     }
     Ok(ExtendedConfig {
-        memory: args.memory,
+        memory: args
+            .memory
+            .unwrap_or(pgcheckdb_pg::extended::DEFAULT_MEMORY),
         temp_dir: temp,
         verbose: common.verbose,
     })

@@ -91,3 +91,53 @@ fn bad_flag_values() {
         );
     }
 }
+
+/// `--memory` below what the heap -> index check needs, and the extended level's flags at
+/// another level (where they would be silently ignored), are one error line each.
+#[test]
+fn memory_and_temp_dir_are_checked() {
+    for (args, says) in [
+        (
+            &[
+                "verify", "--level", "extended", "--memory", "10", "-D", "/tmp",
+            ][..],
+            "at least 32kB",
+        ),
+        (
+            &[
+                "verify", "--level", "extended", "--memory", "31k", "-D", "/tmp",
+            ],
+            "at least 32kB",
+        ),
+        (
+            &["verify", "--memory", "1G", "-D", "/tmp"],
+            "--memory applies to the extended level only",
+        ),
+        (
+            &[
+                "verify",
+                "--physical-only",
+                "--temp-dir",
+                "/tmp",
+                "-D",
+                "/tmp",
+            ],
+            "--temp-dir applies to the extended level only",
+        ),
+        (
+            &[
+                "verify", "--level", "standard", "--memory", "64MB", "--format", "json", "-D",
+                "/tmp",
+            ],
+            "--memory applies",
+        ),
+    ] {
+        let run = pgcheckdb(args);
+        assert_status(&run, 1, &args.join(" "));
+        let lines = run.stderr_lines();
+        assert!(
+            lines.len() == 1 && lines[0].contains(says),
+            "one line saying {says:?} expected for {args:?}\n{run}"
+        );
+    }
+}

@@ -72,6 +72,10 @@ pub struct ExtendedConfig {
 /// The default `--memory`: 1 GiB.
 pub const DEFAULT_MEMORY: u64 = 1 << 30;
 
+/// The smallest `--memory`: half of it goes to heap -> index, and with less than 16 kB there
+/// the filter of even a small table would miss most of the entries an index lacks.
+pub const MIN_MEMORY: u64 = 32 << 10;
+
 /// The extended level's part of the summary.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ExtendedSummary {
@@ -111,8 +115,10 @@ pub struct ExtendedSummary {
     /// With `--verbose`: the indexes not checked for heap -> index and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub all_indexed_skipped: Option<Vec<NotOrderCheckedIndex>>,
-    /// With `--verbose`: the indexes checked with a miss chance above 2 % (a filter fuller
-    /// than planned, or shrunk by `--memory`), with that chance.
+    /// The indexes whose filter misses a lacking entry with a chance above 2 % (a filter
+    /// fuller than planned, or shrunk by `--memory`), with that chance: the check ran
+    /// weakened. Always present after a run (empty when none). An index whose chance reaches
+    /// 50 % is listed here but not counted as checked: it is in `all_indexed_not_checked`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub all_indexed_weak: Option<Vec<WeakFilter>>,
     /// Indexes (B-tree, hash, GiST, SP-GiST, GIN) whose heap TIDs were checked against
