@@ -444,6 +444,58 @@ fn a_connection_to_another_cluster_is_refused() {
     assert_eq!(run.summary()["connection"], true, "{run}");
 }
 
+/// A copy of the cluster (same system identifier), started on its own and reached through a
+/// role that may not read `data_directory`, cannot be told from the cluster's own server by
+/// either: its end of WAL, behind the redo point the checked directory's `pg_control` records,
+/// gives it away. The run is one tool error naming both LSNs, not a flood of
+/// `page_lsn_in_future` findings. Every version.
+#[test]
+fn a_copy_whose_wal_is_behind_the_files_is_refused() {
+    for major in pgcheckdb_testkit::MAJORS {
+        let opts = ClusterOptions::new(major, major % 2 == 0);
+        let mut original = Cluster::init_temp(&opts).expect("initdb");
+        original.start().expect("start");
+        original
+            .psql("postgres", "CREATE ROLE plain LOGIN;")
+            .expect("role");
+        let mut copy = Cluster::standby_of(&original).expect("pg_basebackup");
+        std::fs::remove_file(copy.datadir().join("standby.signal")).expect("not a standby");
+        copy.start().expect("start the copy");
+        original
+            .psql(
+                "postgres",
+                "CREATE TABLE moved_on AS SELECT g FROM generate_series(1, 300000) g; CHECKPOINT;",
+            )
+            .expect("write past the copy");
+        let d = original.datadir().display().to_string();
+        let plain = format!("{} user=plain dbname=postgres", copy.conninfo());
+        let run = common::verify_json(
+            &["-D", &d, "--online"],
+            "standard",
+            &["--dbname", &plain, "--no-checkpoint"],
+            original.user(),
+        );
+        assert_eq!(run.status, 1, "PostgreSQL {major}\n{run}");
+        let lines = run.stderr_lines();
+        assert!(
+            lines.len() == 1
+                && lines[0].contains("its end of WAL")
+                && lines[0].contains("redo point"),
+            "PostgreSQL {major}: one line naming both LSNs\n{run}"
+        );
+        assert!(run.findings.is_empty(), "PostgreSQL {major}\n{run}");
+        // The original's own server, through the same role, is accepted.
+        let own = format!("{} user=plain dbname=postgres", original.conninfo());
+        let run = common::verify_json(
+            &["-D", &d, "--online"],
+            "standard",
+            &["--dbname", &own, "--no-checkpoint"],
+            original.user(),
+        );
+        assert_eq!(run.status, 0, "PostgreSQL {major}\n{run}");
+    }
+}
+
 #[test]
 fn running_cluster_without_online_is_refused_naming_it() {
     let opts = ClusterOptions::new(17, true);

@@ -82,6 +82,9 @@ impl Online {
             s.check_same_cluster(control, datadir)?;
         }
         let start_end = server.as_mut().map(Server::end_of_wal).transpose()?;
+        if let Some(end) = start_end {
+            check_end_not_behind(end, control, datadir)?;
+        }
         Ok(Some(Online {
             checkpoint_allowed: !args.no_checkpoint,
             start_redo: control.redo,
@@ -321,4 +324,20 @@ fn corrupt_blocks(findings: &[Finding]) -> u64 {
         .filter_map(|f| Some((f.file.as_str(), f.block?)))
         .collect();
     blocks.len() as u64
+}
+
+/// The server that runs `datadir` has written its WAL at least up to the redo point its
+/// `pg_control` records: an end of WAL before it is another server, a copy of the cluster
+/// (same system identifier) whose `data_directory` the role may not read. Judging the files by
+/// that server's WAL would call every recent page "in the future".
+fn check_end_not_behind(end: u64, control: &ControlFile, datadir: &Path) -> anyhow::Result<()> {
+    if end >= control.redo {
+        return Ok(());
+    }
+    bail!(
+        "the server reached with --dbname does not run \"{}\": its end of WAL {} is before the redo point {} in the directory's pg_control, which its own server has passed (a copy of the cluster?)",
+        datadir.display(),
+        lsn_text(end),
+        lsn_text(control.redo)
+    )
 }
