@@ -53,14 +53,16 @@ impl FromStr for TablespaceName {
 /// Why a write was refused or could not be prepared; nothing was written.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfineError {
-    #[error("could not resolve the data directory {path:?}: {source}")]
-    DataDir { path: PathBuf, source: io::Error },
-    #[error("--tablespace {oid}: the data directory has no tablespace {oid} (pg_tblspc/{oid}: {source})")]
-    NoSuchTablespace { oid: u32, source: io::Error },
+    #[error("could not resolve the data directory {path:?}: {error}")]
+    DataDir { path: PathBuf, error: io::Error },
+    #[error(
+        "--tablespace {oid}: the data directory has no tablespace {oid} (pg_tblspc/{oid}: {error})"
+    )]
+    NoSuchTablespace { oid: u32, error: io::Error },
     #[error("--tablespace {path:?}: {reason}")]
     BadTablespaceDir { path: PathBuf, reason: String },
-    #[error("could not resolve {shown:?}: {source}")]
-    Resolve { shown: String, source: io::Error },
+    #[error("could not resolve {shown:?}: {error}")]
+    Resolve { shown: String, error: io::Error },
     #[error("{shown:?} is in tablespace {oid}, outside the data directory (pg_tblspc/{oid} leads to {dir:?}, which a cp -a copy shares with its original): nothing was written; name the tablespace with --tablespace {oid} to write there")]
     UnnamedTablespace {
         shown: String,
@@ -79,10 +81,10 @@ pub enum ConfineError {
     Swapped { shown: String },
     #[error("{shown:?} has {names} names (hard links; pg_upgrade --link leaves the old and the new cluster sharing their files): writing it would change the other names' file too; nothing was written")]
     HardLinked { shown: String, names: u64 },
-    #[error("could not confirm where {shown:?} was opened (/proc/self/fd: {source}): nothing was written")]
-    Unconfirmed { shown: String, source: io::Error },
-    #[error("could not open {shown:?} for writing: {source}")]
-    Open { shown: String, source: io::Error },
+    #[error("could not confirm where {shown:?} was opened (/proc/self/fd: {error}): nothing was written")]
+    Unconfirmed { shown: String, error: io::Error },
+    #[error("could not open {shown:?} for writing: {error}")]
+    Open { shown: String, error: io::Error },
 }
 
 /// A `pg_tblspc/<oid>` entry and the real directory it leads to.
@@ -106,9 +108,9 @@ impl WriteRoots {
     /// Resolves the data directory and each named tablespace. An OID must be a link (or
     /// directory) in `pg_tblspc/`; a directory must exist.
     pub fn new(datadir: &Path, named: &[TablespaceName]) -> Result<WriteRoots, ConfineError> {
-        let real_datadir = fs::canonicalize(datadir).map_err(|source| ConfineError::DataDir {
+        let real_datadir = fs::canonicalize(datadir).map_err(|error| ConfineError::DataDir {
             path: datadir.to_path_buf(),
-            source,
+            error,
         })?;
         let mut roots = WriteRoots {
             datadir: real_datadir,
@@ -122,14 +124,16 @@ impl WriteRoots {
         Ok(roots)
     }
 
-    fn resolve_named(&self, datadir: &Path, name: &TablespaceName) -> Result<PathBuf, ConfineError> {
+    fn resolve_named(
+        &self,
+        datadir: &Path,
+        name: &TablespaceName,
+    ) -> Result<PathBuf, ConfineError> {
         match name {
             TablespaceName::Oid(oid) => {
                 let link = datadir.join("pg_tblspc").join(oid.to_string());
-                fs::canonicalize(&link).map_err(|source| ConfineError::NoSuchTablespace {
-                    oid: *oid,
-                    source,
-                })
+                fs::canonicalize(&link)
+                    .map_err(|error| ConfineError::NoSuchTablespace { oid: *oid, error })
             }
             TablespaceName::Dir(dir) => {
                 let bad = |reason: String| ConfineError::BadTablespaceDir {
@@ -171,9 +175,9 @@ impl WriteRoots {
     /// Opens the regular file `path` (shown to the user as `shown`) for reading and writing if
     /// its real path may be written: see the module documentation.
     pub fn open(&self, path: &Path, shown: &str) -> Result<File, ConfineError> {
-        let real = fs::canonicalize(path).map_err(|source| ConfineError::Resolve {
+        let real = fs::canonicalize(path).map_err(|error| ConfineError::Resolve {
             shown: shown.to_string(),
-            source,
+            error,
         })?;
         self.check(&real, shown)?;
         if let Ok(meta) = fs::symlink_metadata(&real) {
@@ -182,9 +186,9 @@ impl WriteRoots {
             }
         }
         let file = open_no_follow(&real, shown)?;
-        let opened = file.metadata().map_err(|source| ConfineError::Open {
+        let opened = file.metadata().map_err(|error| ConfineError::Open {
             shown: shown.to_string(),
-            source,
+            error,
         })?;
         if !opened.is_file() {
             return Err(not_regular(shown, &opened));
@@ -197,12 +201,13 @@ impl WriteRoots {
         }
         // Where the descriptor really is: a directory of the path swapped for a link between
         // the check and the open shows here as another path.
-        let location = fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(
-            |source| ConfineError::Unconfirmed {
-                shown: shown.to_string(),
-                source,
-            },
-        )?;
+        let location =
+            fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(|error| {
+                ConfineError::Unconfirmed {
+                    shown: shown.to_string(),
+                    error,
+                }
+            })?;
         if location != real {
             return Err(ConfineError::Swapped {
                 shown: shown.to_string(),
@@ -220,13 +225,13 @@ fn open_no_follow(real: &Path, shown: &str) -> Result<File, ConfineError> {
         .write(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(real)
-        .map_err(|source| match source.raw_os_error() {
+        .map_err(|error| match error.raw_os_error() {
             Some(libc::ELOOP) => ConfineError::Swapped {
                 shown: shown.to_string(),
             },
             _ => ConfineError::Open {
                 shown: shown.to_string(),
-                source,
+                error,
             },
         })
 }
@@ -291,7 +296,9 @@ mod tests {
     fn own_files_open_and_tablespaces_need_naming() {
         let (root, data) = layout();
         let roots = WriteRoots::new(&data, &[]).unwrap();
-        assert!(roots.open(&data.join("base/5/16384"), "base/5/16384").is_ok());
+        assert!(roots
+            .open(&data.join("base/5/16384"), "base/5/16384")
+            .is_ok());
         let in_spc = data.join("pg_tblspc/16400/PG_17_1/5/16401");
         match roots.open(&in_spc, "x") {
             Err(ConfineError::UnnamedTablespace { oid: 16400, .. }) => {}
@@ -339,7 +346,10 @@ mod tests {
         // A directory is not a file to write.
         assert!(matches!(
             roots.open(&data.join("base/5"), "base/5"),
-            Err(ConfineError::NotRegular { what: "directory", .. })
+            Err(ConfineError::NotRegular {
+                what: "directory",
+                ..
+            })
         ));
     }
 }

@@ -333,7 +333,7 @@ pub struct CorruptArgs {
     /// Allow writing into this tablespace: its OID (the link pg_tblspc/OID) or its directory.
     /// Without it, a file whose real path leaves the data directory is refused: one in a
     /// tablespace (a `cp -a` copy shares its original's), or one reached through a symbolic
-    /// link. Repeatable.
+    /// link; so is a file with another name (a hard link). Repeatable.
     #[arg(long, value_name = "OID|DIR")]
     pub tablespace: Vec<TablespaceName>,
 }

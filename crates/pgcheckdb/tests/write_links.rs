@@ -87,7 +87,9 @@ impl Fixture {
             far.starts_with(&format!("pg_tblspc/{spc_oid}/")),
             "far is in the tablespace: {far}"
         );
-        cluster.stop().unwrap_or_else(|e| panic!("stop {major}: {e}"));
+        cluster
+            .stop()
+            .unwrap_or_else(|e| panic!("stop {major}: {e}"));
         Fixture {
             cluster,
             spc,
@@ -104,7 +106,8 @@ impl Fixture {
     /// `far`'s file in the tablespace directory itself (not through any link).
     fn far_in_spc(&self) -> PathBuf {
         let prefix = format!("pg_tblspc/{}/", self.spc_oid);
-        self.spc.join(self.far.strip_prefix(&prefix).expect("far's path"))
+        self.spc
+            .join(self.far.strip_prefix(&prefix).expect("far's path"))
     }
 
     /// `cp -a` of the stopped data directory into the work directory: its `pg_tblspc/OID`
@@ -119,7 +122,10 @@ impl Fixture {
             .expect("run cp -a");
         assert!(out.status.success(), "cp -a: {out:?}");
         let link = fs::read_link(copy.join("pg_tblspc").join(&self.spc_oid)).expect("copied link");
-        assert_eq!(link, self.spc, "the copy's tablespace link leads to the original's");
+        assert_eq!(
+            link, self.spc,
+            "the copy's tablespace link leads to the original's"
+        );
         copy
     }
 }
@@ -127,7 +133,9 @@ impl Fixture {
 /// `corrupt -D datadir --block 0 --how zero --yes` plus `target`.
 fn corrupt_zero(datadir: &Path, target: &[&str]) -> Run {
     let d = datadir.display().to_string();
-    let mut args = vec!["corrupt", "-D", &d, "--block", "0", "--how", "zero", "--yes"];
+    let mut args = vec![
+        "corrupt", "-D", &d, "--block", "0", "--how", "zero", "--yes",
+    ];
     args.extend_from_slice(target);
     pgcheckdb(&args)
 }
@@ -137,7 +145,10 @@ fn assert_refused(run: &Run, words: &[&str], what: &str) {
     assert_eq!(run.status, 1, "{what}: expected a refusal\n{run}");
     assert_eq!(run.stderr.lines().count(), 1, "{what}: one line\n{run}");
     for w in words {
-        assert!(run.stderr.contains(w), "{what}: stderr must say {w:?}\n{run}");
+        assert!(
+            run.stderr.contains(w),
+            "{what}: stderr must say {w:?}\n{run}"
+        );
     }
     assert!(run.stdout.is_empty(), "{what}: nothing on stdout\n{run}");
 }
@@ -233,7 +244,11 @@ fn corrupt_on_a_copy_does_not_write_into_the_originals_tablespace_unless_named()
         // The copy's own files are written as before, and only the copy's.
         let near = corrupt_zero(&copy, &["--relation", "near"]);
         assert_eq!(near.status, 0, "{}\n{near}", what("near on the copy"));
-        assert!(zero_block_0(&copy.join(&fx.near)), "{}", what("near zeroed"));
+        assert!(
+            zero_block_0(&copy.join(&fx.near)),
+            "{}",
+            what("near zeroed")
+        );
         assert!(fs::read(&near_original).expect("read") == near_before);
 
         // Named, by OID or by directory, the tablespace is written: the shared file.
@@ -272,7 +287,11 @@ fn holders(dir: &Path) -> Vec<u32> {
     let me = std::process::id();
     let mut pids = Vec::new();
     for entry in fs::read_dir("/proc").expect("/proc").flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         let Ok(fds) = fs::read_dir(entry.path().join("fd")) else {
@@ -330,7 +349,8 @@ fn checksums_enable_on_a_copy_refuses_while_the_original_holds_the_tablespace_op
             "{what}: the tablespace is named\n{run}"
         );
         assert!(
-            pids.iter().any(|p| run.stderr.contains(&format!("pid {p} "))),
+            pids.iter()
+                .any(|p| run.stderr.contains(&format!("pid {p} "))),
             "{what}: a process holding the tablespace open ({pids:?}) is named\n{run}"
         );
         let after = snapshot(&copy).expect("snapshot again");

@@ -246,15 +246,15 @@ pub enum SwitchError {
         command: String,
         file: PathBuf,
     },
-    #[error("tablespace {oid} may be in use: process {pid} ({command}) runs as the tablespace directory's owner, but its open files cannot be read ({source}); stop that process, or run pgcheckdb with the privileges to inspect it (as root with CAP_SYS_PTRACE); nothing was changed")]
+    #[error("tablespace {oid} may be in use: process {pid} ({command}) runs as the tablespace directory's owner, but its open files cannot be read ({error}); stop that process, or run pgcheckdb with the privileges to inspect it (as root with CAP_SYS_PTRACE); nothing was changed")]
     ProcessUninspectable {
         oid: u32,
         pid: u32,
         command: String,
-        source: io::Error,
+        error: io::Error,
     },
-    #[error("could not see which files running processes hold open ({path:?}: {source}), so the tablespaces may be in use by another server; nothing was changed")]
-    ProcessesUnreadable { path: PathBuf, source: io::Error },
+    #[error("could not see which files running processes hold open ({path:?}: {error}), so the tablespaces may be in use by another server; nothing was changed")]
+    ProcessesUnreadable { path: PathBuf, error: io::Error },
     #[error(transparent)]
     Control(#[from] ControlFileError),
     #[error("pg_control changed while pgcheckdb was working (was a server started?): {0}; checksums were not switched")]

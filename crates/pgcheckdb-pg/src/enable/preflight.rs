@@ -126,12 +126,16 @@ pub(super) fn check_tablespaces_unused(datadir: &Path) -> Result<(), SwitchError
         return Ok(());
     }
     let me = std::process::id();
-    let procs = fs::read_dir("/proc").map_err(|source| SwitchError::ProcessesUnreadable {
+    let procs = fs::read_dir("/proc").map_err(|error| SwitchError::ProcessesUnreadable {
         path: "/proc".into(),
-        source,
+        error,
     })?;
     for entry in procs.filter_map(|e| e.ok()) {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         if pid != me {
@@ -152,15 +156,15 @@ fn check_process(pid: u32, spaces: &[Tablespace]) -> Result<(), SwitchError> {
                     oid: space.oid,
                     pid,
                     command: command_name(pid),
-                    source: e,
+                    error: e,
                 }),
                 None => Ok(()),
             };
         }
-        Err(source) => {
+        Err(error) => {
             return Err(SwitchError::ProcessesUnreadable {
                 path: format!("/proc/{pid}/fd").into(),
-                source,
+                error,
             })
         }
     };
