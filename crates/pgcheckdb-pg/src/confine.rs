@@ -340,6 +340,12 @@ mod tests {
             roots.open(&data.join("base/5/16387"), "base/5/16387"),
             Err(ConfineError::HardLinked { names: 2, .. })
         ));
+        // The resolved path is opened without following a last link: one swapped in after the
+        // check is refused.
+        assert!(matches!(
+            open_no_follow(&data.join("base/5/16385"), "base/5/16385"),
+            Err(ConfineError::Swapped { .. })
+        ));
         // A link that stays inside the data directory is fine.
         symlink(data.join("base/5/16384"), data.join("base/5/16386")).unwrap();
         assert!(roots.open(&data.join("base/5/16386"), "x").is_ok());
