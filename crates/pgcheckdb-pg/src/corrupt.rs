@@ -1,6 +1,9 @@
 //! Damage injectors: deliberate, reproducible corruption of one block of a relation file, for
-//! tests and drills (`pgcheckdb corrupt`). Each injector works on a file path, a block number
-//! *inside that file* and the block size, and writes only the bytes it damages.
+//! tests and drills (`pgcheckdb corrupt`). Each injector works on one open [`SegmentFile`] (or,
+//! for tests and fixtures, a file path), a block number *inside that file* and the block size,
+//! and writes only the bytes it damages. `pgcheckdb corrupt` opens its file through
+//! [`crate::confine::WriteRoots::open`], so a write never goes through a link that leaves the
+//! data directory unless the user named the tablespace it leads to.
 //!
 //! The page checksum covers the absolute block number of the fork, so [`recompute_checksum`]
 //! takes that number separately; use [`segment_of`] to turn an absolute block number into a
@@ -61,20 +64,154 @@ pub enum HeaderDamage {
     UnknownFlag,
 }
 
+/// One segment file of a relation fork, open for reading and writing: every injector reads and
+/// writes through this one descriptor, so a file checked once (see
+/// [`crate::confine::WriteRoots::open`]) is the file written, whatever happens to its path.
+#[derive(Debug)]
+pub struct SegmentFile {
+    file: File,
+}
+
+impl SegmentFile {
+    /// Opens `path` (following symbolic links) for reading and writing, if it is a regular file.
+    /// For tests and fixtures; `pgcheckdb corrupt` opens through
+    /// [`crate::confine::WriteRoots::open`] instead.
+    pub fn open(path: &Path) -> io::Result<SegmentFile> {
+        Ok(SegmentFile {
+            file: open_regular(path, true)?,
+        })
+    }
+
+    /// Wraps a descriptor already opened for reading and writing and checked to be a regular file.
+    pub fn from_checked(file: File) -> SegmentFile {
+        SegmentFile { file }
+    }
+
+    /// Applies `damage` to block `block` (counted inside the file).
+    pub fn inject(&self, block: u64, blcksz: usize, damage: Damage) -> io::Result<()> {
+        match damage {
+            Damage::FlipByte { offset } => self.flip_bit_mask(block, blcksz, offset, 0xFF),
+            Damage::FlipBit { offset, bit } => {
+                self.flip_bit_mask(block, blcksz, offset, 1u8 << (bit & 7))
+            }
+            Damage::CopyFrom { source } => {
+                let page = self.read_block(source, blcksz)?;
+                self.write_block(block, &page)
+            }
+            Damage::ZeroTail { from } => self.modify(block, blcksz, |page| {
+                page.get_mut(from..)
+                    .ok_or_else(|| out_of_page(from, blcksz))?
+                    .fill(0);
+                Ok(())
+            }),
+            Damage::ZeroPdUpper => self.modify(block, blcksz, |page| {
+                put_u16(page, PD_UPPER, 0);
+                Ok(())
+            }),
+            Damage::Header(rule) => self.break_header(block, blcksz, rule),
+            Damage::ZeroBlock => self.write_block(block, &vec![0u8; blcksz]),
+            Damage::Garbage { seed } => self.write_block(block, &garbage(blcksz, seed)),
+        }
+    }
+
+    /// Reads block `block` of the file; fails if the file has no such whole block.
+    pub fn read_block(&self, block: u64, blcksz: usize) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; blcksz];
+        self.file
+            .read_exact_at(&mut buf, block_offset(block, blcksz)?)?;
+        Ok(buf)
+    }
+
+    /// Writes `page` (exactly one block) over block `block`, which must exist as a whole
+    /// block, and syncs the data.
+    pub fn write_block(&self, block: u64, page: &[u8]) -> io::Result<()> {
+        let len = self.file.metadata()?.len();
+        let end = block_offset(block, page.len())?.checked_add(page.len() as u64);
+        if !matches!(end, Some(end) if end <= len) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the file has no block {block} ({len} bytes)"),
+            ));
+        }
+        self.file
+            .write_all_at(page, block_offset(block, page.len())?)?;
+        self.file.sync_data()
+    }
+
+    /// Stores the correct checksum for the block's current bytes, for absolute block number
+    /// `absolute` of its fork: the damage left behind is then invisible to checksum checks.
+    pub fn recompute_checksum(&self, block: u64, blcksz: usize, absolute: u64) -> io::Result<u16> {
+        let blkno = u32::try_from(absolute).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("block number {absolute} is beyond 2^32"),
+            )
+        })?;
+        let mut stored = 0;
+        self.modify(block, blcksz, |page| {
+            stored = pg_checksum_page(page, blkno);
+            put_u16(page, PD_CHECKSUM, stored);
+            Ok(())
+        })?;
+        Ok(stored)
+    }
+
+    /// XORs the byte at `offset` of the block with `mask`.
+    fn flip_bit_mask(&self, block: u64, blcksz: usize, offset: usize, mask: u8) -> io::Result<()> {
+        self.modify(block, blcksz, |page| {
+            let byte = page
+                .get_mut(offset)
+                .ok_or_else(|| out_of_page(offset, blcksz))?;
+            *byte ^= mask;
+            Ok(())
+        })
+    }
+
+    /// Breaks one header rule.
+    fn break_header(&self, block: u64, blcksz: usize, rule: HeaderDamage) -> io::Result<()> {
+        let size = u16::try_from(blcksz).ok();
+        self.modify(block, blcksz, |page| {
+            match rule {
+                HeaderDamage::SpecialBeyondBlock => {
+                    let beyond = size.and_then(|s| s.checked_add(8)).unwrap_or(u16::MAX);
+                    put_u16(page, PD_SPECIAL, beyond);
+                }
+                HeaderDamage::LowerAboveUpper => {
+                    let upper = get_u16(page, PD_UPPER);
+                    put_u16(page, PD_LOWER, upper.saturating_add(8));
+                }
+                HeaderDamage::UnknownFlag => {
+                    let flags = get_u16(page, PD_FLAGS);
+                    put_u16(page, PD_FLAGS, flags | 0x0100);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Reads a block, lets `change` edit it, and writes it back.
+    fn modify(
+        &self,
+        block: u64,
+        blcksz: usize,
+        change: impl FnOnce(&mut [u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        // PostgreSQL's block sizes: powers of two from 1 kB to 32 kB.
+        if !blcksz.is_power_of_two() || !(1024..=32768).contains(&blcksz) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("invalid block size {blcksz}"),
+            ));
+        }
+        let mut page = self.read_block(block, blcksz)?;
+        change(&mut page)?;
+        self.write_block(block, &page)
+    }
+}
+
 /// Applies `damage` to block `block` (counted inside the file) of `path`.
 pub fn inject(path: &Path, block: u64, blcksz: usize, damage: Damage) -> io::Result<()> {
-    match damage {
-        Damage::FlipByte { offset } => flip_bit_mask(path, block, blcksz, offset, 0xFF),
-        Damage::FlipBit { offset, bit } => {
-            flip_bit_mask(path, block, blcksz, offset, 1u8 << (bit & 7))
-        }
-        Damage::CopyFrom { source } => copy_block(path, source, block, blcksz),
-        Damage::ZeroTail { from } => zero_tail(path, block, blcksz, from),
-        Damage::ZeroPdUpper => set_pd_upper_zero(path, block, blcksz),
-        Damage::Header(rule) => break_header(path, block, blcksz, rule),
-        Damage::ZeroBlock => zero_block(path, block, blcksz),
-        Damage::Garbage { seed } => fill_garbage(path, block, blcksz, seed),
-    }
+    SegmentFile::open(path)?.inject(block, blcksz, damage)
 }
 
 /// Splits an absolute block number into (segment number, block inside the segment file).
@@ -92,7 +229,8 @@ pub fn segment_path(base: &Path, segno: u64) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Reads block `block` of the file; fails if the file has no such whole block.
+/// Reads block `block` of the file (opened for reading only); fails if the file has no such
+/// whole block.
 pub fn read_block(path: &Path, block: u64, blcksz: usize) -> io::Result<Vec<u8>> {
     let file = open_regular(path, false)?;
     let mut buf = vec![0u8; blcksz];
@@ -102,9 +240,7 @@ pub fn read_block(path: &Path, block: u64, blcksz: usize) -> io::Result<Vec<u8>>
 
 /// Writes `page` (exactly one block) over block `block` of the file.
 pub fn write_block(path: &Path, block: u64, page: &[u8]) -> io::Result<()> {
-    let file = open_existing_block(path, block, page.len())?;
-    file.write_all_at(page, block_offset(block, page.len())?)?;
-    file.sync_data()
+    SegmentFile::open(path)?.write_block(block, page)
 }
 
 /// XORs the byte at `offset` of the block with `mask`.
@@ -115,68 +251,41 @@ pub fn flip_bit_mask(
     offset: usize,
     mask: u8,
 ) -> io::Result<()> {
-    modify(path, block, blcksz, |page| {
-        let byte = page
-            .get_mut(offset)
-            .ok_or_else(|| out_of_page(offset, blcksz))?;
-        *byte ^= mask;
-        Ok(())
-    })
+    SegmentFile::open(path)?.flip_bit_mask(block, blcksz, offset, mask)
 }
 
 /// Copies block `from` over block `to` in the same file.
 pub fn copy_block(path: &Path, from: u64, to: u64, blcksz: usize) -> io::Result<()> {
-    let page = read_block(path, from, blcksz)?;
-    write_block(path, to, &page)
+    inject(path, to, blcksz, Damage::CopyFrom { source: from })
 }
 
 /// Zeroes the block from byte `from` to its end.
 pub fn zero_tail(path: &Path, block: u64, blcksz: usize, from: usize) -> io::Result<()> {
-    modify(path, block, blcksz, |page| {
-        page.get_mut(from..)
-            .ok_or_else(|| out_of_page(from, blcksz))?
-            .fill(0);
-        Ok(())
-    })
+    inject(path, block, blcksz, Damage::ZeroTail { from })
 }
 
 /// Sets `pd_upper` to 0 and keeps every other byte.
 pub fn set_pd_upper_zero(path: &Path, block: u64, blcksz: usize) -> io::Result<()> {
-    modify(path, block, blcksz, |page| {
-        put_u16(page, PD_UPPER, 0);
-        Ok(())
-    })
+    inject(path, block, blcksz, Damage::ZeroPdUpper)
 }
 
 /// Breaks one header rule.
 pub fn break_header(path: &Path, block: u64, blcksz: usize, rule: HeaderDamage) -> io::Result<()> {
-    let size = u16::try_from(blcksz).ok();
-    modify(path, block, blcksz, |page| {
-        match rule {
-            HeaderDamage::SpecialBeyondBlock => {
-                let beyond = size.and_then(|s| s.checked_add(8)).unwrap_or(u16::MAX);
-                put_u16(page, PD_SPECIAL, beyond);
-            }
-            HeaderDamage::LowerAboveUpper => {
-                let upper = get_u16(page, PD_UPPER);
-                put_u16(page, PD_LOWER, upper.saturating_add(8));
-            }
-            HeaderDamage::UnknownFlag => {
-                let flags = get_u16(page, PD_FLAGS);
-                put_u16(page, PD_FLAGS, flags | 0x0100);
-            }
-        }
-        Ok(())
-    })
+    inject(path, block, blcksz, Damage::Header(rule))
 }
 
 /// Zeroes the whole block.
 pub fn zero_block(path: &Path, block: u64, blcksz: usize) -> io::Result<()> {
-    write_block(path, block, &vec![0u8; blcksz])
+    inject(path, block, blcksz, Damage::ZeroBlock)
 }
 
 /// Fills the block with pseudo-random bytes (xorshift64* from `seed`).
 pub fn fill_garbage(path: &Path, block: u64, blcksz: usize, seed: u64) -> io::Result<()> {
+    inject(path, block, blcksz, Damage::Garbage { seed })
+}
+
+/// `blcksz` pseudo-random bytes (xorshift64* from `seed`).
+fn garbage(blcksz: usize, seed: u64) -> Vec<u8> {
     let mut state = seed | 1;
     let mut page = vec![0u8; blcksz];
     for chunk in page.chunks_mut(8) {
@@ -186,7 +295,7 @@ pub fn fill_garbage(path: &Path, block: u64, blcksz: usize, seed: u64) -> io::Re
         let word = state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
         chunk.copy_from_slice(&word[..chunk.len()]);
     }
-    write_block(path, block, &page)
+    page
 }
 
 /// Shortens the file by `bytes` (a partial trailing block unless `bytes` is a block multiple).
@@ -218,53 +327,7 @@ pub fn recompute_checksum(
     blcksz: usize,
     absolute: u64,
 ) -> io::Result<u16> {
-    let blkno = u32::try_from(absolute).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("block number {absolute} is beyond 2^32"),
-        )
-    })?;
-    let mut stored = 0;
-    modify(path, block, blcksz, |page| {
-        stored = pg_checksum_page(page, blkno);
-        put_u16(page, PD_CHECKSUM, stored);
-        Ok(())
-    })?;
-    Ok(stored)
-}
-
-/// Reads a block, lets `change` edit it, and writes it back.
-fn modify(
-    path: &Path,
-    block: u64,
-    blcksz: usize,
-    change: impl FnOnce(&mut [u8]) -> io::Result<()>,
-) -> io::Result<()> {
-    // PostgreSQL's block sizes: powers of two from 1 kB to 32 kB.
-    if !blcksz.is_power_of_two() || !(1024..=32768).contains(&blcksz) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("invalid block size {blcksz}"),
-        ));
-    }
-    let mut page = read_block(path, block, blcksz)?;
-    change(&mut page)?;
-    write_block(path, block, &page)
-}
-
-/// Opens the file for writing, checking that block `block` exists as a whole block.
-fn open_existing_block(path: &Path, block: u64, blcksz: usize) -> io::Result<File> {
-    let file = open_regular(path, true)?;
-    let len = file.metadata()?.len();
-    let end = block_offset(block, blcksz)?.checked_add(blcksz as u64);
-    let exists = matches!(end, Some(end) if end <= len);
-    if !exists {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("\"{}\" has no block {block} ({len} bytes)", path.display()),
-        ));
-    }
-    Ok(file)
+    SegmentFile::open(path)?.recompute_checksum(block, blcksz, absolute)
 }
 
 fn block_offset(block: u64, blcksz: usize) -> io::Result<u64> {

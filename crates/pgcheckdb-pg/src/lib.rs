@@ -8,6 +8,7 @@ pub mod btree_order;
 pub mod catalog;
 pub mod checksum;
 pub mod cluster;
+pub mod confine;
 pub mod control;
 pub mod corrupt;
 pub mod datadir;

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use pgcheckdb_pg::confine::TablespaceName;
 
 /// The PostgreSQL major versions whose data directories pgcheckdb reads, for `--version`.
 pub const VERSION_TEXT: &str = concat!(
@@ -329,6 +330,12 @@ pub struct CorruptArgs {
     /// Recompute the page checksum afterwards, so only structure checks can see the damage.
     #[arg(long)]
     pub fix_checksum: bool,
+    /// Allow writing into this tablespace: its OID (the link pg_tblspc/OID) or its directory.
+    /// Without it, a file whose real path leaves the data directory is refused: one in a
+    /// tablespace (a `cp -a` copy shares its original's), or one reached through a symbolic
+    /// link; so is a file with another name (a hard link). Repeatable.
+    #[arg(long, value_name = "OID|DIR")]
+    pub tablespace: Vec<TablespaceName>,
 }
 
 /// One block of one relation fork: the target of `inspect` and `corrupt`.

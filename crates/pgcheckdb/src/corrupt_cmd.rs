@@ -4,12 +4,16 @@
 //! holds the data directory lock (`postmaster.pid`) while it writes, so that no server can
 //! start meanwhile. By default the damage is what a failing disk does (the checksum is left
 //! stale); `--fix-checksum` recomputes it so that only structure checks can see the damage.
+//! The file is opened once, through [`WriteRoots::open`]: one whose real path leaves the data
+//! directory (a tablespace, a symbolic link, a hard link) is refused unless its tablespace was
+//! named with `--tablespace`, and every read and write of the run uses that one descriptor.
 
 use std::io::{self, BufRead, Write};
 
 use anyhow::{bail, Context};
 use pgcheckdb_pg::cluster::check_stopped;
-use pgcheckdb_pg::corrupt::{self, Damage, HeaderDamage};
+use pgcheckdb_pg::confine::WriteRoots;
+use pgcheckdb_pg::corrupt::{Damage, HeaderDamage, SegmentFile};
 use pgcheckdb_pg::lock::DataDirLock;
 use pgcheckdb_pg::page::SECTOR_SIZE;
 use serde_json::json;
@@ -36,13 +40,15 @@ pub fn run(common: &Common, args: &CorruptArgs) -> anyhow::Result<u8> {
     if args.how == CorruptHow::Swap {
         check_swap_partner(&target, args, control.relseg_size as u64)?;
     }
+    let file = WriteRoots::new(&datadir, &args.tablespace)?.open(&target.path, &target.shown)?;
+    let file = SegmentFile::from_checked(file);
     if !args.yes {
         confirm(&target, args)?;
     }
     let bs = control.block_size();
-    let what = apply(&target, bs, control.relseg_size as u64, args)?;
+    let what = apply(&file, &target, bs, control.relseg_size as u64, args)?;
     if args.fix_checksum {
-        corrupt::recompute_checksum(&target.path, target.block_in_file, bs, target.block)
+        file.recompute_checksum(target.block_in_file, bs, target.block)
             .with_context(|| format!("could not recompute the checksum of \"{}\"", target.shown))?;
     }
     drop(lock);
@@ -187,8 +193,14 @@ fn confirm(t: &BlockTarget, args: &CorruptArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Applies the damage; returns a description.
-fn apply(t: &BlockTarget, bs: usize, relseg: u64, args: &CorruptArgs) -> anyhow::Result<String> {
+/// Applies the damage to `file` (the target's segment file); returns a description.
+fn apply(
+    file: &SegmentFile,
+    t: &BlockTarget,
+    bs: usize,
+    relseg: u64,
+    args: &CorruptArgs,
+) -> anyhow::Result<String> {
     let (damage, text) = match args.how {
         CorruptHow::FlipBit => {
             let offset = args.offset.unwrap_or(bs / 2);
@@ -222,23 +234,33 @@ fn apply(t: &BlockTarget, bs: usize, relseg: u64, args: &CorruptArgs) -> anyhow:
             Damage::Header(HeaderDamage::SpecialBeyondBlock),
             "set pd_special beyond the block".to_string(),
         ),
-        CorruptHow::Swap => return swap(t, bs, relseg, args),
+        CorruptHow::Swap => return swap(file, t, bs, relseg, args),
     };
-    corrupt::inject(&t.path, t.block_in_file, bs, damage)
+    file.inject(t.block_in_file, bs, damage)
         .with_context(|| format!("could not damage \"{}\"", t.shown))?;
     Ok(text)
 }
 
 /// Exchanges the block with `--with` (default: the next block) of the same segment file
 /// (checked by [`check_swap_partner`]).
-fn swap(t: &BlockTarget, bs: usize, relseg: u64, args: &CorruptArgs) -> anyhow::Result<String> {
+fn swap(
+    file: &SegmentFile,
+    t: &BlockTarget,
+    bs: usize,
+    relseg: u64,
+    args: &CorruptArgs,
+) -> anyhow::Result<String> {
     let other = swap_partner(t, args);
     let other_in_file = other % relseg;
-    let a = corrupt::read_block(&t.path, t.block_in_file, bs)
+    let a = file
+        .read_block(t.block_in_file, bs)
         .with_context(|| format!("could not read block {}", t.block))?;
-    let b = corrupt::read_block(&t.path, other_in_file, bs)
+    let b = file
+        .read_block(other_in_file, bs)
         .with_context(|| format!("could not read block {other}"))?;
-    corrupt::write_block(&t.path, t.block_in_file, &b)?;
-    corrupt::write_block(&t.path, other_in_file, &a)?;
+    file.write_block(t.block_in_file, &b)
+        .with_context(|| format!("could not write block {} of \"{}\"", t.block, t.shown))?;
+    file.write_block(other_in_file, &a)
+        .with_context(|| format!("could not write block {other} of \"{}\"", t.shown))?;
     Ok(format!("swapped with block {other} (misdirected writes)"))
 }

@@ -14,7 +14,10 @@
 //! Before any page is written, every part of the data directory the server will read must be
 //! visible (`preflight`): an unlistable directory, a dangling, looping or unmounted tablespace,
 //! a non-regular or unopenable relation file or a non-regular cluster file makes `enable`
-//! refuse ([`SwitchError::Blocked`]) with every path named.
+//! refuse ([`SwitchError::Blocked`]) with every path named. Then (not for a dry run) no running
+//! process may hold a file open under a tablespace's real directory
+//! ([`SwitchError::TablespaceInUse`]): a `cp -a` copy shares its original's tablespaces, and
+//! pages stamped under a running server would overwrite its writes.
 //!
 //! # Enable
 //!
@@ -235,6 +238,23 @@ pub enum SwitchError {
     Lock(#[from] LockError),
     #[error("{} part(s) of the data directory cannot be read or written, so their pages could not get checksums; nothing was changed:\n  {}", .0.len(), .0.join("\n  "))]
     Blocked(Vec<String>),
+    #[error("tablespace {oid} ({dir:?}) is in use by a running process: pid {pid} ({command}) has {file:?} open. Is its directory shared with another data directory (a cp -a copy keeps links to its original's tablespaces)? Stamping pages under a running server would overwrite its writes; nothing was changed")]
+    TablespaceInUse {
+        oid: u32,
+        dir: PathBuf,
+        pid: u32,
+        command: String,
+        file: PathBuf,
+    },
+    #[error("tablespace {oid} may be in use: process {pid} ({command}) runs as the tablespace directory's owner, but its open files cannot be read ({error}); stop that process, or run pgcheckdb with the privileges to inspect it (as root with CAP_SYS_PTRACE); nothing was changed")]
+    ProcessUninspectable {
+        oid: u32,
+        pid: u32,
+        command: String,
+        error: io::Error,
+    },
+    #[error("could not see which files running processes hold open ({path:?}: {error}), so the tablespaces may be in use by another server; nothing was changed")]
+    ProcessesUnreadable { path: PathBuf, error: io::Error },
     #[error(transparent)]
     Control(#[from] ControlFileError),
     #[error("pg_control changed while pgcheckdb was working (was a server started?): {0}; checksums were not switched")]
@@ -282,6 +302,9 @@ impl Enabler {
         let problems = preflight::blocking_problems(&plan, lock.is_some());
         if !problems.is_empty() {
             return Err(SwitchError::Blocked(problems));
+        }
+        if lock.is_some() {
+            preflight::check_tablespaces_unused(datadir)?;
         }
         let files = plan.scan_files();
         let catalog = Catalog::read(datadir, &plan.control);
