@@ -2,7 +2,8 @@
 //! and for `--metrics-file` (node_exporter's textfile collector reads `*.prom` files from a
 //! directory): findings by severity and kind, blocks and bytes checked, seconds, exit status and
 //! the time of the last run that checked everything. The file is replaced atomically, so the
-//! collector never reads half of it.
+//! collector never reads half of it, from a temporary file nothing planted in a shared
+//! directory can redirect; the previous file is read only if it is a small regular file.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

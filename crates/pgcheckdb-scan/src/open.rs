@@ -3,7 +3,9 @@
 //! A FIFO, socket or device where a data file should be must never make a reader hang (opening
 //! a FIFO for reading blocks until a writer appears) or touch a device. [`open_regular`] checks
 //! the file type before opening, opens without blocking, and checks the opened descriptor
-//! again, so a file swapped between the two checks is refused too.
+//! again, so a file swapped between the two checks is refused too. [`read_regular`] reads such
+//! a file whole with a size cap; [`read_regular_no_symlink`] does the same without following a
+//! symbolic link, for a file pgcheckdb wrote itself in a directory others may write to.
 
 use std::ffi::CStr;
 use std::fmt;
