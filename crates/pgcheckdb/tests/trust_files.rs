@@ -309,7 +309,11 @@ fn odd_previous_metrics_files_are_one_error(datadir: &Path) {
     // A file too large to be a metrics file (2 MiB) is refused too, and kept.
     fs::write(&metrics, vec![b'#'; 2 << 20]).expect("big file");
     let r = verify_with_metrics(datadir, &metrics, Start::default());
-    assert_one_metrics_error(&r, &shown, "file is 2097152 bytes, more than the 1048576 expected");
+    assert_one_metrics_error(
+        &r,
+        &shown,
+        "file is 2097152 bytes, more than the 1048576 expected",
+    );
     assert_eq!(fs::metadata(&metrics).expect("stat").len(), 2 << 20);
 }
 
