@@ -9,7 +9,10 @@ use pgcheckdb_pg::verify::Summary;
 use serde::Serialize;
 
 pub mod advice;
+pub mod escape;
 pub mod prometheus;
+
+use escape::escape_control;
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +33,7 @@ struct Tagged<'a, T: Serialize> {
 pub fn write_finding(out: &mut dyn Write, format: Format, f: &Finding) -> io::Result<()> {
     match format {
         Format::Json => json_line(out, "finding", f),
-        Format::Text => writeln!(out, "{}", finding_text(f)),
+        Format::Text => text_line(out, &finding_text(f)),
     }
 }
 
@@ -43,8 +46,13 @@ pub fn write_summary(
 ) -> io::Result<()> {
     match format {
         Format::Json => json_line(out, "summary", s),
-        Format::Text => writeln!(out, "{}", summary_text(s, findings)),
+        Format::Text => text_line(out, &summary_text(s, findings)),
     }
+}
+
+/// Writes one line of text, its control characters escaped ([`escape::escape_control`]).
+pub fn text_line(out: &mut dyn Write, line: &str) -> io::Result<()> {
+    writeln!(out, "{}", escape_control(line))
 }
 
 fn json_line<T: Serialize>(out: &mut dyn Write, kind: &'static str, body: &T) -> io::Result<()> {
@@ -118,14 +126,14 @@ pub fn write_findings_text(
             .max(1);
         let (page, tail) = rest.split_at(same_page);
         if page.len() == 1 {
-            writeln!(out, "{}", finding_text(first))?;
+            text_line(out, &finding_text(first))?;
         } else {
             write_page_group(out, page, per_page)?;
         }
         rest = tail;
     }
     for line in advice::hints(findings) {
-        writeln!(out, "{line}")?;
+        text_line(out, &line)?;
     }
     Ok(())
 }
@@ -144,22 +152,22 @@ fn write_page_group(out: &mut dyn Write, page: &[Finding], per_page: usize) -> i
     } else {
         format!(" ({rel})")
     };
-    writeln!(
-        out,
+    let head = format!(
         "{}: {} findings on block {} of \"{}\"{rel}:",
         severity_word(worst),
         page.len(),
         first.block.unwrap_or(0),
         first.file
-    )?;
+    );
+    text_line(out, &head)?;
     for f in page.iter().take(per_page) {
-        writeln!(out, "  {}", item_text(f))?;
+        text_line(out, &format!("  {}", item_text(f)))?;
     }
     if page.len() > per_page {
-        writeln!(
+        let more = page.len() - per_page;
+        text_line(
             out,
-            "  ... and {} more on this page (--format json lists every one)",
-            page.len() - per_page
+            &format!("  ... and {more} more on this page (--format json lists every one)"),
         )?;
     }
     Ok(())

@@ -2,12 +2,14 @@
 //! and for `--metrics-file` (node_exporter's textfile collector reads `*.prom` files from a
 //! directory): findings by severity and kind, blocks and bytes checked, seconds, exit status and
 //! the time of the last run that checked everything. The file is replaced atomically, so the
-//! collector never reads half of it.
+//! collector never reads half of it, from a temporary file nothing planted in a shared
+//! directory can redirect; the previous file is read only if it is a small regular file.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
 use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use pgcheckdb_pg::finding::{Finding, Severity};
@@ -171,9 +173,28 @@ pub fn last_success_in(previous: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The most a previous metrics file is read of: the file is a few kB.
+pub const MAX_PREVIOUS_BYTES: u64 = 1 << 20;
+
+/// The last-success time of the previous metrics file at `path`: `Ok(None)` when there is no
+/// file there (or it records none). Only a regular file of at most [`MAX_PREVIOUS_BYTES`] is
+/// read, never through a symbolic link and never blocking: a FIFO, device, directory, link or
+/// oversized file there is an error, since pgcheckdb did not put it there.
+pub fn previous_last_success(path: &Path) -> io::Result<Option<f64>> {
+    match pgcheckdb_scan::open::read_regular_no_symlink(path, MAX_PREVIOUS_BYTES) {
+        Ok(bytes) => Ok(last_success_in(&String::from_utf8_lossy(&bytes))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Replaces `path` with `contents` atomically: a temporary file in the same directory (so the
 /// rename does not cross file systems), written and synced, then renamed over `path`. The
-/// temporary name starts with `.` and does not end in `.prom`, so a collector skips it.
+/// temporary file is created with `O_EXCL` under a random name (`.NAME.XXXXXX.tmp`), mode
+/// 0600, so nothing planted in a shared directory can be written through; it is given mode 0644
+/// through its own descriptor just before the rename. The name starts with `.` and does not
+/// end in `.prom`, so a collector skips it. A symbolic link at `path` itself is replaced by the
+/// rename, never written through.
 pub fn write_atomically(path: &Path, contents: &str) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -185,25 +206,21 @@ pub fn write_atomically(path: &Path, contents: &str) -> io::Result<()> {
             "the metrics file needs a file name",
         )
     })?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut file = fs::File::create(&tmp)?;
-        file.write_all(contents.as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        if let Ok(d) = fs::File::open(&dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".tmp")
+        .tempfile_in(&dir)?;
+    tmp.write_all(contents.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.as_file()
+        .set_permissions(fs::Permissions::from_mode(0o644))?;
+    // On failure the temporary file is removed when `tmp` is dropped.
+    tmp.persist(path).map_err(|e| e.error)?;
+    if let Ok(d) = fs::File::open(&dir) {
+        let _ = d.sync_all();
     }
-    result
+    Ok(())
 }
 
 #[cfg(test)]
@@ -238,5 +255,36 @@ mod tests {
         assert!(text.contains("pgcheckdb_verify_findings_by_severity{pgdata=\"/srv/a\\\"b\",severity=\"warning\"} 0\n"), "{text}");
         assert_eq!(last_success_in(&text), Some(1700000000.0));
         assert_eq!(last_success_in("# HELP x\n"), None);
+    }
+
+    #[test]
+    fn written_atomically_as_a_0644_regular_file_with_no_temporary_left() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("pgcheckdb.prom");
+        std::fs::write(dir.path().join("victim"), "keep").expect("write");
+        std::os::unix::fs::symlink(dir.path().join("victim"), &path).expect("symlink");
+        write_atomically(&path, "x 1\n").expect("write");
+        let meta = std::fs::symlink_metadata(&path).expect("stat");
+        assert!(meta.file_type().is_file());
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o644);
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "x 1\n");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("victim")).expect("read"),
+            "keep"
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert_eq!(previous_last_success(&path).expect("read"), None);
+        assert_eq!(
+            previous_last_success(&dir.path().join("none")).expect("absent"),
+            None
+        );
+        std::fs::remove_file(&path).expect("remove");
+        std::os::unix::fs::symlink("/dev/zero", &path).expect("symlink");
+        assert!(previous_last_success(&path).is_err());
     }
 }

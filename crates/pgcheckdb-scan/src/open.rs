@@ -3,7 +3,9 @@
 //! A FIFO, socket or device where a data file should be must never make a reader hang (opening
 //! a FIFO for reading blocks until a writer appears) or touch a device. [`open_regular`] checks
 //! the file type before opening, opens without blocking, and checks the opened descriptor
-//! again, so a file swapped between the two checks is refused too.
+//! again, so a file swapped between the two checks is refused too. [`read_regular`] reads such
+//! a file whole with a size cap; [`read_regular_no_symlink`] does the same without following a
+//! symbolic link, for a file pgcheckdb wrote itself in a directory others may write to.
 
 use std::ffi::CStr;
 use std::fmt;
@@ -152,7 +154,34 @@ fn clear_nonblock(file: &File) -> io::Result<()> {
 /// Reads a whole regular file of at most `max_len` bytes: a longer file is an error (a control
 /// file, version file or map file of absurd size is damage, not something to load).
 pub fn read_regular(path: &Path, max_len: u64) -> io::Result<Vec<u8>> {
-    let file = open_regular(path, false)?;
+    read_bounded(open_regular(path, false)?, max_len)
+}
+
+/// [`read_regular`] for a file pgcheckdb wrote itself in a directory others may write to (the
+/// previous `--metrics-file`): the last path component is never followed (`O_NOFOLLOW`), so a
+/// symbolic link there is refused as one, as are a FIFO (opened without blocking, then
+/// refused), a device, a directory and a file longer than `max_len`.
+pub fn read_regular_no_symlink(path: &Path, max_len: u64) -> io::Result<Vec<u8>> {
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
+        .open(path);
+    let file = match opened {
+        Ok(file) => file,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            let ft = std::fs::symlink_metadata(path)?.file_type();
+            return Err(refuse(&ft));
+        }
+        Err(e) => return Err(e),
+    };
+    let file = only_regular(file)?;
+    clear_nonblock(&file)?;
+    read_bounded(file, max_len)
+}
+
+/// The whole of an opened regular file, refused when longer than `max_len` (also when it grows
+/// past it while being read).
+fn read_bounded(file: File, max_len: u64) -> io::Result<Vec<u8>> {
     let len = file.metadata()?.len();
     if len > max_len {
         return Err(io::Error::new(
@@ -192,6 +221,31 @@ mod tests {
         }
         let err = read_regular(&fifo, 8192).expect_err("a FIFO is not read");
         assert_eq!(not_regular(&err), Some("FIFO"));
+        let err = read_regular_no_symlink(&fifo, 8192).expect_err("a FIFO is not read");
+        assert_eq!(not_regular(&err), Some("FIFO"));
+    }
+
+    #[test]
+    fn without_following_a_symlink_only_a_small_regular_file_is_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("m.prom");
+        std::fs::write(&file, b"x 1\n").expect("write");
+        assert_eq!(read_regular_no_symlink(&file, 16).expect("read"), b"x 1\n");
+        let err = read_regular_no_symlink(&file, 2).expect_err("too long");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        for target in [file.as_path(), Path::new("/dev/zero")] {
+            let link = dir.path().join("link.prom");
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(target, &link).expect("symlink");
+            let err = read_regular_no_symlink(&link, 1 << 20).expect_err("a link is not followed");
+            assert_eq!(not_regular(&err), Some("symbolic link"), "{err}");
+        }
+        let err = read_regular_no_symlink(Path::new("/dev/zero"), 1 << 20).expect_err("device");
+        assert_eq!(not_regular(&err), Some("character device"));
+        let err = read_regular_no_symlink(dir.path(), 16).expect_err("directory");
+        assert_eq!(not_regular(&err), Some("directory"));
+        let err = read_regular_no_symlink(&dir.path().join("none"), 16).expect_err("missing");
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
     }
 
     #[test]

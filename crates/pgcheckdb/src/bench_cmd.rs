@@ -113,7 +113,7 @@ pub fn run(common: &Common, args: &BenchArgs) -> Result<u8> {
         progress: !common.quiet,
     };
     if !common.quiet {
-        eprintln!(
+        eprintln_text!(
             "pgcheckdb bench {name}: {} in {}, {} runs per variant, output in {}",
             bin.version,
             bin.bindir.display(),
@@ -124,7 +124,7 @@ pub fn run(common: &Common, args: &BenchArgs) -> Result<u8> {
     let outcome = match run_experiment(&args.experiment, &opts) {
         Ok(o) => o,
         Err(e) if guard::interrupted() => {
-            eprintln!("pgcheckdb: interrupted: {e:#}");
+            eprintln_text!("pgcheckdb: interrupted: {e:#}");
             std::process::exit(guard::EXIT_INTERRUPTED);
         }
         Err(e) => return Err(e.context(format!("bench {name} failed"))),
@@ -162,11 +162,16 @@ fn run_experiment(exp: &Experiment, opts: &CommonOpts) -> Result<Outcome> {
 fn print(common: &Common, outcome: &Outcome) -> Result<()> {
     match common.format {
         OutputFormat::Json => println!("{}", serde_json::to_string(&outcome.report)?),
-        OutputFormat::Text => print!("{}", output::render_text(&outcome.report)),
+        OutputFormat::Text => print!(
+            "{}",
+            pgcheckdb_report::escape::escape_control_keep_newlines(&output::render_text(
+                &outcome.report
+            ))
+        ),
     }
     if !common.quiet {
         for f in &outcome.written.files {
-            eprintln!("wrote {}", f.display());
+            eprintln_text!("wrote {}", f.display());
         }
     }
     Ok(())

@@ -95,13 +95,13 @@ fn status(common: &Common, pgdata: Option<&PathBuf>) -> anyhow::Result<u8> {
             })
         ),
         Format::Text => {
-            println!("Data checksums: {state}");
-            println!("Data checksum version: {}", control.data_checksum_version);
-            println!(
+            println_text!("Data checksums: {state}");
+            println_text!("Data checksum version: {}", control.data_checksum_version);
+            println_text!(
                 "PostgreSQL version: {}",
                 control.major.map_or("unknown".into(), |m| m.to_string())
             );
-            println!("Database cluster state: {}", control.state);
+            println_text!("Database cluster state: {}", control.state);
         }
     }
     Ok(EXIT_OK)
@@ -178,7 +178,7 @@ fn run_enable(common: &Common, args: &EnableArgs, enabler: &Enabler) -> anyhow::
         ..EnableOptions::default()
     };
     if !common.quiet {
-        eprintln!(
+        eprintln_text!(
             "pgcheckdb: {} data checksums in \"{}\": PostgreSQL {}, {} relation files, {}, {} jobs",
             if opts.dry_run {
                 "dry run: would enable"
@@ -227,16 +227,16 @@ fn run_enable(common: &Common, args: &EnableArgs, enabler: &Enabler) -> anyhow::
     }
     print_enable_report(fmt, common.quiet, &report)?;
     if report.outcome == EnableOutcome::Enabled && !common.quiet {
-        eprintln!(
+        eprintln_text!(
             "pgcheckdb: warning: standbys and copies of this cluster keep checksums off: rebuild them from this cluster \
              (pg_basebackup) or stop and enable each one too before they are used with it (pg_rewind, backups)"
         );
     }
     for e in &report.tool_errors {
-        eprintln!("pgcheckdb: error: {e}");
+        eprintln_text!("pgcheckdb: error: {e}");
     }
     if let (Some(signal), EnableOutcome::Enabled) = (signals::caught(), report.outcome) {
-        eprintln!(
+        eprintln_text!(
             "pgcheckdb: {} arrived after pg_control was switched: data checksums are on",
             signals::name(signal)
         );
@@ -260,7 +260,7 @@ fn interrupted_enable(fmt: Format, signal: i32, report: Option<&EnableReport>) -
         line.insert("checksums".into(), json!("off"));
         println!("{}", serde_json::Value::Object(line));
     }
-    eprintln!(
+    eprintln_text!(
         "pgcheckdb: interrupted ({}): data checksums are still off; rerun to finish",
         signals::name(signal)
     );
@@ -271,7 +271,7 @@ fn enable_exit_code(report: &EnableReport) -> u8 {
     let s = &report.summary;
     match report.outcome {
         EnableOutcome::Enabled if s.damaged_blocks > 0 => {
-            eprintln!(
+            eprintln_text!(
                 "pgcheckdb: warning: data checksums enabled with {} damaged page(s) left unstamped (--allow-damaged): the server will keep rejecting them",
                 s.damaged_blocks
             );
@@ -279,7 +279,7 @@ fn enable_exit_code(report: &EnableReport) -> u8 {
         }
         EnableOutcome::Enabled => EXIT_OK,
         EnableOutcome::DryRun if s.damaged_blocks > 0 => {
-            eprintln!(
+            eprintln_text!(
                 "pgcheckdb: error: dry run: {} damaged page(s) found; enable would refuse to switch checksums on without --allow-damaged",
                 s.damaged_blocks
             );
@@ -287,7 +287,7 @@ fn enable_exit_code(report: &EnableReport) -> u8 {
         }
         EnableOutcome::DryRun => EXIT_OK,
         EnableOutcome::RefusedDamaged => {
-            eprintln!(
+            eprintln_text!(
                 "pgcheckdb: error: {} damaged page(s) found: data checksums were NOT enabled (pg_control unchanged, checksums still off; \
                  the sane pages were stamped and synced); repair or rebuild the relations named above and rerun, or rerun with --allow-damaged",
                 s.damaged_blocks
@@ -295,7 +295,7 @@ fn enable_exit_code(report: &EnableReport) -> u8 {
             EXIT_CORRUPT
         }
         EnableOutcome::Incomplete | EnableOutcome::Interrupted => {
-            eprintln!(
+            eprintln_text!(
                 "pgcheckdb: error: the run did not complete ({} error(s) above): data checksums were NOT enabled (still off); fix the cause and rerun",
                 report.tool_errors.len()
             );
@@ -400,7 +400,7 @@ fn disable_cmd(common: &Common, args: &DisableArgs) -> anyhow::Result<u8> {
                        "signal": signals::name(signal), "checksums": "on"})
             );
         }
-        eprintln!(
+        eprintln_text!(
             "pgcheckdb: interrupted ({}): data checksums are still on",
             signals::name(signal)
         );
@@ -414,11 +414,11 @@ fn disable_cmd(common: &Common, args: &DisableArgs) -> anyhow::Result<u8> {
         ),
         Format::Text => {
             if !common.quiet {
-                eprintln!(
+                eprintln_text!(
                     "pgcheckdb: warning: standbys and copies of this cluster keep checksums on: disable them too or rebuild them"
                 );
             }
-            println!("Checksums disabled in cluster");
+            println_text!("Checksums disabled in cluster");
         }
     }
     Ok(EXIT_OK)

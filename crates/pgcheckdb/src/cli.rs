@@ -324,7 +324,8 @@ pub struct CorruptArgs {
     /// drill can be repeated byte for byte. Rejected by the other kinds.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Do not ask for confirmation (needed when stdin is not a terminal).
+    /// Do not ask for confirmation. Required when stdin is not a terminal: without it, such a
+    /// run is refused at once and stdin is never read ("yes" piped in is not a confirmation).
     #[arg(short = 'y', long)]
     pub yes: bool,
     /// Recompute the page checksum afterwards, so only structure checks can see the damage.
@@ -586,7 +587,7 @@ pub fn report_parse_error(e: &clap::Error) -> u8 {
             1
         }
         _ => {
-            eprintln!("pgcheckdb: error: {} (try --help)", error_line(e));
+            eprintln_text!("pgcheckdb: error: {} (try --help)", error_line(e));
             1
         }
     }

@@ -1,5 +1,6 @@
 //! `pgcheckdb corrupt`: damage one block of a stopped cluster on purpose, for drills and tests.
-//! Needs `-D` (never `$PGDATA`) and a confirmation (`--yes`, or "yes" typed on stdin); refuses a
+//! Needs `-D` (never `$PGDATA`) and a confirmation (`--yes`, or "yes" typed at the terminal:
+//! without `--yes` a stdin that is not a terminal is refused at once, never read); refuses a
 //! running cluster, a block past the end of its fork and options the chosen damage does not use;
 //! holds the data directory lock (`postmaster.pid`) while it writes, so that no server can
 //! start meanwhile. By default the damage is what a failing disk does (the checksum is left
@@ -8,7 +9,7 @@
 //! directory (a tablespace, a symbolic link, a hard link) is refused unless its tablespace was
 //! named with `--tablespace`, and every read and write of the run uses that one descriptor.
 
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, IsTerminal, Write};
 
 use anyhow::{bail, Context};
 use pgcheckdb_pg::cluster::check_stopped;
@@ -16,6 +17,7 @@ use pgcheckdb_pg::confine::WriteRoots;
 use pgcheckdb_pg::corrupt::{Damage, HeaderDamage, SegmentFile};
 use pgcheckdb_pg::lock::DataDirLock;
 use pgcheckdb_pg::page::SECTOR_SIZE;
+use pgcheckdb_report::escape::escape_control;
 use serde_json::json;
 
 use crate::cli::{Common, CorruptArgs, CorruptHow, OutputFormat};
@@ -26,6 +28,12 @@ use crate::EXIT_OK;
 
 pub fn run(common: &Common, args: &CorruptArgs) -> anyhow::Result<u8> {
     reject_unused_options(args)?;
+    if !args.yes && !io::stdin().is_terminal() {
+        // "yes" piped in is not a person confirming; reading a pipe could also wait forever.
+        bail!(
+            "refusing to damage a block without confirmation: stdin is not a terminal: pass --yes"
+        );
+    }
     let datadir = resolve_datadir(args.pgdata.as_ref())?;
     // A signal only sets a flag from here on: the damage is written whole and the lock removed.
     signals::install_for_writes()?;
@@ -54,7 +62,7 @@ pub fn run(common: &Common, args: &CorruptArgs) -> anyhow::Result<u8> {
     drop(lock);
     report(common, args, &target, &what);
     if let Some(signal) = signals::caught() {
-        eprintln!(
+        eprintln_text!(
             "pgcheckdb: {} received: the damage above was written whole; stopped",
             signals::name(signal)
         );
@@ -84,9 +92,10 @@ fn report(common: &Common, args: &CorruptArgs, target: &BlockTarget, what: &str)
             } else {
                 ""
             };
-            println!(
+            println_text!(
                 "damaged block {} of \"{}\"{rel}: {what}{sum}",
-                target.block, target.shown
+                target.block,
+                target.shown
             );
         }
         OutputFormat::Text => {}
@@ -166,20 +175,21 @@ fn swap_partner(t: &BlockTarget, args: &CorruptArgs) -> u64 {
     args.with.unwrap_or(t.block + 1)
 }
 
-/// Asks on stderr and reads the answer from stdin; anything but "yes"/"y" (or no answer)
-/// refuses.
+/// Asks on stderr and reads the answer from stdin (a terminal: checked by `run`); anything but
+/// "yes"/"y" (or no answer) refuses.
 fn confirm(t: &BlockTarget, args: &CorruptArgs) -> anyhow::Result<()> {
     let rel = t
         .relation
         .as_deref()
         .map(|r| format!(" (relation {r})"))
         .unwrap_or_default();
-    eprint!(
+    let question = format!(
         "pgcheckdb: about to damage block {} of \"{}\"{rel} ({}) on purpose; type yes to go on: ",
         t.block,
         t.shown,
         how_name(args.how)
     );
+    eprint!("{}", escape_control(&question));
     io::stderr().flush().ok();
     let mut answer = String::new();
     io::stdin()

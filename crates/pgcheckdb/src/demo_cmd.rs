@@ -214,5 +214,8 @@ fn step(title: &str) {
 }
 
 fn say(text: &str) {
-    println!("{text}");
+    println!(
+        "{}",
+        pgcheckdb_report::escape::escape_control_keep_newlines(text)
+    );
 }

@@ -5,6 +5,7 @@
 use anyhow::{bail, Context};
 use pgcheckdb_pg::cluster::check_stopped;
 use pgcheckdb_pg::inspect::{hex_dump, inspect_block, render_text};
+use pgcheckdb_report::escape::escape_control_keep_newlines;
 
 use crate::cli::{Common, InspectArgs, OutputFormat};
 use crate::target::{resolve, BlockTarget};
@@ -44,8 +45,10 @@ pub fn run(common: &Common, args: &InspectArgs) -> anyhow::Result<u8> {
             println!("{}", serde_json::to_string(&line)?);
         }
         OutputFormat::Text => {
-            print!("{}", where_line(&target));
-            print!("{}", render_text(&dump));
+            // Several lines each: the newlines between them kept, every other control
+            // character (in a relation or file name) escaped.
+            print!("{}", escape_control_keep_newlines(&where_line(&target)));
+            print!("{}", escape_control_keep_newlines(&render_text(&dump)));
             if args.hex {
                 print!("{}", hex_dump(&page));
             }

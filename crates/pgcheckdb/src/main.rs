@@ -1,6 +1,27 @@
 //! The `pgcheckdb` binary: parses arguments, wires the commands to the library crates and maps
 //! results to the exit codes of the contract (0 clean, 1 could not run, 2 corruption found).
 
+/// `eprintln!` for one line of text, its control characters escaped (names and messages come
+/// from the data directory: docs/OUTPUT.md, "Text output"). Every line on stderr uses it.
+macro_rules! eprintln_text {
+    ($($arg:tt)*) => {
+        ::std::eprintln!(
+            "{}",
+            ::pgcheckdb_report::escape::escape_control(&::std::format!($($arg)*))
+        )
+    };
+}
+
+/// `println!` for one line of text (not JSON), its control characters escaped.
+macro_rules! println_text {
+    ($($arg:tt)*) => {
+        ::std::println!(
+            "{}",
+            ::pgcheckdb_report::escape::escape_control(&::std::format!($($arg)*))
+        )
+    };
+}
+
 mod bench_cmd;
 mod checksums_cmd;
 mod cli;
@@ -46,7 +67,7 @@ fn main() -> ExitCode {
         Ok(Ok(code)) => ExitCode::from(code),
         Ok(Err(e)) if closed_stdout::is_broken_pipe(&e) => ExitCode::from(EXIT_STDOUT_CLOSED),
         Ok(Err(e)) => {
-            eprintln!("pgcheckdb: error: {e:#}");
+            eprintln_text!("pgcheckdb: error: {e:#}");
             ExitCode::from(EXIT_FAILED)
         }
         Err(payload) if closed_stdout::is_print_panic(payload.as_ref()) => {

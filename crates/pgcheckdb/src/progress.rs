@@ -86,7 +86,8 @@ impl Snapshot {
         let rate = if secs > 0.0 { done as f64 / secs } else { 0.0 };
         let eta = (rate > 0.0).then(|| Duration::from_secs_f64((d.total - done) as f64 / rate));
         let at = if done > 0 {
-            (d.label)(progress.current_file.load(Ordering::Relaxed))
+            let label = (d.label)(progress.current_file.load(Ordering::Relaxed));
+            pgcheckdb_report::escape::escape_control(&label).into_owned()
         } else {
             String::new()
         };
@@ -209,7 +210,7 @@ fn draw_bar(d: &Display, progress: &Progress, done: &AtomicBool) {
     // The bar goes before anything else is said, so it never draws over the lines after it.
     bar.finish_and_clear();
     if let Some(sig) = signals::caught() {
-        eprintln!("{}", interrupted_line(sig));
+        eprintln_text!("{}", interrupted_line(sig));
     }
 }
 
@@ -219,17 +220,17 @@ fn print_lines(d: &Display, progress: &Progress, done: &AtomicBool) {
     let mut told = false;
     while !done.load(Ordering::Relaxed) {
         if let (Some(sig), false) = (signals::caught(), told) {
-            eprintln!("{}", interrupted_line(sig));
+            eprintln_text!("{}", interrupted_line(sig));
             told = true;
         }
         if Instant::now() >= next {
-            eprintln!("{}", Snapshot::take(d, progress, started).line(d));
+            eprintln_text!("{}", Snapshot::take(d, progress, started).line(d));
             next += LINE_INTERVAL;
         }
         thread::park_timeout(Duration::from_millis(50));
     }
     if let (Some(sig), false) = (signals::caught(), told) {
-        eprintln!("{}", interrupted_line(sig));
+        eprintln_text!("{}", interrupted_line(sig));
     }
 }
 

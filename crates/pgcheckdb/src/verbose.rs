@@ -25,7 +25,7 @@ impl Phases {
     /// Says that `phase` is done, with its time since the previous phase, and `what` it found.
     pub fn done(&mut self, phase: &str, what: &str) {
         if self.on {
-            eprintln!(
+            eprintln_text!(
                 "pgcheckdb: {phase}: {what} ({:.3} s)",
                 self.since.elapsed().as_secs_f64()
             );
@@ -36,7 +36,7 @@ impl Phases {
     /// Prints a line when verbose.
     pub fn say(&self, text: &str) {
         if self.on {
-            eprintln!("pgcheckdb: {text}");
+            eprintln_text!("pgcheckdb: {text}");
         }
     }
 }

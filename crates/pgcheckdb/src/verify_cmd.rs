@@ -16,7 +16,8 @@ use pgcheckdb_pg::relstats::{relation_summaries, RelationSummary};
 use pgcheckdb_pg::scope::{Scope, ScopeOptions};
 use pgcheckdb_pg::verify::{self, Level, Plan, Structure, Summary, VerifyOptions};
 use pgcheckdb_report::{
-    human_bytes, write_finding, write_findings_text, write_summary, Format, TEXT_FINDINGS_PER_PAGE,
+    human_bytes, text_line, write_finding, write_findings_text, write_summary, Format,
+    TEXT_FINDINGS_PER_PAGE,
 };
 use pgcheckdb_scan::open::{not_regular, read_regular};
 use pgcheckdb_scan::Progress;
@@ -130,12 +131,15 @@ pub fn run(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
             ..Summary::default()
         };
         let dir = args.backup.as_deref().or(args.pgdata.as_deref());
-        emit_metrics(common, dir, &summary, &[], EXIT_FAILED)?;
+        // The run's own error is the one main prints; a metrics error comes on a line before.
+        if let Err(m) = emit_metrics(common, dir, &summary, &[], EXIT_FAILED) {
+            eprintln_text!("pgcheckdb: error: {m:#}");
+        }
     }
     match signals::caught() {
         // Interrupted before the scan: say so here, exit with the signal's status.
         Some(sig) => {
-            eprintln!("pgcheckdb: error: {e:#}");
+            eprintln_text!("pgcheckdb: error: {e:#}");
             Ok(signals::exit_code(sig))
         }
         None => Err(e),
@@ -414,7 +418,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         let (mut summary, aside) = backup::set_aside(&mut report, &plan, backup);
         if common.verbose {
             for f in &aside {
-                eprintln!(
+                eprintln_text!(
                     "pgcheckdb: set aside (replay rewrites it): {} {} block {}: {}",
                     f.kind.name(),
                     f.file,
@@ -477,7 +481,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
             n => format!("{first} (and {} more error(s))", n - 1),
         });
     for e in &report.tool_errors {
-        eprintln!("pgcheckdb: error: {e}");
+        eprintln_text!("pgcheckdb: error: {e}");
     }
     if let Some(relations) = &relations {
         print_relations(format, relations)?;
@@ -494,16 +498,28 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     } else {
         EXIT_OK
     };
-    if wants_metrics(common) {
-        emit_metrics(common, Some(shown), &report.summary, &report.findings, code)?;
-    }
+    let metrics = match wants_metrics(common) {
+        true => emit_metrics(common, Some(shown), &report.summary, &report.findings, code),
+        false => Ok(()),
+    };
     // The process ends now and its memory goes back whole: the catalogs, the plan and the
     // structure are not freed object by object (18 ms on one core at the standard level on
     // 80,000 relations). Nothing of theirs has work to do when dropped.
     std::mem::forget(structure);
     std::mem::forget(catalog);
     std::mem::forget(plan);
-    Ok(code)
+    match metrics {
+        Ok(()) => Ok(code),
+        Err(e) => {
+            // Said here, once: the report above stands (what was checked and what was found),
+            // but the run did not do all it was asked to.
+            eprintln_text!("pgcheckdb: error: {e:#}");
+            Ok(match code {
+                EXIT_OK | EXIT_CORRUPT => EXIT_FAILED,
+                interrupted => interrupted,
+            })
+        }
+    }
 }
 
 /// Accepts a stopped cluster (`None`) or a plain base backup (its `backup_label` and WAL
@@ -539,7 +555,9 @@ fn wants_metrics(common: &Common) -> bool {
 }
 
 /// Writes the run's metrics to stdout (`--format prometheus`) and/or, atomically, to
-/// `--metrics-file`, carrying the last success time over from the previous file.
+/// `--metrics-file`, carrying the last success time over from the previous file. When the
+/// previous file cannot be read (not a regular file, a symbolic link, too large, unreadable)
+/// no metrics are written at all, neither to the file nor to stdout: the error names the path.
 fn emit_metrics(
     common: &Common,
     pgdata: Option<&Path>,
@@ -547,16 +565,24 @@ fn emit_metrics(
     findings: &[pgcheckdb_pg::finding::Finding],
     exit_status: u8,
 ) -> anyhow::Result<()> {
-    use pgcheckdb_report::prometheus::{last_success_in, render, write_atomically, Metrics};
+    use pgcheckdb_report::prometheus::{previous_last_success, render, write_atomically, Metrics};
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     let complete = matches!(exit_status, EXIT_OK | EXIT_CORRUPT);
-    let previous = common
-        .metrics_file
-        .as_ref()
-        .and_then(|f| std::fs::read_to_string(f).ok())
-        .and_then(|text| last_success_in(&text));
+    let previous = match &common.metrics_file {
+        Some(file) => previous_last_success(file).map_err(|e| {
+            let why = match not_regular(&e) {
+                Some(what) => format!("it is a {what}, not a regular file"),
+                None => e.to_string(),
+            };
+            anyhow!(
+                "could not read the previous metrics file \"{}\" ({why}): no metrics were written",
+                file.display()
+            )
+        })?,
+        None => None,
+    };
     let pgdata = pgdata.map_or(String::new(), |p| p.display().to_string());
     let text = render(&Metrics {
         pgdata: &pgdata,
@@ -610,7 +636,7 @@ fn extended_config(
 
 /// The opening lines of the text format.
 fn announce(control: &ControlFile, level: Level, jobs: usize) {
-    eprintln!(
+    eprintln_text!(
         "pgcheckdb: PostgreSQL {}, block size {}, segment size {} blocks, data checksums {}, {} jobs",
         control.major.map_or("?".to_string(), |m| m.to_string()),
         control.blcksz,
@@ -623,7 +649,7 @@ fn announce(control: &ControlFile, level: Level, jobs: usize) {
             Level::Physical => "page headers only",
             _ => "page headers and the structure inside pages",
         };
-        eprintln!("pgcheckdb: data checksums are off in this cluster: checking {what}");
+        eprintln_text!("pgcheckdb: data checksums are off in this cluster: checking {what}");
     }
 }
 
@@ -651,10 +677,10 @@ fn print_report(
                 .collect();
             write_findings_text(&mut out, &shown, TEXT_FINDINGS_PER_PAGE)?;
             if let (Some(b), false) = (&summary.backup, quiet) {
-                writeln!(out, "pgcheckdb: {}", b.text_line())?;
+                text_line(&mut out, &format!("pgcheckdb: {}", b.text_line()))?;
             }
             if let (Some(o), false) = (&summary.online, quiet) {
-                writeln!(out, "pgcheckdb: {}", o.text_line())?;
+                text_line(&mut out, &format!("pgcheckdb: {}", o.text_line()))?;
             }
             if !quiet {
                 write_summary(&mut out, format, summary, findings)?;
@@ -678,7 +704,7 @@ fn print_relations(format: Format, relations: &[RelationSummary]) -> io::Result<
                 serde_json::to_writer(&mut out, &v).map_err(io::Error::other)?;
                 writeln!(out)?;
             }
-            Format::Text => writeln!(out, "{}", relation_text(r))?,
+            Format::Text => text_line(&mut out, &relation_text(r))?,
         }
     }
     out.flush()
@@ -716,7 +742,7 @@ fn warn_missing_locales(structure: &Structure<'_>) {
         }
     }
     for (locale, n) in counts {
-        eprintln!(
+        eprintln_text!(
             "pgcheckdb: warning: locale \"{locale}\" is not installed on this machine: the keys of {n} B-tree index(es) using it are not order-checked"
         );
     }
@@ -725,12 +751,12 @@ fn warn_missing_locales(structure: &Structure<'_>) {
 /// `--verbose`: how many indexes a check of the extended level covered, and each one it left
 /// out, with the reason (`check` names the check, `each` starts the line of one left out).
 fn list_not_checked(check: &str, each: &str, checked: usize, not_checked: &[TidNotChecked]) {
-    eprintln!(
+    eprintln_text!(
         "pgcheckdb: {check}: {checked} index(es) checked, {} not checked",
         not_checked.len()
     );
     for n in not_checked {
-        eprintln!("pgcheckdb: {each}: index {}: {}", n.index, n.reason);
+        eprintln_text!("pgcheckdb: {each}: index {}: {}", n.index, n.reason);
     }
 }
 
@@ -742,12 +768,14 @@ fn list_not_order_checked(structure: &Structure<'_>) {
         .flatten()
         .filter(|f| f.btree_order.is_some())
         .count();
-    eprintln!(
+    eprintln_text!(
         "pgcheckdb: B-tree key order: {checked} index file(s) checked, {} index(es) not order-checked",
         structure.not_order_checked.len()
     );
     for (index, db_oid, why) in &structure.not_order_checked {
-        eprintln!("pgcheckdb: keys not order-checked: index {index} (database {db_oid}): {why}");
+        eprintln_text!(
+            "pgcheckdb: keys not order-checked: index {index} (database {db_oid}): {why}"
+        );
     }
 }
 

@@ -363,29 +363,28 @@ fn corrupt_needs_d_and_a_confirmation_and_honours_or_rejects_its_options() {
     assert!(String::from_utf8_lossy(&with_env.stderr).contains("--pgdata"));
     unchanged("corrupt without -D");
 
-    // No --yes and nothing on stdin: refused; "yes" on stdin: done.
+    // No --yes and stdin not a terminal: refused (tests/trust_files.rs: also with "yes" piped
+    // in); "no" typed at a terminal: refused; "yes" typed at a terminal: done.
     let unconfirmed = corrupt(&["--file", &accounts, "--block", "1", "--how", "zero"]);
     assert_eq!(unconfirmed.status, 1, "{unconfirmed}");
     assert!(
-        unconfirmed.stderr.contains("not confirmed"),
+        unconfirmed
+            .stderr
+            .contains("stdin is not a terminal: pass --yes"),
         "{unconfirmed}"
     );
     unchanged("an unconfirmed corrupt");
-    let mut child = std::process::Command::new(bin())
-        .args([
-            "corrupt", "-D", &d, "--file", &accounts, "--block", "1", "--how", "zero",
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().expect("stdin");
-        stdin.write_all(b"yes\n").expect("answer");
-    }
-    let out = child.wait_with_output().expect("wait");
+    let args = [
+        "corrupt", "-D", &d, "--file", &accounts, "--block", "1", "--how", "zero",
+    ];
+    let out = typed_at_a_terminal(&args, b"no\n");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not confirmed (answer \"no\")"),
+        "{out:?}"
+    );
+    unchanged("corrupt answered no");
+    let out = typed_at_a_terminal(&args, b"yes\n");
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let zeroed = corrupt::read_block(&file, 1, BLCKSZ).expect("read");
     assert!(zeroed.iter().all(|&b| b == 0), "block 1 was not zeroed");
@@ -520,4 +519,47 @@ fn a_closed_stdout_is_a_quiet_exit() {
         "{stderr}"
     );
     assert_eq!(out.status.code(), Some(141), "{stderr}");
+}
+
+/// Runs pgcheckdb with `args` and its stdin on a new pseudo-terminal, on which `typed` is
+/// typed: what a person at a terminal does.
+fn typed_at_a_terminal(args: &[&str], typed: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    // SAFETY: posix_openpt, grantpt, unlockpt and ptsname_r on the descriptor just opened; the
+    // name buffer is ours and its length is passed.
+    let (mut master, slave) = unsafe {
+        let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(fd >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
+        let master = std::fs::File::from_raw_fd(fd);
+        assert_eq!(libc::grantpt(fd), 0, "grantpt");
+        assert_eq!(libc::unlockpt(fd), 0, "unlockpt");
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(
+            libc::ptsname_r(fd, name.as_mut_ptr(), name.len()),
+            0,
+            "ptsname_r"
+        );
+        let name = std::ffi::CStr::from_ptr(name.as_ptr())
+            .to_string_lossy()
+            .into_owned();
+        (master, name)
+    };
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&slave)
+        .expect("open the terminal");
+    let child = std::process::Command::new(bin())
+        .args(args)
+        .env_remove("PGDATA")
+        .stdin(slave)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    master.write_all(typed).expect("type");
+    let out = child.wait_with_output().expect("wait");
+    drop(master);
+    out
 }

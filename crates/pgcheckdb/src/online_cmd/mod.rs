@@ -65,7 +65,7 @@ impl Online {
         }
         match check_stopped(datadir, control) {
             Ok(()) => {
-                eprintln!(
+                eprintln_text!(
                     "pgcheckdb: no server is running on \"{}\": checking it offline",
                     datadir.display()
                 );
