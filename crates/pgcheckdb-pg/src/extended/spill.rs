@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,37 +22,35 @@ const PREFETCH_AHEAD: usize = 16;
 /// The private directory of one run's spill files; removed with everything in it on drop.
 #[derive(Debug)]
 pub struct SpillDir {
-    path: PathBuf,
+    dir: tempfile::TempDir,
     next: AtomicU64,
 }
 
+/// Spill files hold keys of the cluster's rows: nobody else may read them.
+const SPILL_DIR_MODE: u32 = 0o700;
+const SPILL_FILE_MODE: u32 = 0o600;
+
 impl SpillDir {
-    /// Makes a new private directory (mode 0700) under `parent`.
+    /// Makes a new private directory (mode 0700, `pgcheckdb-spill-` and a random suffix)
+    /// under `parent`.
     pub fn create(parent: &Path) -> io::Result<SpillDir> {
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let path = parent.join(format!("pgcheckdb-spill-{}-{stamp}", std::process::id()));
-        fs::DirBuilder::new().mode(0o700).create(&path)?;
+        let dir = tempfile::Builder::new()
+            .prefix("pgcheckdb-spill-")
+            .permissions(fs::Permissions::from_mode(SPILL_DIR_MODE))
+            .tempdir_in(parent)?;
         Ok(SpillDir {
-            path,
+            dir,
             next: AtomicU64::new(0),
         })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.dir.path()
     }
 
     fn new_file_path(&self) -> PathBuf {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        self.path.join(format!("run-{n:06}"))
-    }
-}
-
-impl Drop for SpillDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.path);
+        self.path().join(format!("run-{n:06}"))
     }
 }
 
@@ -227,6 +225,8 @@ fn write_run(path: &Path, arena: &Arena) -> io::Result<(Vec<UnitRange>, u64)> {
     let file = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(SPILL_FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)?;
     let mut out = BufWriter::with_capacity(256 << 10, file);
     let mut units: Vec<UnitRange> = Vec::new();
@@ -558,6 +558,13 @@ mod tests {
             all.absorb(b.finish());
         }
         assert!(all.stats.spill_files >= 6, "{:?}", all.stats);
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&spill_path), 0o700);
+        let first = spill_path.join("run-000000");
+        assert_eq!(mode(&first), 0o600);
+        assert!(spill_path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("pgcheckdb-spill-")));
         assert_eq!(all.units(), (0..7).collect());
         let mut got = Vec::new();
         all.for_each_in_unit(3, |r| got.push(r.to_vec())).unwrap();
