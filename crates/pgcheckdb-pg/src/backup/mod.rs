@@ -103,7 +103,7 @@ pub fn prepare(datadir: &Path, control: &ControlFile, label: BackupLabel) -> Bac
 }
 
 fn manifest_wal_end(datadir: &Path) -> Option<Lsn> {
-    let bytes = std::fs::read(datadir.join(manifest::MANIFEST_FILE)).ok()?;
+    let bytes = manifest::read_manifest(datadir).ok()??;
     manifest::parse_manifest(&bytes).ok()?.wal_end
 }
 

@@ -3,6 +3,7 @@
 //! relation files it created exist on disk meanwhile. Only the header, the GID and the list of
 //! subtransaction ids are read.
 
+use pgcheckdb_scan::open::read_regular;
 use std::fs;
 use std::path::Path;
 
@@ -39,6 +40,10 @@ impl PreparedXact {
     }
 }
 
+/// The largest two-phase state file: `MaxAllocSize`. Only regular files are read, without
+/// blocking.
+const MAX_STATE_FILE_LEN: u64 = (1 << 30) - 1;
+
 /// The prepared transactions of a cluster; an unreadable file still yields its xid (from the
 /// name), an absent directory none.
 pub fn read_prepared(datadir: &Path, major: u32) -> Vec<PreparedXact> {
@@ -50,7 +55,7 @@ pub fn read_prepared(datadir: &Path, major: u32) -> Vec<PreparedXact> {
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
             let xid = xid_of_file_name(&name)?;
-            let bytes = fs::read(e.path()).unwrap_or_default();
+            let bytes = read_regular(&e.path(), MAX_STATE_FILE_LEN).unwrap_or_default();
             Some(parse_state_file(xid, &bytes, major))
         })
         .collect();

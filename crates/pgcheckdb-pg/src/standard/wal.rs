@@ -6,6 +6,7 @@
 //! expected `xlp_pageaddr`, its `xl_prev` names the record before it and its CRC-32C matches,
 //! so recycled segments and the zeroed tail of the last segment end the walk.
 
+use pgcheckdb_scan::open::read_regular;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -144,7 +145,7 @@ impl WalReader {
             return Some(());
         }
         self.segno = None;
-        let bytes = fs::read(self.segment_path(segno)?).ok()?;
+        let bytes = read_regular(&self.segment_path(segno)?, self.seg_size).ok()?;
         if bytes.len() as u64 != self.seg_size {
             return None;
         }
