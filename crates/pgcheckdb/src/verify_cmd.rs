@@ -16,7 +16,8 @@ use pgcheckdb_pg::relstats::{relation_summaries, RelationSummary};
 use pgcheckdb_pg::scope::{Scope, ScopeOptions};
 use pgcheckdb_pg::verify::{self, Level, Plan, Structure, Summary, VerifyOptions};
 use pgcheckdb_report::{
-    human_bytes, write_finding, write_findings_text, write_summary, Format, TEXT_FINDINGS_PER_PAGE,
+    human_bytes, not_structure_checked_lines, write_finding, write_findings_text, write_summary,
+    Format, TEXT_FINDINGS_PER_PAGE,
 };
 use pgcheckdb_scan::open::{not_regular, read_regular};
 use pgcheckdb_scan::Progress;
@@ -630,6 +631,11 @@ fn print_report(
             }
             if let (Some(o), false) = (&summary.online, quiet) {
                 writeln!(out, "pgcheckdb: {}", o.text_line())?;
+            }
+            if !quiet {
+                for line in not_structure_checked_lines(summary) {
+                    writeln!(out, "{line}")?;
+                }
             }
             if !quiet {
                 write_summary(&mut out, format, summary, findings)?;
