@@ -7,14 +7,16 @@
 //! each with its reason (the TOAST table of the other table access method's table too), and the text output names them; at the physical level the summary has
 //! neither field. Every run is clean: the heap-based checks of the extended level do not read
 //! the other table access method's pages as heap pages (its index is left out of them, with
-//! the reason).
+//! the reason). A `rum` index, on Debian's PostgreSQL 15 with `postgresql-15-rum`, is listed the
+//! same way.
 
 mod common;
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
 use pgcheckdb_testkit::run::Run;
-use pgcheckdb_testkit::MAJORS;
+use pgcheckdb_testkit::{Cluster, ClusterOptions, MAJORS};
 use serde_json::Value;
 
 use common::{assert_clean, bin, loaded_cluster, verify_json};
@@ -175,6 +177,57 @@ fn assert_extended_left_out(run: &Run, what: &str) {
                 "{what}: {index} in {list}: {entry}"
             );
         }
+    }
+}
+
+/// Debian's PostgreSQL 15, where `postgresql-15-rum` installs the `rum` extension.
+const DEBIAN_15_BIN: &str = "/usr/lib/postgresql/15/bin";
+const RUM_SO: &str = "/usr/lib/postgresql/15/lib/rum.so";
+
+/// A `rum` index (the extension of the issue's report) on Debian's PostgreSQL 15: listed with
+/// its reason at the standard and extended levels, every run clean.
+#[test]
+fn rum_index_is_counted_and_listed() {
+    assert!(
+        Path::new(RUM_SO).is_file(),
+        "{RUM_SO} is missing: install the Debian package postgresql-15-rum (.ci/run does)"
+    );
+    let opts = ClusterOptions::new(15, true)
+        .throwaway()
+        .bindir(Path::new(DEBIAN_15_BIN))
+        .setting("autovacuum", "off");
+    let mut cluster = Cluster::init_temp(&opts).unwrap_or_else(|e| panic!("initdb: {e}"));
+    cluster.start().expect("start");
+    cluster
+        .psql(
+            "postgres",
+            "CREATE EXTENSION rum;
+             CREATE TABLE docs (id int PRIMARY KEY, body tsvector);
+             INSERT INTO docs SELECT g, to_tsvector('simple', 'word' || g || ' common text ' || (g % 7))
+               FROM generate_series(1, 3000) g;
+             CREATE INDEX docs_rum ON docs USING rum (body rum_tsvector_ops);
+             VACUUM (ANALYZE);",
+        )
+        .expect("load");
+    cluster.stop().expect("stop");
+    let dir = cluster.datadir().display().to_string();
+    let expected: BTreeSet<_> = [(
+        "public.docs_rum".to_string(),
+        "index".to_string(),
+        "rum".to_string(),
+        "index access method \"rum\" unknown to pgcheckdb".to_string(),
+    )]
+    .into();
+    for level in ["standard", "extended"] {
+        let what = format!("rum, {level}");
+        let run = verify_json(&["-D", &dir], level, &[], None);
+        assert_clean(&run, &what);
+        assert_eq!(
+            run.summary()["relations_not_structure_checked"],
+            1,
+            "{what}\n{run}"
+        );
+        assert_eq!(listed(&run, &what), expected, "{what}\n{run}");
     }
 }
 
