@@ -33,6 +33,9 @@ pub struct ClusterOptions {
     pub checksums: bool,
     /// Extra `postgresql.conf` settings, written after ours.
     pub settings: Vec<(String, String)>,
+    /// The binaries to use instead of the ones [`PgBinaries::find`] finds (an installation
+    /// with an extension the others lack, such as Debian's with `postgresql-15-rum`).
+    pub bindir: Option<PathBuf>,
 }
 
 impl ClusterOptions {
@@ -42,7 +45,14 @@ impl ClusterOptions {
             major,
             checksums,
             settings: Vec::new(),
+            bindir: None,
         }
+    }
+
+    /// Uses the binaries in `dir` (which must be of this major version).
+    pub fn bindir(mut self, dir: &Path) -> ClusterOptions {
+        self.bindir = Some(dir.to_path_buf());
+        self
     }
 
     /// Adds one `postgresql.conf` setting (the value is written as given; quote strings).
@@ -93,7 +103,10 @@ impl Cluster {
 
     /// `initdb` a cluster with `opts` in the work directory `dir`.
     pub fn init_with(opts: &ClusterOptions, dir: &Path) -> Result<Cluster> {
-        let bin = PgBinaries::find(opts.major)?;
+        let bin = match &opts.bindir {
+            Some(dir) => PgBinaries::at(opts.major, dir)?,
+            None => PgBinaries::find(opts.major)?,
+        };
         let user = RunAs::detect()?;
         prepare_work_dir(dir, user.as_ref())?;
         let cluster = Cluster {

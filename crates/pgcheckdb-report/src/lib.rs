@@ -237,6 +237,49 @@ pub fn human_bytes(bytes: u64) -> String {
     }
 }
 
+/// At most this many relations checked at the physical level only are listed in text; JSON
+/// lists all of them.
+pub const TEXT_NOT_STRUCTURE_CHECKED: usize = 20;
+
+/// The lines before the closing sentence naming the relations that only the physical checks
+/// covered, and why: `pgcheckdb: checked at the physical level only: database "postgres",
+/// index "public.b_bloom": index access method "bloom" unknown to pgcheckdb`.
+pub fn not_structure_checked_lines(s: &Summary) -> Vec<String> {
+    let Some(list) = &s.not_structure_checked else {
+        return Vec::new();
+    };
+    let mut lines: Vec<String> = list
+        .iter()
+        .take(TEXT_NOT_STRUCTURE_CHECKED)
+        .map(|r| {
+            format!(
+                "pgcheckdb: checked at the physical level only: database \"{}\", {} \"{}\": {}",
+                printable(&r.database),
+                r.kind,
+                printable(&r.relation),
+                printable(&r.reason)
+            )
+        })
+        .collect();
+    if list.len() > TEXT_NOT_STRUCTURE_CHECKED {
+        lines.push(format!(
+            "pgcheckdb: ... and {} more relation(s) checked at the physical level only (--format json lists every one)",
+            list.len() - TEXT_NOT_STRUCTURE_CHECKED
+        ));
+    }
+    lines
+}
+
+/// `text` with control characters escaped (`\n`, `\u{1b}`), for a line of text output.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            c if c.is_control() => c.escape_default().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
 /// The closing sentence, in the spirit of CHECKDB.
 pub fn summary_text(s: &Summary, findings: &[Finding]) -> String {
     let errors: Vec<&Finding> = findings
@@ -309,6 +352,11 @@ pub fn summary_text(s: &Summary, findings: &[Finding]) -> String {
     if let Some(n) = s.keys_not_order_checked.filter(|&n| n > 0) {
         warn.push_str(&format!(
             "; keys of {n} B-tree index(es) not order-checked (--verbose lists them)"
+        ));
+    }
+    if let Some(n) = s.relations_not_structure_checked.filter(|&n| n > 0) {
+        warn.push_str(&format!(
+            "; {n} relation(s) of access methods pgcheckdb does not know checked at the physical level only"
         ));
     }
     if let Some(error) = &s.error {
@@ -424,6 +472,37 @@ mod tests {
             text.starts_with("pgcheckdb did not check everything")
                 && !text.contains("found no corruption"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn relations_checked_at_the_physical_level_only() {
+        use pgcheckdb_pg::verify::NotStructureChecked;
+        let one = |i: usize| NotStructureChecked {
+            database: "postgres".into(),
+            relation: format!("public.i\n{i}"),
+            kind: "index".into(),
+            access_method: Some("bloom".into()),
+            reason: "index access method \"bloom\" unknown to pgcheckdb".into(),
+        };
+        let mut s = Summary::default();
+        assert!(not_structure_checked_lines(&s).is_empty());
+        s.relations_not_structure_checked = Some(1);
+        s.not_structure_checked = Some(vec![one(0)]);
+        assert_eq!(
+            not_structure_checked_lines(&s),
+            ["pgcheckdb: checked at the physical level only: database \"postgres\", index \"public.i\\n0\": index access method \"bloom\" unknown to pgcheckdb"]
+        );
+        assert!(summary_text(&s, &[]).ends_with(
+            "; 1 relation(s) of access methods pgcheckdb does not know checked at the physical level only"
+        ));
+        let n = TEXT_NOT_STRUCTURE_CHECKED + 3;
+        s.not_structure_checked = Some((0..n).map(one).collect());
+        let lines = not_structure_checked_lines(&s);
+        assert_eq!(lines.len(), TEXT_NOT_STRUCTURE_CHECKED + 1);
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some("pgcheckdb: ... and 3 more relation(s) checked at the physical level only (--format json lists every one)")
         );
     }
 }

@@ -16,8 +16,8 @@ use pgcheckdb_pg::relstats::{relation_summaries, RelationSummary};
 use pgcheckdb_pg::scope::{Scope, ScopeOptions};
 use pgcheckdb_pg::verify::{self, Level, Plan, Structure, Summary, VerifyOptions};
 use pgcheckdb_report::{
-    human_bytes, text_line, write_finding, write_findings_text, write_summary, Format,
-    TEXT_FINDINGS_PER_PAGE,
+    human_bytes, not_structure_checked_lines, text_line, write_finding, write_findings_text,
+    write_summary, Format, TEXT_FINDINGS_PER_PAGE,
 };
 use pgcheckdb_scan::open::{not_regular, read_regular};
 use pgcheckdb_scan::Progress;
@@ -681,6 +681,11 @@ fn print_report(
             }
             if let (Some(o), false) = (&summary.online, quiet) {
                 text_line(&mut out, &format!("pgcheckdb: {}", o.text_line()))?;
+            }
+            if !quiet {
+                for line in not_structure_checked_lines(summary) {
+                    text_line(&mut out, &line)?;
+                }
             }
             if !quiet {
                 write_summary(&mut out, format, summary, findings)?;

@@ -193,6 +193,12 @@ impl CommitLog {
         Some((segno, byte, 2 * (xid % CLOG_XACTS_PER_BYTE)))
     }
 
+    /// Where `xid`'s status lies: the `pg_xact` segment file (relative to the data directory)
+    /// and the page in it; `None` for an empty log.
+    pub fn page_of(&self, xid: u32) -> Option<(String, u32)> {
+        xact_page(xid, self.blcksz)
+    }
+
     /// The recorded status of `xid`.
     pub fn status(&self, xid: u32) -> XidStatus {
         match xid {
@@ -216,8 +222,37 @@ impl CommitLog {
     }
 }
 
+/// The `pg_xact` segment file (`pg_xact/0000`, relative to the data directory) and the page in
+/// it that hold `xid`'s status, for pages of `blcksz` bytes; `None` for a zero block size.
+pub fn xact_page(xid: u32, blcksz: u32) -> Option<(String, u32)> {
+    let page = xid.checked_div(blcksz.checked_mul(CLOG_XACTS_PER_BYTE)?)?;
+    let segno = page / SLRU_PAGES_PER_SEGMENT;
+    Some((
+        format!("{PG_XACT}/{segno:04X}"),
+        page % SLRU_PAGES_PER_SEGMENT,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn xact_pages_and_segments() {
+        // 32768 xids a page of 8 kB, 32 pages a segment.
+        assert_eq!(xact_page(1000, 8192), Some(("pg_xact/0000".into(), 0)));
+        assert_eq!(xact_page(32768, 8192), Some(("pg_xact/0000".into(), 1)));
+        assert_eq!(
+            xact_page(32768 * 32 + 5, 8192),
+            Some(("pg_xact/0001".into(), 0))
+        );
+        assert_eq!(xact_page(u32::MAX, 8192), Some(("pg_xact/0FFF".into(), 31)));
+        assert_eq!(xact_page(1000, 0), None);
+    }
+}
+
+#[cfg(test)]
+mod log_tests {
     use super::*;
 
     #[test]

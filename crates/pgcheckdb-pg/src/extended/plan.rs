@@ -179,7 +179,8 @@ impl ExtendedPlan {
             let unique = row.filter(|r| r.indisunique).and_then(|r| {
                 let table = key_of_oid
                     .get(&(key.0, r.indrelid))
-                    .or_else(|| key_of_oid.get(&(0, r.indrelid)))?;
+                    .or_else(|| key_of_oid.get(&(0, r.indrelid)))
+                    .filter(|t| is_heap_table(catalog, t))?;
                 Some(UniqueSpec {
                     heap_fork: *fork_of_key.get(table)?,
                     nkeyatts: r.indnkeyatts as usize,
@@ -201,6 +202,7 @@ impl ExtendedPlan {
             candidates.push(Candidate {
                 name: name.clone(),
                 index_fork: fork,
+                other_table_am: table.is_some_and(|t| !is_heap_table(catalog, t)),
                 heap_fork: table.and_then(|t| fork_of_key.get(t).copied()),
                 meta: catalog.order.index(key.0, rel.oid).map(|(_, m)| m),
                 index_attrs: rel.attributes.as_ref(),
@@ -392,6 +394,22 @@ pub(super) fn heap_info(heaps: &mut HashMap<usize, HeapInfo>, fork: usize) -> &m
         ..HeapInfo::default()
     })
 }
+
+/// Whether the relation of `key` has the `heap` table access method: only then are its pages
+/// heap pages, whose tuples the checks that follow an index into its table read. A table of
+/// another access method has no page format pgcheckdb knows
+/// ([`crate::standard::PageFormat::for_relation`]).
+pub(super) fn is_heap_table(catalog: &Catalog, key: &FileKey) -> bool {
+    catalog
+        .relations
+        .get(key)
+        .is_some_and(|r| r.relam == am_oid::HEAP)
+}
+
+/// Why an index of a table of another table access method than `heap` is left out of the
+/// checks that read its table's tuples.
+pub const OTHER_TABLE_AM: &str =
+    "its table is of another table access method than heap: its pages are not read as heap pages";
 
 /// The pg_index row of index `oid` in database `db` (a shared index: any database's row).
 pub(super) fn find_row(

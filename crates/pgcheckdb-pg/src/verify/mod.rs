@@ -110,6 +110,14 @@ pub struct Summary {
     /// physical level.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keys_not_order_checked: Option<u64>,
+    /// Relations with storage in scope that got the physical checks only, because pgcheckdb
+    /// knows no page format for their access method (standard level and above). Absent at
+    /// the physical level.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relations_not_structure_checked: Option<u64>,
+    /// Those relations, each with the reason; absent when there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_structure_checked: Option<Vec<NotStructureChecked>>,
     pub seconds: f64,
     /// When the run started and finished (RFC 3339, UTC).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -129,6 +137,69 @@ pub struct Summary {
     /// `verify --online`: `online: true`, the LSNs used and the re-read counts.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub online: Option<crate::online::OnlineSummary>,
+}
+
+/// A relation with storage that only the physical checks covered: pgcheckdb knows no page
+/// format for its access method (an index of `bloom`, `rum` or any other extension, a table
+/// of another table access method).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotStructureChecked {
+    /// Database name (its oid when `pg_database` did not name it).
+    pub database: String,
+    /// `schema.name`.
+    pub relation: String,
+    /// `table`, `index`, `toast_table`, `materialized_view`.
+    pub kind: String,
+    /// The access method's name, when `pg_am` gave one.
+    pub access_method: Option<String>,
+    pub reason: String,
+}
+
+impl NotStructureChecked {
+    /// `rel` (of database `db_oid`), when it has storage but no page format pgcheckdb checks.
+    fn of(catalog: &Catalog, db_oid: u32, rel: &crate::catalog::RelationInfo) -> Option<Self> {
+        if !rel.kind.has_storage() || PageFormat::for_relation(rel, ForkNumber::Main).is_some() {
+            return None;
+        }
+        let am = catalog.access_method(rel).map(str::to_string);
+        let what = match rel.kind {
+            crate::catalog::RelKind::Index => "index access method",
+            _ => "table access method",
+        };
+        let reason = match &am {
+            Some(name) => format!("{what} \"{name}\" unknown to pgcheckdb"),
+            None => format!("{what} with oid {} unknown to pgcheckdb", rel.relam),
+        };
+        let database = match catalog.databases.get(&db_oid) {
+            Some(db) => db.name.clone(),
+            None if db_oid == 0 => "(shared catalogs)".into(),
+            None => format!("database {db_oid}"),
+        };
+        Some(NotStructureChecked {
+            database,
+            relation: rel.name.to_string(),
+            kind: rel.kind.name(),
+            access_method: am,
+            reason,
+        })
+    }
+}
+
+/// The relations of the plan's main forks that only the physical checks cover, sorted by
+/// database and name.
+fn not_structure_checked(plan: &Plan, catalog: &Catalog) -> Vec<NotStructureChecked> {
+    let mut out: Vec<NotStructureChecked> = plan
+        .forks
+        .iter()
+        .filter(|fork| fork.fork == ForkNumber::Main)
+        .filter_map(|fork| {
+            let f = plan.dir.files.get(fork.segments().start)?;
+            let rel = catalog.relation_of(f)?;
+            NotStructureChecked::of(catalog, f.location.db_oid(), rel)
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.database, &a.relation).cmp(&(&b.database, &b.relation)));
+    out
 }
 
 /// Everything a verification produced.
@@ -183,6 +254,8 @@ pub struct Structure<'c> {
     pub not_order_checked: Vec<(String, u32, NotOrderChecked)>,
     /// The extended level's plan: its facts are emitted during the scan and merged after it.
     pub extended: Option<&'c crate::extended::ExtendedPlan>,
+    /// Relations in scope with storage that only the physical checks cover.
+    pub not_structure_checked: Vec<NotStructureChecked>,
 }
 
 impl<'c> Structure<'c> {
@@ -205,6 +278,7 @@ impl<'c> Structure<'c> {
             clog: &catalog.clog,
             not_order_checked,
             extended: None,
+            not_structure_checked: not_structure_checked(plan, catalog),
         }
     }
 }
@@ -348,6 +422,7 @@ pub fn run(
     let facts = merged.facts.take();
     let mut report = merged.finish(plan, opts, started);
     report.summary.keys_not_order_checked = structure.map(|s| s.not_order_checked.len() as u64);
+    note_not_structure_checked(structure, &mut report.summary);
     if let (Some(facts), Some(ext), Some(s)) = (facts, extended, structure) {
         // An interrupted scan left facts out: cross-page checks would blame healthy pages.
         if !progress.cancel.load(std::sync::atomic::Ordering::Relaxed) {
@@ -355,6 +430,16 @@ pub fn run(
         }
     }
     report
+}
+
+/// Puts the relations that only the physical checks covered into the summary.
+fn note_not_structure_checked(structure: Option<&Structure<'_>>, summary: &mut Summary) {
+    let Some(s) = structure else {
+        return;
+    };
+    summary.relations_not_structure_checked = Some(s.not_structure_checked.len() as u64);
+    summary.not_structure_checked =
+        (!s.not_structure_checked.is_empty()).then(|| s.not_structure_checked.clone());
 }
 
 /// Where the blocks of the plan's files come from when they are not read from the files
@@ -389,6 +474,7 @@ pub fn run_source(
     source.feed(&mut checker)?;
     let mut report = checker.finish(plan, opts, started);
     report.summary.keys_not_order_checked = structure.map(|s| s.not_order_checked.len() as u64);
+    note_not_structure_checked(structure, &mut report.summary);
     Ok(report)
 }
 

@@ -144,6 +144,8 @@ impl AllIndexed {
 pub struct Candidate<'a> {
     pub name: String,
     pub index_fork: usize,
+    /// The index's table has another table access method than `heap`.
+    pub other_table_am: bool,
     pub heap_fork: Option<usize>,
     pub meta: Option<&'a IndexMeta>,
     pub index_attrs: Option<&'a Arc<[Attribute]>>,
@@ -189,6 +191,9 @@ pub enum Planned {
 
 /// The heap -> index check of `c`, or why it is not checked.
 pub fn plan_index(c: &Candidate<'_>, planned: Planned) -> Result<AllIndexed, &'static str> {
+    if c.other_table_am {
+        return Err(crate::extended::plan::OTHER_TABLE_AM);
+    }
     let heap_fork = c.heap_fork.ok_or("its table is not in scope")?;
     let meta = c.meta.ok_or("no pg_index row")?;
     if meta.has_expressions_or_predicate {

@@ -152,6 +152,9 @@ fn heap_of(
         .get(&(db, row.indrelid))
         .or_else(|| inputs.key_of_oid.get(&(0, row.indrelid)))
         .ok_or("its table is not in the catalog")?;
+    if !super::plan::is_heap_table(inputs.catalog, table) {
+        return Err(super::plan::OTHER_TABLE_AM);
+    }
     let fork = inputs
         .fork_of_key
         .get(table)

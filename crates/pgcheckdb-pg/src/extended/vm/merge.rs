@@ -10,6 +10,7 @@ use serde_json::json;
 use super::scan::{
     heapblocks_per_page, HintProblem, MapRun, PageSummary, Tag, VM_ALL_FROZEN, VM_ALL_VISIBLE,
 };
+use crate::catalog::xact::xact_page;
 use crate::extended::facts::{Family, Reader};
 use crate::extended::plan::ExtendedPlan;
 use crate::extended::report::block_finding;
@@ -247,8 +248,18 @@ impl<'p> Table<'p> {
         } else {
             String::new()
         };
+        // An in-progress conflict names the commit-log page that lost the commit.
+        let xact_page = first
+            .conflict
+            .in_progress()
+            .then(|| xact_page(first.xid, self.plan.control.blcksz))
+            .flatten();
+        let at_page = match &xact_page {
+            Some((file, page)) => format!(" ({file} page {page})"),
+            None => String::new(),
+        };
         let message = format!(
-            "line pointer {}: {}{more}",
+            "line pointer {}: {}{at_page}{more}",
             first.offnum,
             first.conflict.describe(first.xid)
         );
@@ -258,12 +269,17 @@ impl<'p> Table<'p> {
             .map(|p| p.offnum)
             .take(MAX_LISTED_OFFSETS)
             .collect();
-        let detail = json!({
+        let mut detail = json!({
             "hint": first.conflict.hint(),
             "xid": first.xid,
+            "xact_status": first.conflict.xact_status(),
             "tuples": n,
             "offsets": offsets,
         });
+        if let (Some((file, page)), Some(obj)) = (xact_page, detail.as_object_mut()) {
+            obj.insert("pg_xact_file".into(), json!(file));
+            obj.insert("pg_xact_page".into(), json!(page));
+        }
         let mut f = block_finding(
             self.plan,
             self.fork,

@@ -130,6 +130,57 @@ fn hint_bits_are_checked_against_pg_xact_inside_the_window() {
 }
 
 #[test]
+fn commit_hints_on_xids_in_progress_count_after_a_clean_shutdown_only() {
+    // As `clog()`, and 103 sub-committed.
+    let mut seg = vec![0u8; 8192];
+    for (xid, v) in [(100usize, 1u8), (101, 2), (103, 3)] {
+        seg[xid / 4] |= v << (2 * (xid % 4));
+    }
+    let log = CommitLog::from_segments(8192, HashMap::from([(0, seg)]));
+    let conflicts = |h: HeapTupleHeader, exact: bool| -> Vec<HintConflict> {
+        let f = ClusterFacts {
+            clog_exact: exact,
+            ..facts()
+        };
+        let (w, c) = (XidWindow::new(50, &f), Statuses::new(&log));
+        hint_conflicts(&h, &w, &c)
+            .into_iter()
+            .flatten()
+            .map(|x| x.0)
+            .collect()
+    };
+    let xmin_committed = im::HEAP_XMIN_COMMITTED | im::HEAP_XMAX_INVALID;
+    assert_eq!(
+        conflicts(header(102, 0, xmin_committed), true),
+        vec![HintConflict::XminCommittedButInProgress]
+    );
+    // Not shut down cleanly: pg_xact may lag, "in progress" proves nothing.
+    assert!(conflicts(header(102, 0, xmin_committed), false).is_empty());
+    // Sub-committed, frozen, outside the window (before relfrozenxid, at or past nextXid):
+    // nothing.
+    assert!(conflicts(header(103, 0, xmin_committed), true).is_empty());
+    let frozen = im::HEAP_XMIN_COMMITTED | im::HEAP_XMIN_INVALID | im::HEAP_XMAX_INVALID;
+    assert!(conflicts(header(102, 0, frozen), true).is_empty());
+    assert!(conflicts(header(20, 0, xmin_committed), true).is_empty());
+    assert!(conflicts(header(1000, 0, xmin_committed), true).is_empty());
+    // An updater's or deleter's xmax.
+    let xmax_committed = im::HEAP_XMIN_COMMITTED | im::HEAP_XMAX_COMMITTED;
+    assert_eq!(
+        conflicts(header(100, 102, xmax_committed), true),
+        vec![HintConflict::XmaxCommittedButInProgress]
+    );
+    assert!(conflicts(header(100, 102, xmax_committed), false).is_empty());
+    // A locker's xmax, or a multixact: not judged by "in progress".
+    let locker = xmax_committed | im::HEAP_XMAX_LOCK_ONLY;
+    assert!(conflicts(header(100, 102, locker), true).is_empty());
+    let multi = im::HEAP_XMIN_COMMITTED | im::HEAP_XMAX_IS_MULTI;
+    assert!(conflicts(header(100, 102, multi), true).is_empty());
+    // In-progress xids without a commit hint are no conflict.
+    assert!(conflicts(header(102, 102, 0), true).is_empty());
+    assert!(conflicts(header(100, 102, im::HEAP_XMIN_COMMITTED), true).is_empty());
+}
+
+#[test]
 fn summaries_round_trip_and_healthy_pages_give_none() {
     let healthy = PageSummary {
         pd_all_visible: true,
