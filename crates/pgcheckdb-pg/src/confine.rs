@@ -89,9 +89,10 @@ pub enum ConfineError {
 
 /// A `pg_tblspc/<oid>` entry and the real directory it leads to.
 #[derive(Debug, Clone)]
-struct TablespaceLink {
-    oid: u32,
-    real: PathBuf,
+pub struct TablespaceLink {
+    pub oid: u32,
+    /// The directory the link leads to, every link resolved.
+    pub real: PathBuf,
 }
 
 /// The directories a write may go into: the data directory's real path and the real paths of
@@ -245,7 +246,7 @@ fn not_regular(shown: &str, meta: &fs::Metadata) -> ConfineError {
 
 /// The entries of `pg_tblspc/` named by an OID that resolve, with their real directories.
 /// Ones that do not resolve are left out: they name no directory a file could lie in.
-fn tablespace_links(datadir: &Path) -> Vec<TablespaceLink> {
+pub fn tablespace_links(datadir: &Path) -> Vec<TablespaceLink> {
     let Ok(entries) = fs::read_dir(datadir.join("pg_tblspc")) else {
         return Vec::new();
     };

@@ -183,18 +183,17 @@ fn check_process(pid: u32, spaces: &[Tablespace]) -> Result<(), SwitchError> {
 }
 
 /// The tablespace links of `pg_tblspc/` named by an OID that resolve (one that does not is a
-/// blocking problem already).
+/// blocking problem already), with the owner of each directory.
 fn tablespaces(datadir: &Path) -> Vec<Tablespace> {
-    let Ok(entries) = fs::read_dir(datadir.join("pg_tblspc")) else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let oid = e.file_name().to_str()?.parse().ok()?;
-            let dir = fs::canonicalize(e.path()).ok()?;
-            let owner = fs::metadata(&dir).ok()?.uid();
-            Some(Tablespace { oid, dir, owner })
+    crate::confine::tablespace_links(datadir)
+        .into_iter()
+        .filter_map(|link| {
+            let owner = fs::metadata(&link.real).ok()?.uid();
+            Some(Tablespace {
+                oid: link.oid,
+                dir: link.real,
+                owner,
+            })
         })
         .collect()
 }
