@@ -65,7 +65,22 @@ pub fn key(kind: &str, file: &str, block: u64) -> Key {
 /// Makes sure the `en_US.UTF-8` libc locale exists (compiling it with `localedef` from the
 /// `locales` package's definitions when it does not): the B-tree order tests need a collation
 /// whose order differs from byte order. Fails loudly when it cannot.
+///
+/// Tests run in parallel threads and test binaries in parallel processes; two `localedef`s
+/// writing the one locale archive at once leave it corrupt (every program using the locale
+/// then crashes), so the check and the compilation hold an exclusive lock on a file beside the
+/// archive's directory, across processes.
 pub fn ensure_libc_locale() {
+    use std::os::unix::io::AsRawFd;
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::env::temp_dir().join("pgcheckdb-tests-localedef.lock"))
+        .expect("open the localedef lock file");
+    // SAFETY: a valid descriptor; the lock is released when `lock` is closed.
+    let locked = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(locked, 0, "lock the localedef lock file");
     let listed = std::process::Command::new("locale")
         .arg("-a")
         .output()
