@@ -408,9 +408,9 @@ mod tests {
 
     /// A pivot tuple keeping `keys.len()` attributes, with an optional heap TID.
     fn pivot(keys: &[Option<i32>], heap_tid: Option<(u32, u16)>) -> Vec<u8> {
-        const ALT_TID: u16 = 0x2000;
+        use crate::layout::index_tuple::INDEX_ALT_TID_MASK;
         let flags = keys.len() as u16 | if heap_tid.is_some() { 0x1000 } else { 0 };
-        tuple([0, 0, 0, 7], flags, ALT_TID, keys, heap_tid)
+        tuple([0, 0, 0, 7], flags, INDEX_ALT_TID_MASK, keys, heap_tid)
     }
 
     fn tuple(

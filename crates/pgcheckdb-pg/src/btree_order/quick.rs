@@ -10,13 +10,12 @@ use std::cmp::Ordering;
 
 use super::datum::KeyType;
 use super::tuple::StoredAs;
+use crate::layout::index_tuple::{
+    INDEX_ALT_TID_MASK, INDEX_NULL_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_TUPLE,
+};
 
-/// `INDEX_SIZE_MASK` of `t_info`.
-const INDEX_SIZE_MASK: u16 = 0x1FFF;
 /// `INDEX_ALT_TID_MASK` and `INDEX_NULL_MASK` of `t_info`: a pivot or posting list, a NULL.
-const NOT_PLAIN_MASK: u16 = 0x2000 | 0x8000;
-/// Size of `IndexTupleData`, where the key data of a tuple without NULLs begins (MAXALIGNed).
-const SIZE_OF_INDEX_TUPLE: usize = 8;
+const NOT_PLAIN_MASK: u16 = INDEX_ALT_TID_MASK | INDEX_NULL_MASK;
 
 /// How a key's bytes read as an integer in the column's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,24 +1,15 @@
 //! One B-tree index tuple as the key order sees it: its key attributes (NULL or the stored
 //! bytes), how many it has (pivot tuples may be suffix-truncated), and its heap TID key.
 
-/// `INDEX_SIZE_MASK` of `t_info`.
-const INDEX_SIZE_MASK: u16 = 0x1FFF;
-/// `INDEX_ALT_TID_MASK`: a pivot tuple or a posting list.
-const INDEX_ALT_TID_MASK: u16 = 0x2000;
-/// `INDEX_NULL_MASK`: an attribute bitmap follows the header.
-const INDEX_NULL_MASK: u16 = 0x8000;
-/// Size of `IndexTupleData`.
-const SIZE_OF_INDEX_TUPLE: usize = 8;
-/// Size of `IndexAttributeBitMapData` (`INDEX_MAX_KEYS` 32 bits).
-const SIZE_OF_INDEX_ATTR_BITMAP: usize = 4;
-/// `BT_OFFSET_MASK`: number of attributes of a pivot, of TIDs of a posting list.
-const BT_OFFSET_MASK: u16 = 0x0FFF;
+use crate::layout::btree::{BT_IS_POSTING, BT_OFFSET_MASK};
+use crate::layout::heap::SIZE_OF_ITEM_POINTER;
+use crate::layout::index_tuple::{
+    INDEX_ALT_TID_MASK, INDEX_NULL_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_ATTR_BITMAP,
+    SIZE_OF_INDEX_TUPLE,
+};
+
 /// `BT_PIVOT_HEAP_TID_ATTR`: a pivot that keeps a heap TID at its end.
 const BT_PIVOT_HEAP_TID_ATTR: u16 = 0x1000;
-/// `BT_IS_POSTING`.
-const BT_IS_POSTING: u16 = 0x2000;
-/// Size of an `ItemPointerData`.
-const SIZE_OF_ITEM_POINTER: usize = 6;
 
 /// A heap TID as a sortable pair (block, offset).
 pub type Tid = (u32, u16);

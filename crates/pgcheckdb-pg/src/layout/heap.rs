@@ -96,6 +96,9 @@ impl ItemPointer {
     }
 }
 
+/// `sizeof(ItemPointerData)`: the 6 bytes of a tuple identifier.
+pub const SIZE_OF_ITEM_POINTER: usize = 6;
+
 /// A decoded heap tuple header.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HeapTupleHeader {

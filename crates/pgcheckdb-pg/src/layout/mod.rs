@@ -5,6 +5,7 @@
 pub mod btree;
 pub mod hash;
 pub mod heap;
+pub mod index_tuple;
 pub mod itemid;
 pub mod special;
 pub mod toast;

@@ -294,7 +294,8 @@ fn varbyte(b: &[u8]) -> Option<(u64, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::btree::{BT_IS_POSTING, INDEX_ALT_TID_MASK};
+    use crate::layout::btree::BT_IS_POSTING;
+    use crate::layout::index_tuple::INDEX_ALT_TID_MASK;
 
     fn encode(v: u64, out: &mut Vec<u8>) {
         let mut v = v;

@@ -4,6 +4,7 @@
 use super::{flags, is_root, Kind, PageProblem, LINK_TAG, PAGE_TAG, PROBLEM_TAG};
 use crate::extended::graphs::Sink;
 use crate::layout::heap::ItemPointer;
+use crate::layout::index_tuple::INDEX_SIZE_MASK;
 use crate::layout::itemid::{line_pointers, ItemId};
 use crate::layout::{le_u16, le_u32};
 use crate::page::PageHeader;
@@ -18,7 +19,6 @@ const NEXT_OFFSET_MASK: u16 = 0x3FFF;
 const SGITHDRSZ: usize = 8;
 /// A node is an `IndexTupleData`: `t_tid` then `t_info`, whose low 13 bits are its size.
 const NODE_HEADER: usize = 8;
-const INDEX_SIZE_MASK: u16 = 0x1FFF;
 
 /// Writes the graph facts of one sound SP-GiST page.
 pub fn emit(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
