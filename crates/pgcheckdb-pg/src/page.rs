@@ -7,6 +7,8 @@ pub const SIZE_OF_PAGE_HEADER_DATA: usize = 24;
 pub const PG_PAGE_LAYOUT_VERSION: u16 = 4;
 /// `PD_VALID_FLAG_BITS`: `PD_HAS_FREE_LINES | PD_PAGE_FULL | PD_ALL_VISIBLE`.
 pub const PD_VALID_FLAG_BITS: u16 = 0x0007;
+/// `InvalidBlockNumber`: no block (a missing sibling, rightlink or chain link).
+pub const INVALID_BLOCK_NUMBER: u32 = u32::MAX;
 /// Disk sector size used to recognise torn writes.
 pub const SECTOR_SIZE: usize = 512;
 

@@ -8,6 +8,7 @@ use super::{index_meta, items, Inputs, PageFormat, Scratch, StructureProblem};
 use crate::finding::FindingKind as K;
 use crate::layout::special::{BRIN_PAGE_TYPES, GIST_PAGE_ID, HASHO_PAGE_ID, SPGIST_PAGE_ID};
 use crate::layout::{le_u16, le_u32};
+use crate::page::INVALID_BLOCK_NUMBER;
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
 /// `HASH_MAGIC` in the hash metapage.
@@ -21,8 +22,6 @@ const GIN_META: u16 = 0x08;
 /// Hash page type bits (`LH_*_PAGE`) and the metapage type.
 const LH_PAGE_TYPE: u16 = 0x000F;
 const LH_META_PAGE: u16 = 0x0008;
-/// GiST and GIN rightlink meaning "none".
-const INVALID_BLOCK: u32 = u32::MAX;
 
 /// GiST `F_DELETED` page flag.
 const GIST_F_DELETED: u16 = 0x02;
@@ -146,8 +145,8 @@ fn gist(
             "GiST page id {last:#06x}, expected {GIST_PAGE_ID:#06x}"
         ));
     }
-    let right = le_u32(page, special + 8).unwrap_or(INVALID_BLOCK);
-    if right != INVALID_BLOCK && right as u64 >= fork_blocks {
+    let right = le_u32(page, special + 8).unwrap_or(INVALID_BLOCK_NUMBER);
+    if right != INVALID_BLOCK_NUMBER && right as u64 >= fork_blocks {
         return Err(format!(
             "GiST rightlink {right} beyond the index's {fork_blocks} blocks"
         ));
@@ -172,8 +171,8 @@ fn gin(
             "block {blkno} has GIN flags {flags:#04x}; only block 0 is the metapage"
         ));
     }
-    let right = le_u32(page, special).unwrap_or(INVALID_BLOCK);
-    if blkno != 0 && right != INVALID_BLOCK && right as u64 >= fork_blocks {
+    let right = le_u32(page, special).unwrap_or(INVALID_BLOCK_NUMBER);
+    if blkno != 0 && right != INVALID_BLOCK_NUMBER && right as u64 >= fork_blocks {
         return Err(format!(
             "GIN rightlink {right} beyond the index's {fork_blocks} blocks"
         ));

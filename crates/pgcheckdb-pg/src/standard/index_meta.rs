@@ -9,10 +9,9 @@ use crate::layout::hash::{
     HASHM_SPARES, HASHM_VERSION, HASH_MAX_SPLITPOINTS, HASH_VERSION,
 };
 use crate::layout::le_u32;
+use crate::page::INVALID_BLOCK_NUMBER;
 use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 
-/// `InvalidBlockNumber`.
-const INVALID_BLOCK: u32 = u32::MAX;
 /// `GIN_CURRENT_VERSION`.
 const GIN_CURRENT_VERSION: u32 = 2;
 /// Byte offsets inside `GinMetaPageData`.
@@ -105,13 +104,13 @@ fn hash_meta(meta: &dyn Fn(usize) -> u32, facts: &ClusterFacts, blocks: u64) -> 
 fn gin_meta(meta: &dyn Fn(usize) -> u32, blocks: u64) -> Vec<String> {
     let mut p = Vec::new();
     let (head, tail) = (meta(GIN_HEAD), meta(GIN_TAIL));
-    if (head == INVALID_BLOCK) != (tail == INVALID_BLOCK) {
+    if (head == INVALID_BLOCK_NUMBER) != (tail == INVALID_BLOCK_NUMBER) {
         p.push(format!(
             "GIN pending list head {head} and tail {tail}: one is set, the other not"
         ));
     }
     for (name, b) in [("head", head), ("tail", tail)] {
-        if b != INVALID_BLOCK && (b < 2 || b as u64 >= blocks) {
+        if b != INVALID_BLOCK_NUMBER && (b < 2 || b as u64 >= blocks) {
             p.push(format!(
                 "GIN pending list {name} is block {b}, outside 2..{blocks}"
             ));
@@ -146,7 +145,8 @@ fn spgist_meta(meta: &dyn Fn(usize) -> u32, blocks: u64) -> Vec<String> {
     }
     for i in 0..SPGIST_CACHED_PAGES {
         let b = meta(4 + 8 * i);
-        if b != INVALID_BLOCK && (b as u64 <= SPGIST_LAST_FIXED_BLKNO || b as u64 >= blocks) {
+        if b != INVALID_BLOCK_NUMBER && (b as u64 <= SPGIST_LAST_FIXED_BLKNO || b as u64 >= blocks)
+        {
             p.push(format!(
                 "SP-GiST metapage caches block {b} as a last-used page, outside {}..{blocks}",
                 SPGIST_LAST_FIXED_BLKNO + 1

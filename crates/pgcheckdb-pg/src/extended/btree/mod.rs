@@ -41,9 +41,6 @@ use crate::finding::FindingKind as K;
 use crate::layout::btree::BTREE_VERSION;
 use records::Record;
 
-/// `InvalidBlockNumber`.
-const INVALID_BLOCK: u32 = u32::MAX;
-
 /// A finding of the merge, before it is placed in a file: block, kind, message, detail.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Problem {

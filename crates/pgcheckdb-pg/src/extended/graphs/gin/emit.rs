@@ -2,13 +2,14 @@
 //! and the links it holds (see [`super`] for the checks that use them).
 
 use super::flags::*;
-use super::{pack_tid, LinkKind, PageFact, PageIssue, Tag, INVALID_BLOCK};
+use super::{pack_tid, LinkKind, PageFact, PageIssue, Tag};
 use crate::extended::facts::Writer;
 use crate::extended::graphs::Sink;
 use crate::extended::tids::decode::gin_data_leaf;
 use crate::layout::heap::ItemPointer;
 use crate::layout::itemid::line_pointers;
 use crate::layout::{le_u16, le_u32};
+use crate::page::INVALID_BLOCK_NUMBER;
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
 /// `sizeof(GinPageOpaqueData)`: `rightlink`, `maxoff`, `flags`.
@@ -56,8 +57,8 @@ pub fn emit(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
     };
     let mut links = Vec::new();
     if flags & GIN_META != 0 {
-        let head = le_u32(page, META_HEAD).unwrap_or(INVALID_BLOCK);
-        let tail = le_u32(page, META_TAIL).unwrap_or(INVALID_BLOCK);
+        let head = le_u32(page, META_HEAD).unwrap_or(INVALID_BLOCK_NUMBER);
+        let tail = le_u32(page, META_TAIL).unwrap_or(INVALID_BLOCK_NUMBER);
         sink.push(blkno, |w| {
             w.u8(Tag::Meta as u8).u32(head).u32(tail);
         });
@@ -158,7 +159,7 @@ fn data_internal(
             break;
         };
         let key = pack_tid(key.block, key.offset);
-        let bounded = !(i == maxoff as usize && fact.rightlink == INVALID_BLOCK);
+        let bounded = !(i == maxoff as usize && fact.rightlink == INVALID_BLOCK_NUMBER);
         if bounded {
             if prev.is_some_and(|p| p > key) && fact.issue == PageIssue::None as u8 {
                 fact.issue = PageIssue::KeysOutOfOrder as u8;

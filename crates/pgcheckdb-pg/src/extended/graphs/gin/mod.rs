@@ -48,8 +48,6 @@ pub(crate) mod flags {
     pub const GIN_INCOMPLETE_SPLIT: u16 = 0x40;
 }
 
-/// `InvalidBlockNumber`: no rightlink, no pending list.
-const INVALID_BLOCK: u32 = u32::MAX;
 /// `GIN_ROOT_BLKNO`: the entry tree's root.
 const GIN_ROOT_BLKNO: u32 = 1;
 

@@ -2,11 +2,12 @@
 //! downlinks, the rightlinks of `F_FOLLOW_RIGHT` pages) is gathered in block order, then
 //! checked at the end.
 
+use crate::page::INVALID_BLOCK_NUMBER;
 use std::collections::{HashMap, VecDeque};
 
 use serde_json::json;
 
-use super::{flags, DOWNLINK_TAG, GIST_ROOT_BLKNO, INVALID_BLOCK, PAGE_TAG};
+use super::{flags, DOWNLINK_TAG, GIST_ROOT_BLKNO, PAGE_TAG};
 use crate::extended::facts::Reader;
 use crate::extended::graphs::{GraphCheck, GraphInfo, GraphProblem};
 
@@ -221,7 +222,9 @@ impl GraphCheck for Check {
                     return;
                 };
                 self.set(blkno, Slot::Page(f));
-                if f & flags::FOLLOW_RIGHT != 0 && f & flags::DELETED == 0 && right != INVALID_BLOCK
+                if f & flags::FOLLOW_RIGHT != 0
+                    && f & flags::DELETED == 0
+                    && right != INVALID_BLOCK_NUMBER
                 {
                     self.follow_right.insert(blkno, right);
                 }
@@ -291,16 +294,16 @@ mod tests {
     /// Root 0 -> internal 1, 2 -> leaves 3, 4 (under 1) and 5 (under 2).
     fn tree() -> Check {
         let mut c = Check::new(&info(7));
-        page(&mut c, 0, 0, INVALID_BLOCK);
+        page(&mut c, 0, 0, INVALID_BLOCK_NUMBER);
         link(&mut c, 0, 1, 1);
         link(&mut c, 0, 2, 2);
         page(&mut c, 1, 0, 2);
         link(&mut c, 1, 3, 1);
         link(&mut c, 1, 4, 2);
-        page(&mut c, 2, 0, INVALID_BLOCK);
+        page(&mut c, 2, 0, INVALID_BLOCK_NUMBER);
         link(&mut c, 2, 5, 1);
         for b in 3..6 {
-            page(&mut c, b, flags::LEAF, INVALID_BLOCK);
+            page(&mut c, b, flags::LEAF, INVALID_BLOCK_NUMBER);
         }
         c
     }
@@ -314,10 +317,15 @@ mod tests {
         let mut c = tree();
         // Leaf 5 split into 5 and 6; the downlink to 6 was never inserted.
         page(&mut c, 5, flags::LEAF | flags::FOLLOW_RIGHT, 6);
-        page(&mut c, 6, flags::LEAF, INVALID_BLOCK);
+        page(&mut c, 6, flags::LEAF, INVALID_BLOCK_NUMBER);
         assert!(blocks(c).is_empty());
         let mut c = tree();
-        page(&mut c, 6, flags::LEAF | flags::DELETED, INVALID_BLOCK);
+        page(
+            &mut c,
+            6,
+            flags::LEAF | flags::DELETED,
+            INVALID_BLOCK_NUMBER,
+        );
         assert!(blocks(c).is_empty());
     }
 
@@ -330,7 +338,12 @@ mod tests {
         link(&mut c, 2, 0, 2); // the root
         assert_eq!(blocks(c), vec![2]);
         let mut c = tree();
-        page(&mut c, 6, flags::LEAF | flags::DELETED, INVALID_BLOCK);
+        page(
+            &mut c,
+            6,
+            flags::LEAF | flags::DELETED,
+            INVALID_BLOCK_NUMBER,
+        );
         link(&mut c, 2, 6, 2);
         assert_eq!(blocks(c), vec![2]);
         let mut c = tree();
@@ -351,14 +364,14 @@ mod tests {
         assert_eq!(blocks(c), vec![4]);
         // Leaf 3 is an internal page one level too low (its own child 6 is a leaf).
         let mut c = tree();
-        page(&mut c, 3, 0, INVALID_BLOCK);
+        page(&mut c, 3, 0, INVALID_BLOCK_NUMBER);
         link(&mut c, 3, 6, 1);
-        page(&mut c, 6, flags::LEAF, INVALID_BLOCK);
+        page(&mut c, 6, flags::LEAF, INVALID_BLOCK_NUMBER);
         assert_eq!(blocks(c), vec![1]);
         // The root names a leaf directly.
         let mut c = tree();
         link(&mut c, 0, 6, 3);
-        page(&mut c, 6, flags::LEAF, INVALID_BLOCK);
+        page(&mut c, 6, flags::LEAF, INVALID_BLOCK_NUMBER);
         assert_eq!(blocks(c), vec![0]);
     }
 }

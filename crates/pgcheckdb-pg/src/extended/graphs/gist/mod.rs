@@ -42,8 +42,6 @@ mod flags {
 
 /// `GIST_ROOT_BLKNO`.
 const GIST_ROOT_BLKNO: u32 = 0;
-/// `InvalidBlockNumber`.
-const INVALID_BLOCK: u32 = u32::MAX;
 /// Offsets in `GISTPageOpaqueData`: `rightlink` after the 8-byte `nsn`, then `flags`.
 const OPAQUE_RIGHTLINK: usize = 8;
 const OPAQUE_FLAGS: usize = 12;

@@ -26,9 +26,6 @@ use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 
 pub(crate) use crate::layout::hash::{page_type, LH_SPLIT_PENDING};
 
-/// `InvalidBlockNumber`: the end of a chain.
-pub(crate) const INVALID_BLOCK: u32 = u32::MAX;
-
 /// `HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE` and `HASH_SPLITPOINT_PHASE_BITS`.
 const GROUPS_WITH_ONE_PHASE: u32 = 10;
 const PHASE_BITS: u32 = 2;
