@@ -13,11 +13,11 @@
 
 use std::sync::OnceLock;
 
+use crate::page::PD_CHECKSUM_OFFSET;
+
 /// Number of independent lanes; part of the algorithm, not a tuning knob.
 pub const N_SUMS: usize = 32;
 const FNV_PRIME: u32 = 16_777_619;
-/// Byte offset of `pd_checksum` inside the page header.
-pub const PD_CHECKSUM_OFFSET: usize = 8;
 
 /// Per-lane starting values ("offset basis").
 const CHECKSUM_BASE_OFFSETS: [u32; N_SUMS] = [
