@@ -397,8 +397,8 @@ fn item_view(page: &[u8], h: &PageHeader, kind: PageKind, item: ItemId) -> ItemV
 
 /// `HEAP_XMIN_FROZEN` (both xmin hint bits), or `xmin` = `FrozenTransactionId`.
 fn is_frozen(h: &HeapTupleHeader) -> bool {
+    use crate::catalog::xact::FROZEN_TRANSACTION_ID;
     use crate::layout::heap::infomask::{HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID};
-    const FROZEN_TRANSACTION_ID: u32 = 2;
     let both = HEAP_XMIN_COMMITTED | HEAP_XMIN_INVALID;
     h.t_infomask & both == both || h.t_xmin == FROZEN_TRANSACTION_ID
 }

@@ -113,6 +113,10 @@ pub struct DatabaseInfo {
 /// `DATCONNLIMIT_INVALID_DB`.
 const DATCONNLIMIT_INVALID_DB: i32 = -2;
 
+/// `FirstNormalObjectId`: OIDs (and file numbers) below it are assigned by initdb to the
+/// objects that come with PostgreSQL.
+pub const FIRST_NORMAL_OBJECT_ID: u32 = 16384;
+
 /// `relpersistence` values.
 pub mod persistence {
     pub const PERMANENT: u8 = b'p';

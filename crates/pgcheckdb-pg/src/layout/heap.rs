@@ -28,6 +28,10 @@ pub mod infomask {
     pub const HEAP_UPDATED: u16 = 0x2000;
     pub const HEAP_MOVED_OFF: u16 = 0x4000;
     pub const HEAP_MOVED_IN: u16 = 0x8000;
+    /// `HEAP_LOCK_MASK`: the lock-strength bits of an xmax that only locked.
+    pub const HEAP_LOCK_MASK: u16 = HEAP_XMAX_EXCL_LOCK | HEAP_XMAX_KEYSHR_LOCK;
+    /// `HEAP_MOVED`: moved by a pre-9.0 `VACUUM FULL`; the hint bits then describe `xvac`.
+    pub const HEAP_MOVED: u16 = HEAP_MOVED_OFF | HEAP_MOVED_IN;
 
     /// Names of the bits set in `mask`, in bit order.
     pub fn names(mask: u16) -> Vec<&'static str> {
