@@ -15,6 +15,7 @@ use crate::layout::heap::{HeapTupleHeader, ItemPointer};
 use crate::layout::itemid::{line_pointers, ItemId};
 use crate::layout::le_u16;
 use crate::layout::special::{guess_page_kind, PageKind};
+use crate::layout::vm::{HEAPBLOCKS_PER_BYTE, VM_ALL_FROZEN, VM_ALL_VISIBLE};
 use crate::page::{is_all_zero, PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 use crate::physical::{check_page, PageCheckConfig, PageProblem, PageVerdict};
 use crate::relfile::ForkNumber;
@@ -84,12 +85,6 @@ pub struct PageDump {
     /// A free-space-map page's tree.
     pub free_space_map: Option<FreeSpaceMapView>,
 }
-
-/// `VISIBILITYMAP_ALL_VISIBLE` and `VISIBILITYMAP_ALL_FROZEN`: two bits per heap block.
-const VM_ALL_VISIBLE: u8 = 0x1;
-const VM_ALL_FROZEN: u8 = 0x2;
-/// Heap blocks per byte of a visibility-map page.
-const VM_HEAP_BLOCKS_PER_BYTE: u64 = 4;
 
 /// What a visibility-map page says about the heap blocks it covers.
 #[derive(Debug, Clone, Serialize)]
@@ -172,7 +167,7 @@ fn align_up(n: usize, align: usize) -> usize {
 }
 
 fn visibility_map(bits: &[u8], vm_block: u64) -> VisibilityMapView {
-    let heap_blocks = bits.len() as u64 * VM_HEAP_BLOCKS_PER_BYTE;
+    let heap_blocks = bits.len() as u64 * HEAPBLOCKS_PER_BYTE as u64;
     let first = vm_block * heap_blocks;
     let mut view = VisibilityMapView {
         first_heap_block: first,
@@ -183,9 +178,9 @@ fn visibility_map(bits: &[u8], vm_block: u64) -> VisibilityMapView {
         all_visible_runs: Vec::new(),
     };
     for (i, &byte) in bits.iter().enumerate() {
-        for k in 0..VM_HEAP_BLOCKS_PER_BYTE {
+        for k in 0..HEAPBLOCKS_PER_BYTE as u64 {
             let pair = (byte >> (2 * k)) & (VM_ALL_VISIBLE | VM_ALL_FROZEN);
-            let heap_block = first + i as u64 * VM_HEAP_BLOCKS_PER_BYTE + k;
+            let heap_block = first + i as u64 * HEAPBLOCKS_PER_BYTE as u64 + k;
             if pair & VM_ALL_FROZEN != 0 {
                 view.all_frozen += 1;
                 if pair & VM_ALL_VISIBLE == 0 && view.frozen_not_visible.len() < 32 {

@@ -21,6 +21,8 @@ pub const PD_PAGESIZE_VERSION_OFFSET: usize = 18;
 pub const PD_PRUNE_XID_OFFSET: usize = 20;
 /// `PG_PAGE_LAYOUT_VERSION` in the low byte of `pd_pagesize_version`.
 pub const PG_PAGE_LAYOUT_VERSION: u16 = 4;
+/// `PD_ALL_VISIBLE` in `pd_flags`: every tuple on the page is visible to everyone.
+pub const PD_ALL_VISIBLE: u16 = 0x0004;
 /// `PD_VALID_FLAG_BITS`: `PD_HAS_FREE_LINES | PD_PAGE_FULL | PD_ALL_VISIBLE`.
 pub const PD_VALID_FLAG_BITS: u16 = 0x0007;
 /// `InvalidBlockNumber`: no block (a missing sibling, rightlink or chain link).

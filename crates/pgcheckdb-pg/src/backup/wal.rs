@@ -14,6 +14,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use super::label::Lsn;
+use crate::layout::vm::HEAPBLOCKS_PER_BYTE;
 use crate::layout::{le_u16, le_u32};
 use crate::standard::wal::WalReader;
 
@@ -64,8 +65,6 @@ const VISIBILITYMAP_FORKNUM: u8 = 2;
 const MAX_FORKNUM: u8 = 3;
 /// `SizeOfPageHeaderData` (already a multiple of `MAXALIGN`).
 const SIZE_OF_PAGE_HEADER: u32 = 24;
-/// `HEAPBLOCKS_PER_BYTE`: two visibility-map bits per heap block.
-const HEAPBLOCKS_PER_BYTE: u32 = 4;
 
 /// `XLogRecordBlockImageHeader.bimg_info`.
 const BKPIMAGE_HAS_HOLE: u8 = 0x01;
@@ -300,7 +299,7 @@ pub struct ReplaySet {
 /// The visibility-map block that holds the bits of heap block `block`
 /// (`HEAPBLK_TO_MAPBLOCK`).
 fn vm_block_of(block: u32, blcksz: u32) -> u32 {
-    block / (blcksz.saturating_sub(SIZE_OF_PAGE_HEADER) * HEAPBLOCKS_PER_BYTE).max(1)
+    block / (blcksz.saturating_sub(SIZE_OF_PAGE_HEADER) * HEAPBLOCKS_PER_BYTE as u32).max(1)
 }
 
 /// The blocks a reference rewrites: the block itself and, for a main-fork block, the

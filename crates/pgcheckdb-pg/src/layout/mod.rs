@@ -9,6 +9,7 @@ pub mod index_tuple;
 pub mod itemid;
 pub mod special;
 pub mod toast;
+pub mod vm;
 
 /// Little-endian `u16` at `off`, if in bounds.
 pub(crate) fn le_u16(b: &[u8], off: usize) -> Option<u16> {
