@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::catalog::Catalog;
 use crate::layout::btree::{flags as bt, BtPageOpaque, P_NONE};
+use crate::layout::hash::page_type;
 use crate::layout::itemid::{line_pointers_into, ItemId, LpFlags};
 use crate::layout::le_u16;
 use crate::page::PageHeader;
@@ -21,7 +22,7 @@ use crate::standard::PageFormat;
 use crate::verify::Plan;
 
 /// `LH_OVERFLOW_PAGE | LH_BUCKET_PAGE` in `hasho_flag`.
-const LH_TUPLE_PAGES: u16 = 0x0001 | 0x0002;
+const LH_TUPLE_PAGES: u16 = page_type::OVERFLOW | page_type::BUCKET;
 /// `F_LEAF` and `F_DELETED` in a GiST page's flags.
 const GIST_F_LEAF: u16 = 0x0001;
 const GIST_F_DELETED: u16 = 0x0002;

@@ -6,22 +6,18 @@
 
 use super::{index_meta, items, Inputs, PageFormat, Scratch, StructureProblem};
 use crate::finding::FindingKind as K;
+use crate::layout::hash::{page_type, HASH_MAGIC};
 use crate::layout::special::{BRIN_PAGE_TYPES, GIST_PAGE_ID, HASHO_PAGE_ID, SPGIST_PAGE_ID};
 use crate::layout::{le_u16, le_u32};
 use crate::page::INVALID_BLOCK_NUMBER;
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
-/// `HASH_MAGIC` in the hash metapage.
-const HASH_MAGIC: u32 = 0x0644_0640;
 /// `SPGIST_MAGIC_NUMBER`.
 const SPGIST_MAGIC_NUMBER: u32 = 0xBA0B_ABEE;
 /// `BRIN_META_MAGIC`.
 const BRIN_META_MAGIC: u32 = 0xA810_9CFA;
 /// `GIN_META` flag.
 const GIN_META: u16 = 0x08;
-/// Hash page type bits (`LH_*_PAGE`) and the metapage type.
-const LH_PAGE_TYPE: u16 = 0x000F;
-const LH_META_PAGE: u16 = 0x0008;
 
 /// GiST `F_DELETED` page flag.
 const GIST_F_DELETED: u16 = 0x02;
@@ -31,7 +27,7 @@ const GIN_NO_ITEMS: u16 = 0x01 | 0x04 | 0x08;
 /// SP-GiST `SPGIST_META` and `SPGIST_DELETED` flags.
 const SPGIST_NO_ITEMS: u16 = 0x01 | 0x02;
 /// Hash page types that hold index tuples: `LH_OVERFLOW_PAGE`, `LH_BUCKET_PAGE`.
-const LH_TUPLE_PAGES: [u16; 2] = [0x01, 0x02];
+const LH_TUPLE_PAGES: [u16; 2] = [page_type::OVERFLOW, page_type::BUCKET];
 
 /// Checks one page of a hash, GiST, GIN, SP-GiST or BRIN index.
 pub fn check_index_page(
@@ -59,7 +55,7 @@ fn holds_index_tuples(page: &[u8], h: &PageHeader, blkno: u64, format: &PageForm
     let special = h.pd_special as usize;
     match format {
         PageFormat::Hash => {
-            LH_TUPLE_PAGES.contains(&(le_u16(page, special + 12).unwrap_or(0) & LH_PAGE_TYPE))
+            LH_TUPLE_PAGES.contains(&(le_u16(page, special + 12).unwrap_or(0) & page_type::MASK))
         }
         PageFormat::Gist => le_u16(page, special + 12).unwrap_or(0) & GIST_F_DELETED == 0,
         PageFormat::Gin => le_u16(page, special + 6).unwrap_or(0) & GIN_NO_ITEMS == 0,
@@ -115,13 +111,13 @@ fn hash(page: &[u8], special: usize, size: usize, last: u16, blkno: u64) -> Resu
             "hash page id {last:#06x}, expected {HASHO_PAGE_ID:#06x}"
         ));
     }
-    let flag = le_u16(page, special + 12).unwrap_or(0) & LH_PAGE_TYPE;
+    let flag = le_u16(page, special + 12).unwrap_or(0) & page_type::MASK;
     if !matches!(flag, 0 | 1 | 2 | 4 | 8) {
         return Err(format!(
             "hash page type {flag:#x} is not one of overflow, bucket, bitmap, meta"
         ));
     }
-    if (blkno == 0) != (flag == LH_META_PAGE) {
+    if (blkno == 0) != (flag == page_type::META) {
         return Err(format!(
             "block {blkno} has hash page type {flag:#x}; only block 0 is the metapage"
         ));

@@ -7,15 +7,12 @@
 
 use super::IndexAm;
 use crate::layout::btree::{leaf_tuple_tids, BtPageOpaque, P_NONE};
+use crate::layout::hash::page_type;
 use crate::layout::heap::ItemPointer;
 use crate::layout::itemid::ItemId;
 use crate::layout::{le_u16, le_u32};
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
-/// Hash page types that hold index tuples: `LH_OVERFLOW_PAGE`, `LH_BUCKET_PAGE`.
-const LH_OVERFLOW_PAGE: u16 = 0x01;
-const LH_BUCKET_PAGE: u16 = 0x02;
-const LH_PAGE_TYPE: u16 = 0x0F;
 /// GiST page flags `F_LEAF`, `F_DELETED`.
 const GIST_F_LEAF: u16 = 0x01;
 const GIST_F_DELETED: u16 = 0x02;
@@ -55,8 +52,9 @@ pub fn page_tids(
     match am {
         IndexAm::Btree => btree_leaf(page, special, items, out),
         IndexAm::Hash => {
-            let flag = le_u16(page, special + 12).unwrap_or(0) & LH_PAGE_TYPE;
-            if flag == LH_BUCKET_PAGE || flag == LH_OVERFLOW_PAGE {
+            let flag = le_u16(page, special + 12).unwrap_or(0) & page_type::MASK;
+            // The page types that hold index tuples.
+            if flag == page_type::BUCKET || flag == page_type::OVERFLOW {
                 plain_tuples(page, items, 1, out)
             } else {
                 0
