@@ -3,11 +3,14 @@
 //! Every decoder takes untrusted bytes and returns `None` instead of reading out of bounds.
 
 pub mod btree;
+pub mod gin;
+pub mod gist;
 pub mod hash;
 pub mod heap;
 pub mod index_tuple;
 pub mod itemid;
 pub mod special;
+pub mod spgist;
 pub mod toast;
 pub mod vm;
 

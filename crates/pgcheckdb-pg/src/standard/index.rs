@@ -6,8 +6,11 @@
 
 use super::{index_meta, items, Inputs, PageFormat, Scratch, StructureProblem};
 use crate::finding::FindingKind as K;
+use crate::layout::gin::flags::{GIN_DATA, GIN_DELETED, GIN_META};
+use crate::layout::gist::flags::F_DELETED;
 use crate::layout::hash::{page_type, HASH_MAGIC};
 use crate::layout::special::{BRIN_PAGE_TYPES, GIST_PAGE_ID, HASHO_PAGE_ID, SPGIST_PAGE_ID};
+use crate::layout::spgist::flags::{SPGIST_DELETED, SPGIST_META};
 use crate::layout::{le_u16, le_u32};
 use crate::page::INVALID_BLOCK_NUMBER;
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
@@ -16,16 +19,12 @@ use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 const SPGIST_MAGIC_NUMBER: u32 = 0xBA0B_ABEE;
 /// `BRIN_META_MAGIC`.
 const BRIN_META_MAGIC: u32 = 0xA810_9CFA;
-/// `GIN_META` flag.
-const GIN_META: u16 = 0x08;
 
-/// GiST `F_DELETED` page flag.
-const GIST_F_DELETED: u16 = 0x02;
 /// GIN page flags that mean "no line pointers here": `GIN_DATA` (posting lists or posting
 /// items), `GIN_DELETED`, `GIN_META`.
-const GIN_NO_ITEMS: u16 = 0x01 | 0x04 | 0x08;
+const GIN_NO_ITEMS: u16 = GIN_DATA | GIN_DELETED | GIN_META;
 /// SP-GiST `SPGIST_META` and `SPGIST_DELETED` flags.
-const SPGIST_NO_ITEMS: u16 = 0x01 | 0x02;
+const SPGIST_NO_ITEMS: u16 = SPGIST_META | SPGIST_DELETED;
 /// Hash page types that hold index tuples: `LH_OVERFLOW_PAGE`, `LH_BUCKET_PAGE`.
 const LH_TUPLE_PAGES: [u16; 2] = [page_type::OVERFLOW, page_type::BUCKET];
 
@@ -57,7 +56,7 @@ fn holds_index_tuples(page: &[u8], h: &PageHeader, blkno: u64, format: &PageForm
         PageFormat::Hash => {
             LH_TUPLE_PAGES.contains(&(le_u16(page, special + 12).unwrap_or(0) & page_type::MASK))
         }
-        PageFormat::Gist => le_u16(page, special + 12).unwrap_or(0) & GIST_F_DELETED == 0,
+        PageFormat::Gist => le_u16(page, special + 12).unwrap_or(0) & F_DELETED == 0,
         PageFormat::Gin => le_u16(page, special + 6).unwrap_or(0) & GIN_NO_ITEMS == 0,
         PageFormat::SpGist => {
             blkno != 0 && le_u16(page, special).unwrap_or(0) & SPGIST_NO_ITEMS == 0

@@ -9,6 +9,7 @@ use crate::layout::hash::{
     HASHM_SPARES, HASHM_VERSION, HASH_MAX_SPLITPOINTS, HASH_VERSION,
 };
 use crate::layout::le_u32;
+use crate::layout::spgist::SPGIST_LAST_FIXED_BLKNO;
 use crate::page::INVALID_BLOCK_NUMBER;
 use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 
@@ -21,8 +22,6 @@ const GIN_N_PENDING_PAGES: usize = 12;
 const GIN_VERSION: usize = 48;
 /// `SPGIST_CACHED_PAGES` entries of (`blkno`, `freeSpace`) after `magicNumber`.
 const SPGIST_CACHED_PAGES: usize = 8;
-/// `SPGIST_LAST_FIXED_BLKNO`: metapage, root, nulls root.
-const SPGIST_LAST_FIXED_BLKNO: u64 = 2;
 /// `BRIN_CURRENT_VERSION` and `BRIN_MAX_PAGES_PER_RANGE`.
 const BRIN_CURRENT_VERSION: u32 = 1;
 const BRIN_MAX_PAGES_PER_RANGE: u32 = 131_072;
@@ -138,15 +137,14 @@ fn gin_meta(meta: &dyn Fn(usize) -> u32, blocks: u64) -> Vec<String> {
 
 fn spgist_meta(meta: &dyn Fn(usize) -> u32, blocks: u64) -> Vec<String> {
     let mut p = Vec::new();
-    if blocks <= SPGIST_LAST_FIXED_BLKNO {
+    if blocks <= u64::from(SPGIST_LAST_FIXED_BLKNO) {
         p.push(format!(
             "SP-GiST index has {blocks} blocks, fewer than metapage, root and nulls root"
         ));
     }
     for i in 0..SPGIST_CACHED_PAGES {
         let b = meta(4 + 8 * i);
-        if b != INVALID_BLOCK_NUMBER && (b as u64 <= SPGIST_LAST_FIXED_BLKNO || b as u64 >= blocks)
-        {
+        if b != INVALID_BLOCK_NUMBER && (b <= SPGIST_LAST_FIXED_BLKNO || b as u64 >= blocks) {
             p.push(format!(
                 "SP-GiST metapage caches block {b} as a last-used page, outside {}..{blocks}",
                 SPGIST_LAST_FIXED_BLKNO + 1

@@ -7,9 +7,10 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::json;
 
-use super::{flags, DOWNLINK_TAG, GIST_ROOT_BLKNO, PAGE_TAG};
+use super::{DOWNLINK_TAG, GIST_ROOT_BLKNO, PAGE_TAG};
 use crate::extended::facts::Reader;
 use crate::extended::graphs::{GraphCheck, GraphInfo, GraphProblem};
+use crate::layout::gist::flags;
 
 /// What is known of one block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +27,7 @@ impl Slot {
     /// A sound page that is not deleted: one a downlink may name.
     fn live(self) -> Option<u16> {
         match self {
-            Slot::Page(f) if f & flags::DELETED == 0 => Some(f),
+            Slot::Page(f) if f & flags::F_DELETED == 0 => Some(f),
             _ => None,
         }
     }
@@ -86,7 +87,7 @@ impl Check {
             } else {
                 match self.slot(d.child) {
                     Slot::New => Some("an all-zero (never written) page".to_string()),
-                    Slot::Page(f) if f & flags::DELETED != 0 => {
+                    Slot::Page(f) if f & flags::F_DELETED != 0 => {
                         Some("a deleted page (F_DELETED)".to_string())
                     }
                     _ => None,
@@ -157,7 +158,7 @@ impl Check {
         let Some(root_flags) = self.slots.first().and_then(|s| s.live()) else {
             return;
         };
-        if root_flags & flags::LEAF != 0 {
+        if root_flags & flags::F_LEAF != 0 {
             return;
         }
         let mut children: HashMap<u32, Vec<Downlink>> = HashMap::new();
@@ -167,7 +168,7 @@ impl Check {
         let depth = self.depths(&children);
         let mut leaf_depths: HashMap<u32, u64> = HashMap::new();
         for (b, s) in self.slots.iter().enumerate() {
-            if matches!(s.live(), Some(f) if f & flags::LEAF != 0) && depth[b] != u32::MAX {
+            if matches!(s.live(), Some(f) if f & flags::F_LEAF != 0) && depth[b] != u32::MAX {
                 *leaf_depths.entry(depth[b]).or_default() += 1;
             }
         }
@@ -189,7 +190,7 @@ impl Check {
             }
             let expect_leaf = d + 1 == leaf_depth;
             let wrong = children[&p].iter().find(|c| {
-                matches!(self.slot(c.child).live(), Some(f) if (f & flags::LEAF != 0) != expect_leaf)
+                matches!(self.slot(c.child).live(), Some(f) if (f & flags::F_LEAF != 0) != expect_leaf)
             });
             if let Some(c) = wrong {
                 let what = if expect_leaf {
@@ -222,8 +223,8 @@ impl GraphCheck for Check {
                     return;
                 };
                 self.set(blkno, Slot::Page(f));
-                if f & flags::FOLLOW_RIGHT != 0
-                    && f & flags::DELETED == 0
+                if f & flags::F_FOLLOW_RIGHT != 0
+                    && f & flags::F_DELETED == 0
                     && right != INVALID_BLOCK_NUMBER
                 {
                     self.follow_right.insert(blkno, right);
@@ -253,7 +254,7 @@ impl GraphCheck for Check {
     fn finish(mut self: Box<Self>) -> Vec<GraphProblem> {
         let mut out = Vec::new();
         if let Some(Slot::Page(f)) = self.slots.first() {
-            if f & flags::DELETED != 0 {
+            if f & flags::F_DELETED != 0 {
                 out.push(GraphProblem::new(
                     GIST_ROOT_BLKNO,
                     "the root page is marked deleted (F_DELETED)".into(),
@@ -303,7 +304,7 @@ mod tests {
         page(&mut c, 2, 0, INVALID_BLOCK_NUMBER);
         link(&mut c, 2, 5, 1);
         for b in 3..6 {
-            page(&mut c, b, flags::LEAF, INVALID_BLOCK_NUMBER);
+            page(&mut c, b, flags::F_LEAF, INVALID_BLOCK_NUMBER);
         }
         c
     }
@@ -316,14 +317,14 @@ mod tests {
     fn a_sound_tree_with_an_incomplete_split_and_a_deleted_page_is_clean() {
         let mut c = tree();
         // Leaf 5 split into 5 and 6; the downlink to 6 was never inserted.
-        page(&mut c, 5, flags::LEAF | flags::FOLLOW_RIGHT, 6);
-        page(&mut c, 6, flags::LEAF, INVALID_BLOCK_NUMBER);
+        page(&mut c, 5, flags::F_LEAF | flags::F_FOLLOW_RIGHT, 6);
+        page(&mut c, 6, flags::F_LEAF, INVALID_BLOCK_NUMBER);
         assert!(blocks(c).is_empty());
         let mut c = tree();
         page(
             &mut c,
             6,
-            flags::LEAF | flags::DELETED,
+            flags::F_LEAF | flags::F_DELETED,
             INVALID_BLOCK_NUMBER,
         );
         assert!(blocks(c).is_empty());
@@ -341,7 +342,7 @@ mod tests {
         page(
             &mut c,
             6,
-            flags::LEAF | flags::DELETED,
+            flags::F_LEAF | flags::F_DELETED,
             INVALID_BLOCK_NUMBER,
         );
         link(&mut c, 2, 6, 2);
@@ -366,12 +367,12 @@ mod tests {
         let mut c = tree();
         page(&mut c, 3, 0, INVALID_BLOCK_NUMBER);
         link(&mut c, 3, 6, 1);
-        page(&mut c, 6, flags::LEAF, INVALID_BLOCK_NUMBER);
+        page(&mut c, 6, flags::F_LEAF, INVALID_BLOCK_NUMBER);
         assert_eq!(blocks(c), vec![1]);
         // The root names a leaf directly.
         let mut c = tree();
         link(&mut c, 0, 6, 3);
-        page(&mut c, 6, flags::LEAF, INVALID_BLOCK_NUMBER);
+        page(&mut c, 6, flags::F_LEAF, INVALID_BLOCK_NUMBER);
         assert_eq!(blocks(c), vec![0]);
     }
 }
