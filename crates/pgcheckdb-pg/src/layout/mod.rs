@@ -2,6 +2,7 @@
 //! (`HeapTupleHeaderData`), index tuples, and the special spaces of the index access methods.
 //! Every decoder takes untrusted bytes and returns `None` instead of reading out of bounds.
 
+pub mod brin;
 pub mod btree;
 pub mod gin;
 pub mod gist;

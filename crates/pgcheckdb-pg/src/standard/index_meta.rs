@@ -4,6 +4,7 @@
 
 use super::{ClusterFacts, PageFormat, StructureProblem};
 use crate::finding::FindingKind as K;
+use crate::layout::brin::BRIN_MAX_PAGES_PER_RANGE;
 use crate::layout::hash::{
     HASHM_HIGHMASK, HASHM_LOWMASK, HASHM_MAPP, HASHM_MAXBUCKET, HASHM_NMAPS, HASHM_OVFLPOINT,
     HASHM_SPARES, HASHM_VERSION, HASH_MAX_SPLITPOINTS, HASH_VERSION,
@@ -22,9 +23,8 @@ const GIN_N_PENDING_PAGES: usize = 12;
 const GIN_VERSION: usize = 48;
 /// `SPGIST_CACHED_PAGES` entries of (`blkno`, `freeSpace`) after `magicNumber`.
 const SPGIST_CACHED_PAGES: usize = 8;
-/// `BRIN_CURRENT_VERSION` and `BRIN_MAX_PAGES_PER_RANGE`.
+/// `BRIN_CURRENT_VERSION`.
 const BRIN_CURRENT_VERSION: u32 = 1;
-const BRIN_MAX_PAGES_PER_RANGE: u32 = 131_072;
 
 /// Checks the metapage of a hash, GIN, SP-GiST or BRIN index.
 pub fn check_metapage(
