@@ -13,9 +13,9 @@ use crate::control::{ChecksumState, ControlFile};
 use crate::layout::btree::{BtMetaPage, BtPageOpaque, BTREE_MAGIC};
 use crate::layout::heap::{HeapTupleHeader, ItemPointer};
 use crate::layout::itemid::{line_pointers, ItemId};
-use crate::layout::le_u16;
 use crate::layout::special::{guess_page_kind, PageKind};
 use crate::layout::vm::{HEAPBLOCKS_PER_BYTE, VM_ALL_FROZEN, VM_ALL_VISIBLE};
+use crate::layout::{align_up, le_u16};
 use crate::page::{is_all_zero, PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 use crate::physical::{check_page, PageCheckConfig, PageProblem, PageVerdict};
 use crate::relfile::ForkNumber;
@@ -160,10 +160,6 @@ pub fn decode_map_page(dump: &mut PageDump, page: &[u8], fork: ForkNumber, contr
         ForkNumber::Fsm => dump.free_space_map = free_space_map(body, page.len()),
         ForkNumber::Main | ForkNumber::Init => {}
     }
-}
-
-fn align_up(n: usize, align: usize) -> usize {
-    n.div_ceil(align.max(1)) * align.max(1)
 }
 
 fn visibility_map(bits: &[u8], vm_block: u64) -> VisibilityMapView {

@@ -234,14 +234,14 @@ fn key_columns_end(
         }
         let len = match att.attlen {
             n if n > 0 => {
-                off = crate::standard::align_up(off - data_off, att.align) + data_off;
+                off = crate::layout::align_up(off - data_off, att.align) + data_off;
                 n as usize
             }
             -1 => {
                 let first = *t.get(off)?;
                 if first & 0x01 == 0 {
                     // 4-byte header: aligned, length in the upper 30 bits.
-                    off = crate::standard::align_up(off - data_off, att.align) + data_off;
+                    off = crate::layout::align_up(off - data_off, att.align) + data_off;
                     let w = u32::from_le_bytes(t.get(off..off + 4)?.try_into().ok()?);
                     (w >> 2) as usize
                 } else if first == 0x01 {
