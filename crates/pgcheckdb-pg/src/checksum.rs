@@ -236,8 +236,7 @@ pub fn matching_block_numbers(raw: u32, stored: u16, nblocks: u32, except: u32) 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const BLCKSZ: usize = 8192;
+    use crate::page::DEFAULT_BLCKSZ as BLCKSZ;
 
     fn page_filled(byte: u8) -> Vec<u8> {
         vec![byte; BLCKSZ]

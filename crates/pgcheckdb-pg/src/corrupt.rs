@@ -351,13 +351,13 @@ fn put_u16(page: &mut [u8], off: usize, value: u16) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::page::PD_PAGESIZE_VERSION_OFFSET;
+    use crate::layout::MAXIMUM_ALIGNOF;
+    use crate::page::{DEFAULT_BLCKSZ as BS, PD_PAGESIZE_VERSION_OFFSET};
     use crate::physical::{check_page, PageCheckConfig, PageProblem, PageVerdict};
 
-    const BS: usize = 8192;
     const CFG: PageCheckConfig = PageCheckConfig {
         blcksz: BS,
-        max_align: 8,
+        max_align: MAXIMUM_ALIGNOF,
         checksums: true,
     };
 

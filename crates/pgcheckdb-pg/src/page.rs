@@ -25,6 +25,9 @@ pub const PG_PAGE_LAYOUT_VERSION: u16 = 4;
 pub const PD_ALL_VISIBLE: u16 = 0x0004;
 /// `PD_VALID_FLAG_BITS`: `PD_HAS_FREE_LINES | PD_PAGE_FULL | PD_ALL_VISIBLE`.
 pub const PD_VALID_FLAG_BITS: u16 = 0x0007;
+/// `BLCKSZ` of a default build, the block size of test and fuzzing fixtures; a cluster's
+/// own block size is `blcksz` in pg_control.
+pub const DEFAULT_BLCKSZ: usize = 8192;
 /// `InvalidBlockNumber`: no block (a missing sibling, rightlink or chain link).
 pub const INVALID_BLOCK_NUMBER: u32 = u32::MAX;
 /// Disk sector size used to recognise torn writes.

@@ -347,9 +347,8 @@ impl Visitor for Stamper<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::page::DEFAULT_BLCKSZ as BS;
     use crate::physical::ChecksumPair;
-
-    const BS: usize = 8192;
 
     /// A heap-like page with tuple bytes at the end and `pd_checksum` zero (written with checksums off).
     fn heap_page(seed: u8) -> Vec<u8> {
