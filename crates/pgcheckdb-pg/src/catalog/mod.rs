@@ -14,8 +14,9 @@ pub mod xact;
 mod reader;
 mod rows;
 
+use crate::layout::le_u32;
 use reader::{ColumnLists, Reader};
-use rows::{i16_at, name_at, u32_at};
+use rows::{i16_at, name_at};
 
 #[doc(hidden)]
 pub mod fuzzing;

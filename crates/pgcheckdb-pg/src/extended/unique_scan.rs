@@ -13,6 +13,7 @@ use crate::layout::index_tuple::{
 };
 use crate::layout::itemid::{ItemId, LpFlags};
 use crate::layout::le_u16;
+use crate::layout::toast::VARTAG_1B_E;
 
 /// One leaf entry of a unique index, borrowed from the page: its key (null bits of the key
 /// columns and key data) and where its heap TIDs are.
@@ -242,9 +243,9 @@ fn key_columns_end(
                 if first & 0x01 == 0 {
                     // 4-byte header: aligned, length in the upper 30 bits.
                     off = crate::layout::align_up(off - data_off, att.align) + data_off;
-                    let w = u32::from_le_bytes(t.get(off..off + 4)?.try_into().ok()?);
+                    let w = crate::layout::le_u32(t, off)?;
                     (w >> 2) as usize
-                } else if first == 0x01 {
+                } else if first == VARTAG_1B_E {
                     return None; // an external TOAST pointer never sits in an index tuple
                 } else {
                     (first >> 1) as usize
