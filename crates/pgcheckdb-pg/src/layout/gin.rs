@@ -1,4 +1,5 @@
-//! GIN pages: the flags of `GinPageOpaqueData` in the special space (`ginblock.h`).
+//! GIN pages: the flags of `GinPageOpaqueData` in the special space, and what an entry leaf
+//! tuple's `t_tid` says about where its heap TIDs are (`ginblock.h`).
 
 /// `GinPageOpaqueData.flags` bits.
 pub mod flags {
@@ -10,3 +11,10 @@ pub mod flags {
     pub const GIN_INCOMPLETE_SPLIT: u16 = 0x40;
     pub const GIN_COMPRESSED: u16 = 0x80;
 }
+
+/// `GIN_TREE_POSTING`: the offset of an entry leaf tuple's `t_tid` when the block names the
+/// root of a posting tree.
+pub const GIN_TREE_POSTING: u16 = 0xFFFF;
+/// `GIN_ITUP_COMPRESSED`: in the block number of an entry leaf tuple's `t_tid`, its posting
+/// list is compressed.
+pub const GIN_ITUP_COMPRESSED: u32 = 1 << 31;

@@ -10,6 +10,7 @@ use crate::layout::btree::{leaf_tuple_tids, BtPageOpaque, P_NONE};
 use crate::layout::gin::flags::{
     GIN_COMPRESSED, GIN_DATA, GIN_DELETED, GIN_LEAF, GIN_LIST, GIN_META,
 };
+use crate::layout::gin::{GIN_ITUP_COMPRESSED, GIN_TREE_POSTING};
 use crate::layout::gist::flags::{F_DELETED, F_LEAF};
 use crate::layout::hash::page_type;
 use crate::layout::heap::ItemPointer;
@@ -21,10 +22,6 @@ use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
 /// GIN entry and posting-list constants.
 mod gin {
-    /// `GIN_TREE_POSTING`: the entry's `t_tid` offset says "posting tree".
-    pub const TREE_POSTING: u16 = 0xFFFF;
-    /// `GIN_ITUP_COMPRESSED` in the block number of an entry's `t_tid`.
-    pub const ITUP_COMPRESSED: u32 = 1 << 31;
     /// `MaxHeapTuplesPerPageBits`: a TID packs as `block << 11 | offset`.
     pub const OFFSET_BITS: u32 = 11;
     /// `offsetof(GinPostingList, bytes)`: `first` (6 bytes) and `nbytes` (2).
@@ -184,11 +181,11 @@ fn gin_page(
 fn gin_entry(t: &[u8], out: &mut Vec<(u32, u16)>) -> Option<()> {
     let tid = ItemPointer::parse(t, 0)?;
     let n = tid.offset;
-    if n == gin::TREE_POSTING || n == 0 {
+    if n == GIN_TREE_POSTING || n == 0 {
         return Some(());
     }
-    let at = (tid.block & !gin::ITUP_COMPRESSED) as usize;
-    if tid.block & gin::ITUP_COMPRESSED != 0 {
+    let at = (tid.block & !GIN_ITUP_COMPRESSED) as usize;
+    if tid.block & GIN_ITUP_COMPRESSED != 0 {
         let before = out.len();
         decode_posting_list(t.get(at..)?, out)?;
         (out.len() - before == n as usize).then_some(())

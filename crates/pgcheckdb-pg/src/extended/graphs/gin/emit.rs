@@ -6,6 +6,7 @@ use super::{pack_tid, LinkKind, PageFact, PageIssue, Tag};
 use crate::extended::facts::Writer;
 use crate::extended::graphs::Sink;
 use crate::extended::tids::decode::gin_data_leaf;
+use crate::layout::gin::GIN_TREE_POSTING;
 use crate::layout::heap::ItemPointer;
 use crate::layout::itemid::line_pointers;
 use crate::layout::{le_u16, le_u32};
@@ -22,8 +23,6 @@ const POSTING_ITEM_SIZE: usize = 10;
 /// `GinMetaPageData.head` and `.tail`, at `PageGetContents`.
 const META_HEAD: usize = SIZE_OF_PAGE_HEADER_DATA;
 const META_TAIL: usize = SIZE_OF_PAGE_HEADER_DATA + 4;
-/// `GIN_TREE_POSTING`: an entry leaf tuple whose `t_tid` names a posting-tree root.
-const GIN_TREE_POSTING: u16 = 0xFFFF;
 
 /// One link held by a page, before it is written.
 struct Link {

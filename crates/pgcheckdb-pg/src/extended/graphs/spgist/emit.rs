@@ -4,7 +4,7 @@
 use super::{is_root, Kind, PageProblem, LINK_TAG, PAGE_TAG, PROBLEM_TAG};
 use crate::extended::graphs::Sink;
 use crate::layout::heap::ItemPointer;
-use crate::layout::index_tuple::INDEX_SIZE_MASK;
+use crate::layout::index_tuple::{INDEX_SIZE_MASK, SIZE_OF_INDEX_TUPLE};
 use crate::layout::itemid::{line_pointers, ItemId};
 use crate::layout::spgist::flags;
 use crate::layout::spgist::{SPGIST_DEAD, SPGIST_LIVE, SPGIST_REDIRECT};
@@ -15,8 +15,6 @@ use crate::page::PageHeader;
 const NEXT_OFFSET_MASK: u16 = 0x3FFF;
 /// `SGITHDRSZ`: the inner tuple header before its prefix and nodes.
 const SGITHDRSZ: usize = 8;
-/// A node is an `IndexTupleData`: `t_tid` then `t_info`, whose low 13 bits are its size.
-const NODE_HEADER: usize = 8;
 
 /// Writes the graph facts of one sound SP-GiST page.
 pub fn emit(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
@@ -200,7 +198,8 @@ fn downlinks(t: &[u8], blkno: u32, offset: u16, nulls: u8, sink: &mut Sink<'_>) 
     for _ in 0..n_nodes {
         let tid = ItemPointer::parse(t, at)?;
         let size = (le_u16(t, at + 6)? & INDEX_SIZE_MASK) as usize;
-        if size < NODE_HEADER || at + size > t.len() {
+        // A node is an `IndexTupleData`: `t_tid` then `t_info`, whose low 13 bits are its size.
+        if size < SIZE_OF_INDEX_TUPLE || at + size > t.len() {
             return None;
         }
         // ItemPointerIsValid: a node without a child has offset 0.
