@@ -8,14 +8,11 @@ use std::ops::RangeInclusive;
 
 use crate::layout::hash::{
     page_type, HASHM_MAXBUCKET, HASHM_OVFLPOINT, HASHM_SPARES, HASH_MAGIC, HASH_MAX_SPLITPOINTS,
-    HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE, HASH_SPLITPOINT_PHASE_BITS,
+    HASH_SPECIAL_SIZE, HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE, HASH_SPLITPOINT_PHASE_BITS,
 };
 use crate::layout::special::HASHO_PAGE_ID;
 use crate::layout::{le_u16, le_u32};
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
-
-/// `sizeof(HashPageOpaqueData)`.
-const HASH_SPECIAL_SIZE: usize = 16;
 
 /// Offsets in the metapage: `HashMetaPageData` starts after the 24-byte page header.
 const MAXBUCKET_OFFSET: usize = SIZE_OF_PAGE_HEADER_DATA + HASHM_MAXBUCKET;

@@ -12,6 +12,9 @@ pub mod flags {
     pub const GIN_COMPRESSED: u16 = 0x80;
 }
 
+/// `sizeof(GinPageOpaqueData)`: `rightlink`, `maxoff`, `flags`.
+pub const GIN_SPECIAL_SIZE: usize = 8;
+
 /// `GIN_TREE_POSTING`: the offset of an entry leaf tuple's `t_tid` when the block names the
 /// root of a posting tree.
 pub const GIN_TREE_POSTING: u16 = 0xFFFF;

@@ -17,6 +17,8 @@ pub mod page_type {
 /// chain may still hold tuples that now belong to the bucket split from it.
 pub const LH_SPLIT_PENDING: u16 = (1 << 5) | (1 << 6);
 
+/// `sizeof(HashPageOpaqueData)`: the special space of every hash page.
+pub const HASH_SPECIAL_SIZE: usize = 16;
 /// `HASH_MAGIC`: `hashm_magic`, the first field of the metapage's contents.
 pub const HASH_MAGIC: u32 = 0x0644_0640;
 /// `HASH_VERSION`.

@@ -7,8 +7,9 @@
 use super::{index_meta, items, Inputs, PageFormat, Scratch, StructureProblem};
 use crate::finding::FindingKind as K;
 use crate::layout::gin::flags::{GIN_DATA, GIN_DELETED, GIN_META};
+use crate::layout::gin::GIN_SPECIAL_SIZE;
 use crate::layout::gist::flags::F_DELETED;
-use crate::layout::hash::{page_type, HASH_MAGIC};
+use crate::layout::hash::{page_type, HASH_MAGIC, HASH_SPECIAL_SIZE};
 use crate::layout::special::{BRIN_PAGE_TYPES, GIST_PAGE_ID, HASHO_PAGE_ID, SPGIST_PAGE_ID};
 use crate::layout::spgist::flags::{SPGIST_DELETED, SPGIST_META};
 use crate::layout::{le_u16, le_u32};
@@ -104,7 +105,7 @@ fn expect_special(am: &str, size: usize, expected: usize) -> Result<(), String> 
 }
 
 fn hash(page: &[u8], special: usize, size: usize, last: u16, blkno: u64) -> Result<(), String> {
-    expect_special("hash", size, 16)?;
+    expect_special("hash", size, HASH_SPECIAL_SIZE)?;
     if last != HASHO_PAGE_ID {
         return Err(format!(
             "hash page id {last:#06x}, expected {HASHO_PAGE_ID:#06x}"
@@ -156,7 +157,7 @@ fn gin(
     blkno: u64,
     fork_blocks: u64,
 ) -> Result<(), String> {
-    expect_special("GIN", size, 8)?;
+    expect_special("GIN", size, GIN_SPECIAL_SIZE)?;
     let flags = le_u16(page, special + 6).unwrap_or(0);
     if flags > 0xFF {
         return Err(format!("GIN flags {flags:#06x} have unknown bits"));

@@ -25,6 +25,7 @@ pub use emit::emit;
 
 use super::FIRST_AM_TAG;
 use crate::layout::heap::SIZE_OF_ITEM_POINTER;
+use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 
 pub(crate) use crate::layout::brin::{page_type, BRIN_MAX_PAGES_PER_RANGE};
 
@@ -43,7 +44,7 @@ pub(crate) mod tag {
 }
 
 /// `MAXALIGN(SizeOfPageHeaderData) + MAXALIGN(sizeof(BrinSpecialSpace))`.
-pub(crate) const REVMAP_OVERHEAD: usize = 24 + 8;
+pub(crate) const REVMAP_OVERHEAD: usize = SIZE_OF_PAGE_HEADER_DATA + 8;
 /// `sizeof(BlockNumber) + sizeof(uint8)`: `bt_blkno` and `bt_info`.
 pub(crate) const BRIN_TUPLE_HEAD: usize = 5;
 

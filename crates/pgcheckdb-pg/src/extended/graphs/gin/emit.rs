@@ -6,15 +6,13 @@ use super::{pack_tid, LinkKind, PageFact, PageIssue, Tag};
 use crate::extended::facts::Writer;
 use crate::extended::graphs::Sink;
 use crate::extended::tids::decode::gin_data_leaf;
-use crate::layout::gin::GIN_TREE_POSTING;
+use crate::layout::gin::{GIN_SPECIAL_SIZE, GIN_TREE_POSTING};
 use crate::layout::heap::ItemPointer;
 use crate::layout::itemid::line_pointers;
 use crate::layout::{le_u16, le_u32};
 use crate::page::INVALID_BLOCK_NUMBER;
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
-/// `sizeof(GinPageOpaqueData)`: `rightlink`, `maxoff`, `flags`.
-const OPAQUE_SIZE: usize = 8;
 /// `GinDataPageGetData`: after the page header and the right bound (an `ItemPointerData`,
 /// MAXALIGNed to 8).
 const DATA_START: usize = SIZE_OF_PAGE_HEADER_DATA + 8;
@@ -39,7 +37,7 @@ pub fn emit(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
         return;
     };
     let special = h.pd_special as usize;
-    if special + OPAQUE_SIZE > page.len() {
+    if special + GIN_SPECIAL_SIZE > page.len() {
         return;
     }
     let (Some(rightlink), Some(maxoff), Some(flags)) = (
