@@ -13,11 +13,11 @@
 
 use std::sync::OnceLock;
 
+use crate::page::PD_CHECKSUM_OFFSET;
+
 /// Number of independent lanes; part of the algorithm, not a tuning knob.
 pub const N_SUMS: usize = 32;
 const FNV_PRIME: u32 = 16_777_619;
-/// Byte offset of `pd_checksum` inside the page header.
-pub const PD_CHECKSUM_OFFSET: usize = 8;
 
 /// Per-lane starting values ("offset basis").
 const CHECKSUM_BASE_OFFSETS: [u32; N_SUMS] = [
@@ -236,8 +236,7 @@ pub fn matching_block_numbers(raw: u32, stored: u16, nblocks: u32, except: u32) 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const BLCKSZ: usize = 8192;
+    use crate::page::DEFAULT_BLCKSZ as BLCKSZ;
 
     fn page_filled(byte: u8) -> Vec<u8> {
         vec![byte; BLCKSZ]

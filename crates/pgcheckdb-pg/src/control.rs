@@ -3,6 +3,7 @@
 //! Reads the fields pgcheckdb needs, checks the CRC-32C and the sanity rules, and can write the
 //! file back with a new `data_checksum_version` (used by `checksums enable|disable`).
 
+use crate::catalog::layouts::NAMEDATALEN;
 use crate::layout::toast::toast_max_chunk_size;
 use pgcheckdb_scan::open::read_regular;
 use std::fmt;
@@ -243,8 +244,7 @@ fn read_u64(b: &[u8], off: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// `NAMEDATALEN` and `INDEX_MAX_KEYS` of the builds pgcheckdb reads (PostgreSQL's defaults).
-const NAMEDATALEN: u32 = crate::catalog::layouts::NAMEDATALEN as u32;
+/// `INDEX_MAX_KEYS` of the builds pgcheckdb reads (PostgreSQL's default).
 pub const INDEX_MAX_KEYS: usize = 32;
 /// `relseg_size` can be at most `MaxBlockNumber`'s range.
 const MAX_RELSEG_SIZE: u32 = u32::MAX >> 1;
@@ -387,7 +387,7 @@ impl ControlFile {
     /// The build's constants that pgcheckdb's readers depend on, and the fields derived from
     /// the block size.
     fn check_build_constants(&self) -> Result<(), String> {
-        if self.name_data_len != NAMEDATALEN {
+        if self.name_data_len as usize != NAMEDATALEN {
             return Err(format!(
                 "nameDataLen {} is not {NAMEDATALEN} (pgcheckdb reads catalogs of builds with the default NAMEDATALEN)",
                 self.name_data_len

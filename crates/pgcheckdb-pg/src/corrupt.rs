@@ -20,17 +20,10 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::checksum::pg_checksum_page;
-
-/// Byte offset of `pd_checksum` in the page header.
-const PD_CHECKSUM: usize = 8;
-/// Byte offset of `pd_flags`.
-const PD_FLAGS: usize = 10;
-/// Byte offset of `pd_lower`.
-const PD_LOWER: usize = 12;
-/// Byte offset of `pd_upper`.
-const PD_UPPER: usize = 14;
-/// Byte offset of `pd_special`.
-const PD_SPECIAL: usize = 16;
+use crate::layout::le_u16;
+use crate::page::{
+    PD_CHECKSUM_OFFSET, PD_FLAGS_OFFSET, PD_LOWER_OFFSET, PD_SPECIAL_OFFSET, PD_UPPER_OFFSET,
+};
 
 /// One kind of damage to a block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +98,7 @@ impl SegmentFile {
                 Ok(())
             }),
             Damage::ZeroPdUpper => self.modify(block, blcksz, |page| {
-                put_u16(page, PD_UPPER, 0);
+                put_u16(page, PD_UPPER_OFFSET, 0);
                 Ok(())
             }),
             Damage::Header(rule) => self.break_header(block, blcksz, rule),
@@ -150,7 +143,7 @@ impl SegmentFile {
         let mut stored = 0;
         self.modify(block, blcksz, |page| {
             stored = pg_checksum_page(page, blkno);
-            put_u16(page, PD_CHECKSUM, stored);
+            put_u16(page, PD_CHECKSUM_OFFSET, stored);
             Ok(())
         })?;
         Ok(stored)
@@ -174,15 +167,15 @@ impl SegmentFile {
             match rule {
                 HeaderDamage::SpecialBeyondBlock => {
                     let beyond = size.and_then(|s| s.checked_add(8)).unwrap_or(u16::MAX);
-                    put_u16(page, PD_SPECIAL, beyond);
+                    put_u16(page, PD_SPECIAL_OFFSET, beyond);
                 }
                 HeaderDamage::LowerAboveUpper => {
-                    let upper = get_u16(page, PD_UPPER);
-                    put_u16(page, PD_LOWER, upper.saturating_add(8));
+                    let upper = get_u16(page, PD_UPPER_OFFSET, blcksz)?;
+                    put_u16(page, PD_LOWER_OFFSET, upper.saturating_add(8));
                 }
                 HeaderDamage::UnknownFlag => {
-                    let flags = get_u16(page, PD_FLAGS);
-                    put_u16(page, PD_FLAGS, flags | 0x0100);
+                    let flags = get_u16(page, PD_FLAGS_OFFSET, blcksz)?;
+                    put_u16(page, PD_FLAGS_OFFSET, flags | 0x0100);
                 }
             }
             Ok(())
@@ -346,8 +339,9 @@ fn out_of_page(offset: usize, blcksz: usize) -> io::Error {
     )
 }
 
-fn get_u16(page: &[u8], off: usize) -> u16 {
-    u16::from_le_bytes([page[off], page[off + 1]])
+/// The little-endian `u16` at `off`, or the error of an offset outside the block.
+fn get_u16(page: &[u8], off: usize, blcksz: usize) -> io::Result<u16> {
+    le_u16(page, off).ok_or_else(|| out_of_page(off, blcksz))
 }
 
 fn put_u16(page: &mut [u8], off: usize, value: u16) {
@@ -357,27 +351,28 @@ fn put_u16(page: &mut [u8], off: usize, value: u16) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::MAXIMUM_ALIGNOF;
+    use crate::page::{DEFAULT_BLCKSZ as BS, PD_PAGESIZE_VERSION_OFFSET};
     use crate::physical::{check_page, PageCheckConfig, PageProblem, PageVerdict};
 
-    const BS: usize = 8192;
     const CFG: PageCheckConfig = PageCheckConfig {
         blcksz: BS,
-        max_align: 8,
+        max_align: MAXIMUM_ALIGNOF,
         checksums: true,
     };
 
     /// A heap-like page with tuple bytes from 3000 to the end and a valid checksum for `blkno`.
     fn heap_page(blkno: u32, fill: u8) -> Vec<u8> {
         let mut p = vec![0u8; BS];
-        put_u16(&mut p, PD_LOWER, 32);
-        put_u16(&mut p, PD_UPPER, 3000);
-        put_u16(&mut p, PD_SPECIAL, BS as u16);
-        put_u16(&mut p, 18, 0x2004);
+        put_u16(&mut p, PD_LOWER_OFFSET, 32);
+        put_u16(&mut p, PD_UPPER_OFFSET, 3000);
+        put_u16(&mut p, PD_SPECIAL_OFFSET, BS as u16);
+        put_u16(&mut p, PD_PAGESIZE_VERSION_OFFSET, 0x2004);
         for (i, b) in p[3000..].iter_mut().enumerate() {
             *b = ((i % 251) as u8).wrapping_add(fill) | 1;
         }
         let c = pg_checksum_page(&p, blkno);
-        put_u16(&mut p, PD_CHECKSUM, c);
+        put_u16(&mut p, PD_CHECKSUM_OFFSET, c);
         p
     }
 

@@ -25,10 +25,10 @@ use crate::standard::{
     StructureProblem,
 };
 
-/// Block size of the seed clusters (PostgreSQL's default).
-pub const BLCKSZ: usize = 8192;
 /// `MAXALIGN` of the seed clusters (x86-64).
-pub const MAX_ALIGN: usize = 8;
+pub use crate::layout::MAXIMUM_ALIGNOF as MAX_ALIGN;
+/// Block size of the seed clusters (PostgreSQL's default).
+pub use crate::page::DEFAULT_BLCKSZ as BLCKSZ;
 /// Blocks the fuzzed fork is said to have (links and `t_ctid` are checked against it).
 const FORK_BLOCKS: u64 = 256;
 /// Block numbers each page is checked at: 0 (metapages) and a later one.

@@ -6,45 +6,29 @@
 
 use std::ops::RangeInclusive;
 
-use crate::page::PageHeader;
-
-/// `HASH_MAGIC`.
-const HASH_MAGIC: u32 = 0x0644_0640;
-/// `HASHO_PAGE_ID`: the last two bytes of every hash page.
-const HASHO_PAGE_ID: u16 = 0xFF80;
-/// `sizeof(HashPageOpaqueData)`.
-const HASH_SPECIAL_SIZE: usize = 16;
-/// `LH_META_PAGE` in `hasho_flag`.
-const LH_META_PAGE: u16 = 1 << 3;
-/// `HASH_SPLITPOINT_PHASE_BITS`, `HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE`, `HASH_MAX_SPLITPOINTS`.
-const SPLITPOINT_PHASE_BITS: u32 = 2;
-const GROUPS_WITH_ONE_PHASE: u32 = 10;
-const MAX_SPLITPOINTS: u32 = 98;
+use crate::layout::hash::{
+    page_type, HASHM_MAXBUCKET, HASHM_OVFLPOINT, HASHM_SPARES, HASH_MAGIC, HASH_MAX_SPLITPOINTS,
+    HASH_SPECIAL_SIZE, HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE, HASH_SPLITPOINT_PHASE_BITS,
+};
+use crate::layout::special::HASHO_PAGE_ID;
+use crate::layout::{le_u16, le_u32};
+use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
 /// Offsets in the metapage: `HashMetaPageData` starts after the 24-byte page header.
-const MAXBUCKET_OFFSET: usize = 24 + 24;
-const OVFLPOINT_OFFSET: usize = 24 + 36;
-const SPARES_OFFSET: usize = 24 + 52;
-
-fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    let s = b.get(off..off + 4)?;
-    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-}
-
-fn u16_at(b: &[u8], off: usize) -> Option<u16> {
-    let s = b.get(off..off + 2)?;
-    Some(u16::from_le_bytes([s[0], s[1]]))
-}
+const MAXBUCKET_OFFSET: usize = SIZE_OF_PAGE_HEADER_DATA + HASHM_MAXBUCKET;
+const OVFLPOINT_OFFSET: usize = SIZE_OF_PAGE_HEADER_DATA + HASHM_OVFLPOINT;
+const SPARES_OFFSET: usize = SIZE_OF_PAGE_HEADER_DATA + HASHM_SPARES;
 
 /// Buckets that exist once split-point phase `phase` is allocated (`_hash_get_totalbuckets`).
 fn total_buckets(phase: u32) -> u64 {
-    if phase < GROUPS_WITH_ONE_PHASE {
+    if phase < HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE {
         return 1 << phase;
     }
-    let group = GROUPS_WITH_ONE_PHASE + ((phase - GROUPS_WITH_ONE_PHASE) >> SPLITPOINT_PHASE_BITS);
+    let past_single = phase - HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE;
+    let group = HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE + (past_single >> HASH_SPLITPOINT_PHASE_BITS);
     let before = 1u64 << (group - 1);
-    let phases_done = ((phase - GROUPS_WITH_ONE_PHASE) & ((1 << SPLITPOINT_PHASE_BITS) - 1)) + 1;
-    before + (before >> SPLITPOINT_PHASE_BITS) * phases_done as u64
+    let phases_done = (past_single & ((1 << HASH_SPLITPOINT_PHASE_BITS) - 1)) + 1;
+    before + (before >> HASH_SPLITPOINT_PHASE_BITS) * phases_done as u64
 }
 
 /// The blocks of allocated but unused buckets, if `metapage` is a hash index metapage.
@@ -52,19 +36,19 @@ pub fn unused_bucket_blocks(metapage: &[u8]) -> Option<RangeInclusive<u64>> {
     let header = PageHeader::parse(metapage)?;
     let special = header.pd_special as usize;
     if special + HASH_SPECIAL_SIZE != metapage.len()
-        || u16_at(metapage, metapage.len() - 2)? != HASHO_PAGE_ID
-        || u16_at(metapage, special + 12)? & LH_META_PAGE == 0
-        || u32_at(metapage, 24)? != HASH_MAGIC
+        || le_u16(metapage, metapage.len() - 2)? != HASHO_PAGE_ID
+        || le_u16(metapage, special + 12)? & page_type::META == 0
+        || le_u32(metapage, SIZE_OF_PAGE_HEADER_DATA)? != HASH_MAGIC
     {
         return None;
     }
-    let maxbucket = u32_at(metapage, MAXBUCKET_OFFSET)? as u64;
-    let ovflpoint = u32_at(metapage, OVFLPOINT_OFFSET)?;
-    if ovflpoint == 0 || ovflpoint >= MAX_SPLITPOINTS {
+    let maxbucket = le_u32(metapage, MAXBUCKET_OFFSET)? as u64;
+    let ovflpoint = le_u32(metapage, OVFLPOINT_OFFSET)?;
+    if ovflpoint == 0 || ovflpoint as usize >= HASH_MAX_SPLITPOINTS {
         return None;
     }
     // Every bucket of the current phase maps to `bucket + spares[phase - 1] + 1`.
-    let spares = u32_at(metapage, SPARES_OFFSET + 4 * (ovflpoint as usize - 1))? as u64;
+    let spares = le_u32(metapage, SPARES_OFFSET + 4 * (ovflpoint as usize - 1))? as u64;
     let last_bucket = total_buckets(ovflpoint).checked_sub(1)?;
     let first_unused = maxbucket + 1;
     (first_unused <= last_bucket).then(|| first_unused + spares + 1..=last_bucket + spares + 1)
@@ -97,7 +81,7 @@ mod tests {
             let o = SPARES_OFFSET + 4 * i;
             p[o..o + 4].copy_from_slice(&s.to_le_bytes());
         }
-        p[8176 + 12..8176 + 14].copy_from_slice(&LH_META_PAGE.to_le_bytes());
+        p[8176 + 12..8176 + 14].copy_from_slice(&page_type::META.to_le_bytes());
         p[8190..8192].copy_from_slice(&HASHO_PAGE_ID.to_le_bytes());
         p
     }

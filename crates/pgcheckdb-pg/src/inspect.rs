@@ -13,8 +13,9 @@ use crate::control::{ChecksumState, ControlFile};
 use crate::layout::btree::{BtMetaPage, BtPageOpaque, BTREE_MAGIC};
 use crate::layout::heap::{HeapTupleHeader, ItemPointer};
 use crate::layout::itemid::{line_pointers, ItemId};
-use crate::layout::le_u16;
 use crate::layout::special::{guess_page_kind, PageKind};
+use crate::layout::vm::{HEAPBLOCKS_PER_BYTE, VM_ALL_FROZEN, VM_ALL_VISIBLE};
+use crate::layout::{align_up, le_u16};
 use crate::page::{is_all_zero, PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 use crate::physical::{check_page, PageCheckConfig, PageProblem, PageVerdict};
 use crate::relfile::ForkNumber;
@@ -84,12 +85,6 @@ pub struct PageDump {
     /// A free-space-map page's tree.
     pub free_space_map: Option<FreeSpaceMapView>,
 }
-
-/// `VISIBILITYMAP_ALL_VISIBLE` and `VISIBILITYMAP_ALL_FROZEN`: two bits per heap block.
-const VM_ALL_VISIBLE: u8 = 0x1;
-const VM_ALL_FROZEN: u8 = 0x2;
-/// Heap blocks per byte of a visibility-map page.
-const VM_HEAP_BLOCKS_PER_BYTE: u64 = 4;
 
 /// What a visibility-map page says about the heap blocks it covers.
 #[derive(Debug, Clone, Serialize)]
@@ -167,12 +162,8 @@ pub fn decode_map_page(dump: &mut PageDump, page: &[u8], fork: ForkNumber, contr
     }
 }
 
-fn align_up(n: usize, align: usize) -> usize {
-    n.div_ceil(align.max(1)) * align.max(1)
-}
-
 fn visibility_map(bits: &[u8], vm_block: u64) -> VisibilityMapView {
-    let heap_blocks = bits.len() as u64 * VM_HEAP_BLOCKS_PER_BYTE;
+    let heap_blocks = bits.len() as u64 * HEAPBLOCKS_PER_BYTE as u64;
     let first = vm_block * heap_blocks;
     let mut view = VisibilityMapView {
         first_heap_block: first,
@@ -183,9 +174,9 @@ fn visibility_map(bits: &[u8], vm_block: u64) -> VisibilityMapView {
         all_visible_runs: Vec::new(),
     };
     for (i, &byte) in bits.iter().enumerate() {
-        for k in 0..VM_HEAP_BLOCKS_PER_BYTE {
+        for k in 0..HEAPBLOCKS_PER_BYTE as u64 {
             let pair = (byte >> (2 * k)) & (VM_ALL_VISIBLE | VM_ALL_FROZEN);
-            let heap_block = first + i as u64 * VM_HEAP_BLOCKS_PER_BYTE + k;
+            let heap_block = first + i as u64 * HEAPBLOCKS_PER_BYTE as u64 + k;
             if pair & VM_ALL_FROZEN != 0 {
                 view.all_frozen += 1;
                 if pair & VM_ALL_VISIBLE == 0 && view.frozen_not_visible.len() < 32 {
@@ -397,8 +388,8 @@ fn item_view(page: &[u8], h: &PageHeader, kind: PageKind, item: ItemId) -> ItemV
 
 /// `HEAP_XMIN_FROZEN` (both xmin hint bits), or `xmin` = `FrozenTransactionId`.
 fn is_frozen(h: &HeapTupleHeader) -> bool {
+    use crate::catalog::xact::FROZEN_TRANSACTION_ID;
     use crate::layout::heap::infomask::{HEAP_XMIN_COMMITTED, HEAP_XMIN_INVALID};
-    const FROZEN_TRANSACTION_ID: u32 = 2;
     let both = HEAP_XMIN_COMMITTED | HEAP_XMIN_INVALID;
     h.t_infomask & both == both || h.t_xmin == FROZEN_TRANSACTION_ID
 }

@@ -1,12 +1,35 @@
 //! The standard page header (`PageHeaderData`) shared by every relation page, and the header
 //! rules the server applies when it reads a page (`PageIsVerified`).
 
+use crate::layout::{le_u16, le_u32};
+
 /// `SizeOfPageHeaderData`: bytes before the line-pointer array.
 pub const SIZE_OF_PAGE_HEADER_DATA: usize = 24;
+/// `offsetof(PageHeaderData, pd_checksum)`.
+pub const PD_CHECKSUM_OFFSET: usize = 8;
+/// `offsetof(PageHeaderData, pd_flags)`.
+pub const PD_FLAGS_OFFSET: usize = 10;
+/// `offsetof(PageHeaderData, pd_lower)`.
+pub const PD_LOWER_OFFSET: usize = 12;
+/// `offsetof(PageHeaderData, pd_upper)`.
+pub const PD_UPPER_OFFSET: usize = 14;
+/// `offsetof(PageHeaderData, pd_special)`.
+pub const PD_SPECIAL_OFFSET: usize = 16;
+/// `offsetof(PageHeaderData, pd_pagesize_version)`.
+pub const PD_PAGESIZE_VERSION_OFFSET: usize = 18;
+/// `offsetof(PageHeaderData, pd_prune_xid)`.
+pub const PD_PRUNE_XID_OFFSET: usize = 20;
 /// `PG_PAGE_LAYOUT_VERSION` in the low byte of `pd_pagesize_version`.
 pub const PG_PAGE_LAYOUT_VERSION: u16 = 4;
+/// `PD_ALL_VISIBLE` in `pd_flags`: every tuple on the page is visible to everyone.
+pub const PD_ALL_VISIBLE: u16 = 0x0004;
 /// `PD_VALID_FLAG_BITS`: `PD_HAS_FREE_LINES | PD_PAGE_FULL | PD_ALL_VISIBLE`.
 pub const PD_VALID_FLAG_BITS: u16 = 0x0007;
+/// `BLCKSZ` of a default build, the block size of test and fuzzing fixtures; a cluster's
+/// own block size is `blcksz` in pg_control.
+pub const DEFAULT_BLCKSZ: usize = 8192;
+/// `InvalidBlockNumber`: no block (a missing sibling, rightlink or chain link).
+pub const INVALID_BLOCK_NUMBER: u32 = u32::MAX;
 /// Disk sector size used to recognise torn writes.
 pub const SECTOR_SIZE: usize = 512;
 
@@ -23,31 +46,24 @@ pub struct PageHeader {
     pub pd_prune_xid: u32,
 }
 
-fn u16_at(b: &[u8], off: usize) -> u16 {
-    u16::from_le_bytes([b[off], b[off + 1]])
-}
-
-fn u32_at(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
-}
-
 impl PageHeader {
     /// Decodes the header; `None` if the page is shorter than a header.
     pub fn parse(page: &[u8]) -> Option<PageHeader> {
         if page.len() < SIZE_OF_PAGE_HEADER_DATA {
             return None;
         }
-        let xlogid = u32_at(page, 0) as u64;
-        let xrecoff = u32_at(page, 4) as u64;
+        // `pd_lsn` is a `PageXLogRecPtr`: `xlogid` then `xrecoff`.
+        let xlogid = le_u32(page, 0)? as u64;
+        let xrecoff = le_u32(page, 4)? as u64;
         Some(PageHeader {
             pd_lsn: (xlogid << 32) | xrecoff,
-            pd_checksum: u16_at(page, 8),
-            pd_flags: u16_at(page, 10),
-            pd_lower: u16_at(page, 12),
-            pd_upper: u16_at(page, 14),
-            pd_special: u16_at(page, 16),
-            pd_pagesize_version: u16_at(page, 18),
-            pd_prune_xid: u32_at(page, 20),
+            pd_checksum: le_u16(page, PD_CHECKSUM_OFFSET)?,
+            pd_flags: le_u16(page, PD_FLAGS_OFFSET)?,
+            pd_lower: le_u16(page, PD_LOWER_OFFSET)?,
+            pd_upper: le_u16(page, PD_UPPER_OFFSET)?,
+            pd_special: le_u16(page, PD_SPECIAL_OFFSET)?,
+            pd_pagesize_version: le_u16(page, PD_PAGESIZE_VERSION_OFFSET)?,
+            pd_prune_xid: le_u32(page, PD_PRUNE_XID_OFFSET)?,
         })
     }
 

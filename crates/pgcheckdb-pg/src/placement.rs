@@ -25,10 +25,9 @@
 use crate::layout::heap::{infomask as im, HeapTupleHeader, SIZEOF_HEAP_TUPLE_HEADER};
 use crate::layout::itemid::{max_offset_number, ItemId, LpFlags, SIZE_OF_ITEM_ID};
 use crate::layout::le_u32;
+use crate::page::INVALID_BLOCK_NUMBER;
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
-/// `InvalidBlockNumber`.
-const INVALID_BLOCK_NUMBER: u32 = u32::MAX;
 /// `MovedPartitionsOffsetNumber`: the lowest of the offsets used as markers in `t_ctid`
 /// (`SpecTokenOffsetNumber` 0xFFFE is above it); no line pointer has such an offset.
 const FIRST_MARKER_OFFSET: u16 = 0xFFFD;

@@ -13,6 +13,8 @@ use serde::Serialize;
 
 use crate::catalog::Catalog;
 use crate::layout::btree::{flags as bt, BtPageOpaque, P_NONE};
+use crate::layout::gist::flags::{F_DELETED, F_LEAF};
+use crate::layout::hash::page_type;
 use crate::layout::itemid::{line_pointers_into, ItemId, LpFlags};
 use crate::layout::le_u16;
 use crate::page::PageHeader;
@@ -21,10 +23,7 @@ use crate::standard::PageFormat;
 use crate::verify::Plan;
 
 /// `LH_OVERFLOW_PAGE | LH_BUCKET_PAGE` in `hasho_flag`.
-const LH_TUPLE_PAGES: u16 = 0x0001 | 0x0002;
-/// `F_LEAF` and `F_DELETED` in a GiST page's flags.
-const GIST_F_LEAF: u16 = 0x0001;
-const GIST_F_DELETED: u16 = 0x0002;
+const LH_TUPLE_PAGES: u16 = page_type::OVERFLOW | page_type::BUCKET;
 
 /// Counts of one file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -117,7 +116,7 @@ impl Tally {
                 _ => 0,
             },
             PageFormat::Gist => match le_u16(page, special + 12) {
-                Some(f) if f & GIST_F_LEAF != 0 && f & GIST_F_DELETED == 0 => with_storage(),
+                Some(f) if f & F_LEAF != 0 && f & F_DELETED == 0 => with_storage(),
                 _ => 0,
             },
             _ => 0,

@@ -14,23 +14,18 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use super::label::Lsn;
+use crate::layout::vm::HEAPBLOCKS_PER_BYTE;
 use crate::layout::{le_u16, le_u32};
-use crate::standard::wal::WalReader;
+use crate::page::SIZE_OF_PAGE_HEADER_DATA;
+use crate::standard::wal::{
+    WalReader, RM_XLOG_ID, SIZE_OF_XLOG_RECORD, XLOG_SWITCH, XLR_RMGR_INFO_MASK, XL_INFO, XL_RMID,
+};
 
-/// `SizeOfXLogRecord`.
-const SIZE_OF_XLOG_RECORD: usize = 24;
-/// Offsets in `XLogRecord`.
-const XL_INFO: usize = 16;
-const XL_RMID: usize = 17;
-
-/// Resource managers whose main data this module reads (`RM_*_ID`).
-const RM_XLOG_ID: u8 = 0;
+/// Resource managers whose main data this module reads (`RM_*_ID`; `RM_XLOG_ID` is
+/// [`crate::standard::wal`]'s).
 const RM_XACT_ID: u8 = 1;
 const RM_SMGR_ID: u8 = 2;
-/// `XLR_RMGR_INFO_MASK`: the resource manager's own bits of `xl_info`.
-const XLR_RMGR_INFO_MASK: u8 = 0xF0;
-/// `RM_XLOG_ID` records.
-const XLOG_SWITCH: u8 = 0x40;
+/// `RM_XLOG_ID` records (`XLOG_SWITCH` is [`crate::standard::wal`]'s).
 const XLOG_BACKUP_END: u8 = 0x50;
 /// `RM_SMGR_ID` records: relation files created or truncated without a block reference.
 const XLOG_SMGR_CREATE: u8 = 0x10;
@@ -62,10 +57,6 @@ const BKPBLOCK_SAME_REL: u8 = 0x80;
 const MAIN_FORKNUM: u8 = 0;
 const VISIBILITYMAP_FORKNUM: u8 = 2;
 const MAX_FORKNUM: u8 = 3;
-/// `SizeOfPageHeaderData` (already a multiple of `MAXALIGN`).
-const SIZE_OF_PAGE_HEADER: u32 = 24;
-/// `HEAPBLOCKS_PER_BYTE`: two visibility-map bits per heap block.
-const HEAPBLOCKS_PER_BYTE: u32 = 4;
 
 /// `XLogRecordBlockImageHeader.bimg_info`.
 const BKPIMAGE_HAS_HOLE: u8 = 0x01;
@@ -300,7 +291,9 @@ pub struct ReplaySet {
 /// The visibility-map block that holds the bits of heap block `block`
 /// (`HEAPBLK_TO_MAPBLOCK`).
 fn vm_block_of(block: u32, blcksz: u32) -> u32 {
-    block / (blcksz.saturating_sub(SIZE_OF_PAGE_HEADER) * HEAPBLOCKS_PER_BYTE).max(1)
+    // `SizeOfPageHeaderData` is already a multiple of `MAXALIGN`.
+    let map_bytes = blcksz.saturating_sub(SIZE_OF_PAGE_HEADER_DATA as u32);
+    block / (map_bytes * HEAPBLOCKS_PER_BYTE as u32).max(1)
 }
 
 /// The blocks a reference rewrites: the block itself and, for a main-fork block, the

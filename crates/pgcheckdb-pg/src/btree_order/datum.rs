@@ -8,9 +8,8 @@ use std::cmp::Ordering;
 use super::collate::Collate;
 use super::numeric::Numeric;
 use super::pglz;
-
-/// `NAMEDATALEN`.
-const NAMEDATALEN: usize = 64;
+use crate::catalog::layouts::NAMEDATALEN;
+use crate::layout::toast::VARTAG_1B_E;
 /// `USECS_PER_DAY`.
 const USECS_PER_DAY: i128 = 86_400_000_000;
 /// `DAYS_PER_MONTH` as `interval_cmp_value` counts a month.
@@ -180,8 +179,6 @@ fn trim_blanks(b: &[u8]) -> &[u8] {
     &b[..end]
 }
 
-/// `VARATT_IS_1B_E`: the first byte of an external TOAST pointer.
-const VARTAG_1B_E: u8 = 0x01;
 /// Low bits of a 4-byte header: `00` plain, `10` compressed inline.
 const VARATT_4B_COMPRESSED: u32 = 0x02;
 /// `VARLENA_EXTSIZE_BITS`: the raw size in `va_tcinfo`; the top two bits are the method.

@@ -24,6 +24,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::catalog::{Catalog, RelationInfo};
+use crate::layout::MAXIMUM_ALIGNOF;
 use datum::KeyType;
 use quick::QuickKey;
 use tuple::{HeapKey, KeyTuple, StoredAs};
@@ -31,9 +32,6 @@ use tuple::{HeapKey, KeyTuple, StoredAs};
 /// `INDOPTION_DESC` and `INDOPTION_NULLS_FIRST` of `pg_index.indoption`.
 pub const INDOPTION_DESC: i16 = 0x0001;
 pub const INDOPTION_NULLS_FIRST: i16 = 0x0002;
-
-/// The `MAXALIGN` assumed by [`ordering_for`] (every 64-bit platform PostgreSQL 14–18 runs on).
-pub const DEFAULT_MAX_ALIGN: usize = 8;
 
 /// One key column: its comparator, how it is stored, and its `indoption`.
 #[derive(Debug, Clone)]
@@ -159,7 +157,7 @@ impl IndexOrdering {
             unique: None,
             stored: columns.iter().map(|c| c.stored).collect(),
             columns,
-            max_align: DEFAULT_MAX_ALIGN,
+            max_align: crate::layout::MAXIMUM_ALIGNOF,
         }
     }
 
@@ -319,7 +317,7 @@ pub fn ordering_for(
     db_oid: u32,
     index: &RelationInfo,
 ) -> Result<Arc<IndexOrdering>, NotOrderChecked> {
-    ordering_for_align(catalog, db_oid, index, DEFAULT_MAX_ALIGN)
+    ordering_for_align(catalog, db_oid, index, MAXIMUM_ALIGNOF)
 }
 
 /// [`ordering_for`] for a cluster with `MAXALIGN` `max_align` (pg_control's `maxAlign`).
@@ -408,9 +406,9 @@ mod tests {
 
     /// A pivot tuple keeping `keys.len()` attributes, with an optional heap TID.
     fn pivot(keys: &[Option<i32>], heap_tid: Option<(u32, u16)>) -> Vec<u8> {
-        const ALT_TID: u16 = 0x2000;
+        use crate::layout::index_tuple::INDEX_ALT_TID_MASK;
         let flags = keys.len() as u16 | if heap_tid.is_some() { 0x1000 } else { 0 };
-        tuple([0, 0, 0, 7], flags, ALT_TID, keys, heap_tid)
+        tuple([0, 0, 0, 7], flags, INDEX_ALT_TID_MASK, keys, heap_tid)
     }
 
     fn tuple(

@@ -8,13 +8,12 @@ use super::datum::KeyType;
 use super::NotOrderChecked;
 use crate::catalog::attributes::Attribute;
 use crate::catalog::index_meta::{CollProvider, IndexMeta, OpClass, OrderCatalog};
+use crate::catalog::FIRST_NORMAL_OBJECT_ID;
 
 /// `BTREE_AM_OID`.
 const BTREE_AM_OID: u32 = 403;
 /// `PG_CATALOG_NAMESPACE`.
 const PG_CATALOG_NAMESPACE: u32 = 11;
-/// `FirstNormalObjectId`: objects below it come with PostgreSQL.
-const FIRST_NORMAL_OBJECT_ID: u32 = 16384;
 /// `DEFAULT_COLLATION_OID`.
 const DEFAULT_COLLATION_OID: u32 = 100;
 

@@ -17,13 +17,9 @@ use pgcheckdb_scan::open::open_regular;
 use super::{ordering_for_align, IndexOrdering, NotOrderChecked};
 use crate::catalog::{Catalog, RelationInfo};
 use crate::datadir::RelationFile;
-use crate::layout::btree::{BtMetaPage, BTREE_MAGIC};
+use crate::layout::btree::{BtMetaPage, BTREE_MAGIC, BTREE_VERSION};
 use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 use crate::verify::Plan;
-
-/// `BTREE_VERSION`: the newest B-tree version, the one where heap TIDs are the last key
-/// ("heapkeyspace"); a larger number is no version PostgreSQL 14-18 writes.
-const BTREE_HEAPKEYSPACE_VERSION: u32 = 4;
 
 /// Bytes of block 0 that [`BtMetaPage::parse`] decodes: the page header and the first six
 /// 4-byte fields of `BTMetaPageData` (magic, version, root, level, fast root, fast level).
@@ -101,7 +97,7 @@ impl IndexVersion {
 }
 
 fn says_heapkeyspace(m: &BtMetaPage) -> bool {
-    m.btm_magic == BTREE_MAGIC && m.btm_version == BTREE_HEAPKEYSPACE_VERSION
+    m.btm_magic == BTREE_MAGIC && m.btm_version == BTREE_VERSION
 }
 
 /// The order checks of the plan's B-tree indexes, one per fork.

@@ -10,13 +10,13 @@ use std::cmp::Ordering;
 
 use super::datum::KeyType;
 use super::tuple::StoredAs;
+use crate::layout::index_tuple::{
+    INDEX_ALT_TID_MASK, INDEX_NULL_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_TUPLE,
+};
+use crate::layout::le_u16;
 
-/// `INDEX_SIZE_MASK` of `t_info`.
-const INDEX_SIZE_MASK: u16 = 0x1FFF;
 /// `INDEX_ALT_TID_MASK` and `INDEX_NULL_MASK` of `t_info`: a pivot or posting list, a NULL.
-const NOT_PLAIN_MASK: u16 = 0x2000 | 0x8000;
-/// Size of `IndexTupleData`, where the key data of a tuple without NULLs begins (MAXALIGNed).
-const SIZE_OF_INDEX_TUPLE: usize = 8;
+const NOT_PLAIN_MASK: u16 = INDEX_ALT_TID_MASK | INDEX_NULL_MASK;
 
 /// How a key's bytes read as an integer in the column's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +105,7 @@ pub fn plain_key_offset(stored: StoredAs, max_align: usize) -> usize {
 /// list or pivot) whose size agrees with `t_info` and holds them; `None` for every other tuple.
 #[inline]
 pub fn plain_key(item: &[u8], offset: usize, len: usize) -> Option<&[u8]> {
-    let t_info = u16::from_le_bytes([*item.get(6)?, *item.get(7)?]);
+    let t_info = le_u16(item, 6)?;
     if t_info & NOT_PLAIN_MASK != 0 || (t_info & INDEX_SIZE_MASK) as usize != item.len() {
         return None;
     }

@@ -1,24 +1,16 @@
 //! One B-tree index tuple as the key order sees it: its key attributes (NULL or the stored
 //! bytes), how many it has (pivot tuples may be suffix-truncated), and its heap TID key.
 
-/// `INDEX_SIZE_MASK` of `t_info`.
-const INDEX_SIZE_MASK: u16 = 0x1FFF;
-/// `INDEX_ALT_TID_MASK`: a pivot tuple or a posting list.
-const INDEX_ALT_TID_MASK: u16 = 0x2000;
-/// `INDEX_NULL_MASK`: an attribute bitmap follows the header.
-const INDEX_NULL_MASK: u16 = 0x8000;
-/// Size of `IndexTupleData`.
-const SIZE_OF_INDEX_TUPLE: usize = 8;
-/// Size of `IndexAttributeBitMapData` (`INDEX_MAX_KEYS` 32 bits).
-const SIZE_OF_INDEX_ATTR_BITMAP: usize = 4;
-/// `BT_OFFSET_MASK`: number of attributes of a pivot, of TIDs of a posting list.
-const BT_OFFSET_MASK: u16 = 0x0FFF;
+use crate::layout::btree::{BT_IS_POSTING, BT_OFFSET_MASK};
+use crate::layout::heap::{ItemPointer, SIZE_OF_ITEM_POINTER};
+use crate::layout::index_tuple::{
+    INDEX_ALT_TID_MASK, INDEX_NULL_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_ATTR_BITMAP,
+    SIZE_OF_INDEX_TUPLE,
+};
+use crate::layout::{align_up, le_u16};
+
 /// `BT_PIVOT_HEAP_TID_ATTR`: a pivot that keeps a heap TID at its end.
 const BT_PIVOT_HEAP_TID_ATTR: u16 = 0x1000;
-/// `BT_IS_POSTING`.
-const BT_IS_POSTING: u16 = 0x2000;
-/// Size of an `ItemPointerData`.
-const SIZE_OF_ITEM_POINTER: usize = 6;
 
 /// A heap TID as a sortable pair (block, offset).
 pub type Tid = (u32, u16);
@@ -80,28 +72,9 @@ impl<'a> KeyTuple<'a> {
     }
 }
 
-fn u16_at(b: &[u8], off: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(off..off + 2)?.try_into().ok()?))
-}
-
+/// The heap TID (`ItemPointerData`) at `off`.
 fn tid_at(b: &[u8], off: usize) -> Option<Tid> {
-    let hi = u16_at(b, off)? as u32;
-    let lo = u16_at(b, off + 2)? as u32;
-    Some(((hi << 16) | lo, u16_at(b, off + 4)?))
-}
-
-/// Rounds `off` up to `align`. Alignments from `pg_attribute` and MAXALIGN are powers of two:
-/// a mask then, not a division (this runs for every attribute of every index item); any
-/// other value is still rounded correctly.
-#[inline]
-fn align_to(off: usize, align: usize) -> usize {
-    if align.is_power_of_two() {
-        let mask = align - 1;
-        (off + mask) & !mask
-    } else {
-        let a = align.max(1);
-        off.div_ceil(a) * a
-    }
+    ItemPointer::parse(b, off).map(|tid| (tid.block, tid.offset))
 }
 
 /// Decodes the key columns of an index tuple (the whole item). `columns` describes every key
@@ -120,12 +93,12 @@ pub fn decode_into<'a>(
     max_align: usize,
     out: &mut KeyTuple<'a>,
 ) -> Option<()> {
-    let t_info = u16_at(item, 6)?;
+    let t_info = le_u16(item, 6)?;
     let size = (t_info & INDEX_SIZE_MASK) as usize;
     if size != item.len() || size < SIZE_OF_INDEX_TUPLE {
         return None;
     }
-    let offset_field = u16_at(item, 4)?;
+    let offset_field = le_u16(item, 4)?;
     let alt = t_info & INDEX_ALT_TID_MASK != 0;
     let posting = alt && offset_field & BT_IS_POSTING != 0;
     let pivot = alt && !posting;
@@ -154,7 +127,7 @@ pub fn decode_into<'a>(
         _ => size,
     };
     let data = item.get(..data_end)?;
-    let mut off = align_to(header, max_align);
+    let mut off = align_up(header, max_align);
     let mut nulls = 0u32;
     for (i, col) in columns.iter().take(natts).enumerate() {
         let is_null = match bitmap {
@@ -168,19 +141,19 @@ pub fn decode_into<'a>(
         let align = col.align.min(max_align);
         let len = match col.attlen {
             n if n > 0 => {
-                off = align_to(off, align);
+                off = align_up(off, align);
                 n as usize
             }
             -1 => {
                 // A short (1-byte) header is never aligned; padding bytes are zero.
                 if *data.get(off)? == 0 {
-                    off = align_to(off, align);
+                    off = align_up(off, align);
                 }
                 varlena_size(data.get(off..)?)?
             }
             -2 => {
                 // A cstring (`name_ops` keys): up to and including its NUL.
-                off = align_to(off, align);
+                off = align_up(off, align);
                 data.get(off..)?.iter().position(|&c| c == 0)? + 1
             }
             _ => return None,
@@ -213,7 +186,7 @@ fn varlena_size(b: &[u8]) -> Option<usize> {
 
 /// Where a posting list's TIDs start (kept in the block-number field of `t_tid`).
 fn tid_list_start(item: &[u8]) -> Option<usize> {
-    Some(u16_at(item, 2)? as usize)
+    Some(le_u16(item, 2)? as usize)
 }
 
 fn heap_key(item: &[u8], offset_field: u16, pivot: bool, posting: bool) -> Option<HeapKey> {

@@ -92,9 +92,8 @@ fn read_page(reader: &mut impl Read, page: &mut [u8]) -> io::Result<bool> {
 
 /// `HEAP_XMAX_IS_LOCKED_ONLY`.
 fn xmax_is_lock_only(mask: u16) -> bool {
-    const HEAP_LOCK_MASK: u16 = im::HEAP_XMAX_EXCL_LOCK | im::HEAP_XMAX_KEYSHR_LOCK;
     mask & im::HEAP_XMAX_LOCK_ONLY != 0
-        || mask & (im::HEAP_XMAX_IS_MULTI | HEAP_LOCK_MASK) == im::HEAP_XMAX_EXCL_LOCK
+        || mask & (im::HEAP_XMAX_IS_MULTI | im::HEAP_LOCK_MASK) == im::HEAP_XMAX_EXCL_LOCK
 }
 
 /// Whether the inserting transaction committed.

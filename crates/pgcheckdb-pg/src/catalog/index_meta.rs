@@ -11,7 +11,8 @@ use super::layouts::{
     order_layouts_for, order_oids, pg_opclass, pg_opfamily, OrderLayouts, PgCollationLayout,
     PgDatabaseLocaleLayout, PgIndexOrderLayout,
 };
-use super::{i16_at, name_at, u32_at, DatabaseInfo, Reader};
+use super::{i16_at, name_at, DatabaseInfo, Reader};
+use crate::layout::le_u32;
 
 /// One `pg_index` row, as far as key order needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,7 +144,7 @@ pub fn varlena_at(d: &[u8], off: usize) -> Option<(&[u8], usize)> {
     if !off.is_multiple_of(4) || first & 0x03 != 0 {
         return None;
     }
-    let header = u32_at(d, off)?;
+    let header = le_u32(d, off)?;
     let len = (header >> 2) as usize;
     if len < 4 {
         return None;
@@ -156,10 +157,10 @@ pub fn varlena_at(d: &[u8], off: usize) -> Option<(&[u8], usize)> {
 const VECTOR_HEADER: usize = 20;
 
 fn vector_len(payload: &[u8]) -> Option<usize> {
-    let ndim = u32_at(payload, 0)?;
+    let ndim = le_u32(payload, 0)?;
     match ndim {
         0 => Some(0),
-        1 => usize::try_from(u32_at(payload, 12)?).ok(),
+        1 => usize::try_from(le_u32(payload, 12)?).ok(),
         _ => None,
     }
 }
@@ -174,7 +175,7 @@ fn int2vector(payload: &[u8]) -> Option<Vec<i16>> {
 fn oidvector(payload: &[u8]) -> Option<Vec<u32>> {
     let n = vector_len(payload)?;
     (0..n)
-        .map(|i| u32_at(payload, VECTOR_HEADER + 4 * i))
+        .map(|i| le_u32(payload, VECTOR_HEADER + 4 * i))
         .collect()
 }
 
@@ -205,26 +206,26 @@ fn index_meta_row(d: &[u8], l: &PgIndexOrderLayout) -> Option<(u32, IndexMeta)> 
         has_expressions_or_predicate: d.len() > end || meta.indkey.contains(&0),
         ..meta
     };
-    Some((u32_at(d, super::layouts::pg_index::INDEXRELID)?, meta))
+    Some((le_u32(d, super::layouts::pg_index::INDEXRELID)?, meta))
 }
 
 fn opclass_row(d: &[u8]) -> Option<(u32, OpClass)> {
     let class = OpClass {
         name: name_at(d, pg_opclass::OPCNAME)?,
-        method: u32_at(d, pg_opclass::OPCMETHOD)?,
-        namespace: u32_at(d, pg_opclass::OPCNAMESPACE)?,
-        family: u32_at(d, pg_opclass::OPCFAMILY)?,
-        intype: u32_at(d, pg_opclass::OPCINTYPE)?,
+        method: le_u32(d, pg_opclass::OPCMETHOD)?,
+        namespace: le_u32(d, pg_opclass::OPCNAMESPACE)?,
+        family: le_u32(d, pg_opclass::OPCFAMILY)?,
+        intype: le_u32(d, pg_opclass::OPCINTYPE)?,
     };
-    Some((u32_at(d, pg_opclass::OID)?, class))
+    Some((le_u32(d, pg_opclass::OID)?, class))
 }
 
 fn opfamily_row(d: &[u8]) -> Option<(u32, OpFamily)> {
     let family = OpFamily {
         name: name_at(d, pg_opfamily::OPFNAME)?,
-        method: u32_at(d, pg_opfamily::OPFMETHOD)?,
+        method: le_u32(d, pg_opfamily::OPFMETHOD)?,
     };
-    Some((u32_at(d, pg_opfamily::OID)?, family))
+    Some((le_u32(d, pg_opfamily::OID)?, family))
 }
 
 /// A locale name stored as `name` (14) or as a NOT NULL `text` (15+).
@@ -249,7 +250,7 @@ fn collation_row(d: &[u8], l: &PgCollationLayout) -> Option<(u32, Collation)> {
         deterministic: *d.get(l.collisdeterministic)? != 0,
         collate,
     };
-    Some((u32_at(d, l.oid)?, coll))
+    Some((le_u32(d, l.oid)?, coll))
 }
 
 /// The default collation's provider and `datcollate` of a `pg_database` row.

@@ -84,10 +84,20 @@ pub const PG_DATABASE_15: PgDatabaseLayout = PgDatabaseLayout {
     datconnlimit: 80,
 };
 
-/// `pg_index` columns pgcheckdb reads: the same in 14–18.
+/// Byte offsets of the `pg_index` columns pgcheckdb reads: the same in 14–18 up to
+/// `indisunique`; `indnullsnotdistinct` exists from 15 on and moves `indisvalid`.
 pub mod pg_index {
     pub const INDEXRELID: usize = 0;
     pub const INDRELID: usize = 4;
+    pub const INDNATTS: usize = 8;
+    pub const INDNKEYATTS: usize = 10;
+    pub const INDISUNIQUE: usize = 12;
+    /// PostgreSQL 15+.
+    pub const INDNULLSNOTDISTINCT: usize = 13;
+    /// After `indisunique`, [`INDNULLSNOTDISTINCT`] (15+), `indisprimary`, `indisexclusion`,
+    /// `indimmediate`, `indisclustered`.
+    pub const INDISVALID_14: usize = 17;
+    pub const INDISVALID_15: usize = 18;
 }
 
 /// `pg_namespace`, `pg_am`, `pg_type` and `pg_tablespace` start with `oid` then a `name`: the

@@ -14,8 +14,9 @@ pub mod xact;
 mod reader;
 mod rows;
 
+use crate::layout::le_u32;
 use reader::{ColumnLists, Reader};
-use rows::{i16_at, name_at, u32_at};
+use rows::{i16_at, name_at};
 
 #[doc(hidden)]
 pub mod fuzzing;
@@ -112,6 +113,10 @@ pub struct DatabaseInfo {
 
 /// `DATCONNLIMIT_INVALID_DB`.
 const DATCONNLIMIT_INVALID_DB: i32 = -2;
+
+/// `FirstNormalObjectId`: OIDs (and file numbers) below it are assigned by initdb to the
+/// objects that come with PostgreSQL.
+pub const FIRST_NORMAL_OBJECT_ID: u32 = 16384;
 
 /// `relpersistence` values.
 pub mod persistence {

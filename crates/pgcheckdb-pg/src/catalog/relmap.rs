@@ -4,6 +4,8 @@
 use foldhash::HashMap;
 use std::path::Path;
 
+use crate::layout::le_u32;
+
 /// `RELMAPPER_FILEMAGIC`.
 pub const RELMAPPER_FILEMAGIC: u32 = 0x592717;
 
@@ -43,8 +45,10 @@ pub enum RelMapError {
     Crc { stored: u32, calculated: u32 },
 }
 
-fn u32_at(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+/// The little-endian `u32` at `off`. Every offset read is inside the file sizes of
+/// [`LAYOUTS`], which [`parse_relmap`] checks first; a shorter file is a size error.
+fn u32_at(b: &[u8], off: usize) -> Result<u32, RelMapError> {
+    le_u32(b, off).ok_or(RelMapError::Size(b.len()))
 }
 
 /// Parses a map file's bytes into `oid -> file number`.
@@ -53,22 +57,22 @@ pub fn parse_relmap(bytes: &[u8]) -> Result<HashMap<u32, u32>, RelMapError> {
         .iter()
         .find(|l| l.file_size == bytes.len())
         .ok_or(RelMapError::Size(bytes.len()))?;
-    let magic = u32_at(bytes, 0);
+    let magic = u32_at(bytes, 0)?;
     if magic != RELMAPPER_FILEMAGIC {
         return Err(RelMapError::Magic(magic));
     }
-    let count = u32_at(bytes, 4) as i32;
+    let count = u32_at(bytes, 4)? as i32;
     if count < 0 || count as usize > layout.max_mappings {
         return Err(RelMapError::Count(count));
     }
-    let stored = u32_at(bytes, layout.crc_offset);
+    let stored = u32_at(bytes, layout.crc_offset)?;
     let calculated = crc32c::crc32c(&bytes[..layout.crc_offset]);
     if stored != calculated {
         return Err(RelMapError::Crc { stored, calculated });
     }
-    Ok((0..count as usize)
-        .map(|i| (u32_at(bytes, 8 + 8 * i), u32_at(bytes, 12 + 8 * i)))
-        .collect())
+    (0..count as usize)
+        .map(|i| Ok((u32_at(bytes, 8 + 8 * i)?, u32_at(bytes, 12 + 8 * i)?)))
+        .collect()
 }
 
 /// Reads `<dir>/pg_filenode.map`.

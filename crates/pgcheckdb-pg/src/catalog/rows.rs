@@ -8,11 +8,6 @@ use attributes::{align_of, Attribute, PgAttributeLayout};
 use heapscan::RowState;
 use layouts::{PgClassLayout, PgDatabaseLayout, NAMEDATALEN, OID_THEN_NAME};
 
-pub(super) fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    let s = b.get(off..off + 4)?;
-    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-}
-
 pub(super) fn i16_at(b: &[u8], off: usize) -> Option<i16> {
     let s = b.get(off..off + 2)?;
     Some(i16::from_le_bytes([s[0], s[1]]))
@@ -117,22 +112,22 @@ pub(super) fn class_row(
 ) -> Option<ClassRow> {
     let byte = |off: usize| d.get(off).copied();
     Some(ClassRow {
-        oid: u32_at(d, l.oid)?,
+        oid: le_u32(d, l.oid)?,
         // (A row too short for a later column leaves its name unused in `names`.)
         relname: names.push_name_at(d, l.relname)?,
-        relnamespace: u32_at(d, l.relnamespace)?,
-        relam: u32_at(d, l.relam)?,
-        relfilenode: u32_at(d, l.relfilenode)?,
-        reltablespace: u32_at(d, l.reltablespace)?,
-        relpages: u32_at(d, l.relpages)?,
-        reltuples: f32::from_bits(u32_at(d, l.reltuples)?),
-        reltoastrelid: u32_at(d, l.reltoastrelid)?,
+        relnamespace: le_u32(d, l.relnamespace)?,
+        relam: le_u32(d, l.relam)?,
+        relfilenode: le_u32(d, l.relfilenode)?,
+        reltablespace: le_u32(d, l.reltablespace)?,
+        relpages: le_u32(d, l.relpages)?,
+        reltuples: f32::from_bits(le_u32(d, l.reltuples)?),
+        reltoastrelid: le_u32(d, l.reltoastrelid)?,
         relisshared: byte(l.relisshared)? != 0,
         relpersistence: byte(l.relpersistence)?,
         relkind: RelKind::from_byte(byte(l.relkind)?),
         relnatts: i16_at(d, l.relnatts)?,
-        relfrozenxid: u32_at(d, l.relfrozenxid)?,
-        relminmxid: u32_at(d, l.relminmxid)?,
+        relfrozenxid: le_u32(d, l.relfrozenxid)?,
+        relminmxid: le_u32(d, l.relminmxid)?,
         state,
     })
 }
@@ -146,34 +141,34 @@ pub(super) fn attribute_row(
     let attnum = i16_at(d, l.attnum)?;
     let attr = Attribute {
         name: name_at(d, l.attname)?,
-        type_name: u32_at(d, l.atttypid).and_then(|t| types.get(&t).cloned()),
+        type_name: le_u32(d, l.atttypid).and_then(|t| types.get(&t).cloned()),
         attlen: i16_at(d, l.attlen)?,
         align: align_of(*d.get(l.attalign)?)?,
         dropped: *d.get(l.attisdropped)? != 0,
     };
-    Some((u32_at(d, l.attrelid)?, attnum, attr))
+    Some((le_u32(d, l.attrelid)?, attnum, attr))
 }
 
 /// One `pg_database` row.
 pub(super) fn database_row(d: &[u8], l: &PgDatabaseLayout) -> Option<DatabaseInfo> {
     Some(DatabaseInfo {
-        oid: u32_at(d, l.oid)?,
+        oid: le_u32(d, l.oid)?,
         name: name_at(d, l.datname)?,
-        tablespace: u32_at(d, l.dattablespace)?,
-        frozenxid: u32_at(d, l.datfrozenxid)?,
-        invalid: u32_at(d, l.datconnlimit).map(|v| v as i32) == Some(DATCONNLIMIT_INVALID_DB),
+        tablespace: le_u32(d, l.dattablespace)?,
+        frozenxid: le_u32(d, l.datfrozenxid)?,
+        invalid: le_u32(d, l.datconnlimit).map(|v| v as i32) == Some(DATCONNLIMIT_INVALID_DB),
     })
 }
 
 /// `(oid, name)` of a catalog row that starts with them (pg_namespace, pg_am, ...).
 pub(super) fn oid_name_row(d: &[u8]) -> Option<(u32, String)> {
-    Some((u32_at(d, OID_THEN_NAME.0)?, name_at(d, OID_THEN_NAME.1)?))
+    Some((le_u32(d, OID_THEN_NAME.0)?, name_at(d, OID_THEN_NAME.1)?))
 }
 
 /// `(indexrelid, indrelid)` of a `pg_index` row.
 pub(super) fn index_row(d: &[u8]) -> Option<(u32, u32)> {
     Some((
-        u32_at(d, layouts::pg_index::INDEXRELID)?,
-        u32_at(d, layouts::pg_index::INDRELID)?,
+        le_u32(d, layouts::pg_index::INDEXRELID)?,
+        le_u32(d, layouts::pg_index::INDRELID)?,
     ))
 }

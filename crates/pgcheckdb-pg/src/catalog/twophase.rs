@@ -7,8 +7,7 @@ use pgcheckdb_scan::open::read_regular;
 use std::fs;
 use std::path::Path;
 
-/// `MAXIMUM_ALIGNOF` on every platform PostgreSQL state files are read from here.
-const MAXALIGN: usize = 8;
+use crate::layout::{align_up, le_u16, le_u32, MAXIMUM_ALIGNOF};
 
 /// Offsets in `TwoPhaseFileHeader` (`xl_xact_prepare`) that are the same in 14–18.
 const XID_OFFSET: usize = 8;
@@ -72,13 +71,9 @@ fn xid_of_file_name(name: &str) -> Option<u32> {
     u32::from_str_radix(&name[name.len() - 8..], 16).ok()
 }
 
-fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    let s = b.get(off..off + 4)?;
-    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-}
-
+/// `MAXALIGN` on the platforms state files are read from.
 fn maxalign(n: usize) -> usize {
-    n.div_ceil(MAXALIGN) * MAXALIGN
+    align_up(n, MAXIMUM_ALIGNOF)
 }
 
 /// Header, then the GID (`gidlen` bytes with its NUL), then the subtransaction ids, each part
@@ -89,24 +84,21 @@ fn parse_state_file(xid: u32, bytes: &[u8], major: u32) -> PreparedXact {
         gid: None,
         subxids: Vec::new(),
     };
-    if u32_at(bytes, XID_OFFSET) != Some(xid) {
+    if le_u32(bytes, XID_OFFSET) != Some(xid) {
         return p;
     }
     let (gidlen_offset, header_len) = header_layout(major);
-    let Some(gidlen) = bytes
-        .get(gidlen_offset..gidlen_offset + 2)
-        .map(|s| u16::from_le_bytes([s[0], s[1]]) as usize)
-    else {
+    let Some(gidlen) = le_u16(bytes, gidlen_offset).map(usize::from) else {
         return p;
     };
     if let Some(gid) = bytes.get(header_len..header_len + gidlen) {
         let end = gid.iter().position(|&c| c == 0).unwrap_or(gid.len());
         p.gid = Some(String::from_utf8_lossy(&gid[..end]).into_owned());
     }
-    let nsub = u32_at(bytes, NSUBXACTS_OFFSET).unwrap_or(0) as usize;
+    let nsub = le_u32(bytes, NSUBXACTS_OFFSET).unwrap_or(0) as usize;
     let start = header_len + maxalign(gidlen);
     p.subxids = (0..nsub)
-        .map_while(|i| u32_at(bytes, start + 4 * i))
+        .map_while(|i| le_u32(bytes, start + 4 * i))
         .collect();
     p
 }

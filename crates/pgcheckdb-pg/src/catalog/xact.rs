@@ -13,10 +13,10 @@ use serde_json::json;
 
 use crate::finding::{Finding, FindingKind, Severity};
 
-/// Transactions per byte of a clog page.
-const CLOG_XACTS_PER_BYTE: u32 = 4;
-/// `SLRU_PAGES_PER_SEGMENT`.
-const SLRU_PAGES_PER_SEGMENT: u32 = 32;
+/// `CLOG_XACTS_PER_BYTE`: transactions per byte of a clog page (two status bits each).
+pub const CLOG_XACTS_PER_BYTE: u32 = 4;
+/// `SLRU_PAGES_PER_SEGMENT`: pages in one segment file of an SLRU directory.
+pub const SLRU_PAGES_PER_SEGMENT: u32 = 32;
 
 /// Largest `pg_xact` segment read: 32 pages of the largest block size (32 kB).
 const MAX_SEGMENT_LEN: u64 = SLRU_PAGES_PER_SEGMENT as u64 * 32768;

@@ -11,8 +11,9 @@ use pgcheckdb_scan::{DirtyRange, Visitor};
 
 use super::judge::Judge;
 use super::sync::start_range_writeback;
-use crate::checksum::{pg_checksum_page, PD_CHECKSUM_OFFSET};
+use crate::checksum::pg_checksum_page;
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
+use crate::page::PD_CHECKSUM_OFFSET;
 use crate::page::SECTOR_SIZE;
 use crate::physical::{check_page, PageCheckConfig, PageProblem, PageVerdict};
 use crate::verify::{Plan, Structure};
@@ -346,9 +347,8 @@ impl Visitor for Stamper<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::page::DEFAULT_BLCKSZ as BS;
     use crate::physical::ChecksumPair;
-
-    const BS: usize = 8192;
 
     /// A heap-like page with tuple bytes at the end and `pd_checksum` zero (written with checksums off).
     fn heap_page(seed: u8) -> Vec<u8> {

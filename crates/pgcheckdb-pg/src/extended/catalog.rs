@@ -7,8 +7,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use crate::catalog::heapscan::{for_each_page, visible_rows_of_page, ScanTrouble};
-use crate::catalog::layouts::oids;
+use crate::catalog::layouts::{oids, pg_index};
 use crate::catalog::Catalog;
+use crate::layout::{le_u16, le_u32};
 
 /// One `pg_index` row, as far as the extended level uses it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,40 +23,23 @@ pub struct IndexRow {
     pub indisvalid: bool,
 }
 
-/// Byte offsets in a `pg_index` row's data.
-mod offset {
-    pub const INDEXRELID: usize = 0;
-    pub const INDRELID: usize = 4;
-    pub const INDNATTS: usize = 8;
-    pub const INDNKEYATTS: usize = 10;
-    pub const INDISUNIQUE: usize = 12;
-    /// PostgreSQL 15+.
-    pub const INDNULLSNOTDISTINCT: usize = 13;
-    /// After `indisunique`, [`INDNULLSNOTDISTINCT`] (15+), `indisprimary`, `indisexclusion`,
-    /// `indimmediate`, `indisclustered`.
-    pub const INDISVALID_14: usize = 17;
-    pub const INDISVALID_15: usize = 18;
-}
-
 /// Decodes the fixed head of a `pg_index` row of PostgreSQL `major`.
 pub fn parse_index_row(d: &[u8], major: u32) -> Option<IndexRow> {
-    let u32_at = |o: usize| {
-        d.get(o..o + 4)
-            .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-    };
-    let u16_at = |o: usize| d.get(o..o + 2).map(|s| u16::from_le_bytes([s[0], s[1]]));
     let bool_at = |o: usize| d.get(o).map(|&b| b != 0);
     let (nnd, valid) = if major >= 15 {
-        (bool_at(offset::INDNULLSNOTDISTINCT)?, offset::INDISVALID_15)
+        (
+            bool_at(pg_index::INDNULLSNOTDISTINCT)?,
+            pg_index::INDISVALID_15,
+        )
     } else {
-        (false, offset::INDISVALID_14)
+        (false, pg_index::INDISVALID_14)
     };
     Some(IndexRow {
-        indexrelid: u32_at(offset::INDEXRELID)?,
-        indrelid: u32_at(offset::INDRELID)?,
-        indnatts: u16_at(offset::INDNATTS)?,
-        indnkeyatts: u16_at(offset::INDNKEYATTS)?,
-        indisunique: bool_at(offset::INDISUNIQUE)?,
+        indexrelid: le_u32(d, pg_index::INDEXRELID)?,
+        indrelid: le_u32(d, pg_index::INDRELID)?,
+        indnatts: le_u16(d, pg_index::INDNATTS)?,
+        indnkeyatts: le_u16(d, pg_index::INDNKEYATTS)?,
+        indisunique: bool_at(pg_index::INDISUNIQUE)?,
         indnullsnotdistinct: nnd,
         indisvalid: bool_at(valid)?,
     })

@@ -10,21 +10,16 @@ use crate::catalog::xact::{CommitLog, XidStatus};
 use crate::layout::heap::{infomask as im, infomask2 as im2, HeapTupleHeader};
 use crate::layout::itemid::{ItemId, LpFlags};
 
-/// `HEAP_MOVED`: the tuple was moved by an old-style `VACUUM FULL`.
-const HEAP_MOVED: u16 = im::HEAP_MOVED_OFF | im::HEAP_MOVED_IN;
-/// `HEAP_LOCK_MASK`.
-const HEAP_LOCK_MASK: u16 = im::HEAP_XMAX_EXCL_LOCK | im::HEAP_XMAX_KEYSHR_LOCK;
-
 /// `HEAP_XMAX_IS_LOCKED_ONLY`: the xmax only locked the row.
 pub fn xmax_locked_only(mask: u16) -> bool {
     mask & im::HEAP_XMAX_LOCK_ONLY != 0
-        || mask & (im::HEAP_XMAX_IS_MULTI | HEAP_LOCK_MASK) == im::HEAP_XMAX_EXCL_LOCK
+        || mask & (im::HEAP_XMAX_IS_MULTI | im::HEAP_LOCK_MASK) == im::HEAP_XMAX_EXCL_LOCK
 }
 
 /// The tuple is certainly live (see the module comment).
 pub fn certainly_live(h: &HeapTupleHeader, clog: &CommitLog) -> bool {
     let mask = h.t_infomask;
-    if mask & HEAP_MOVED != 0 {
+    if mask & im::HEAP_MOVED != 0 {
         return false;
     }
     let inserted = if mask & im::HEAP_XMIN_COMMITTED != 0 {

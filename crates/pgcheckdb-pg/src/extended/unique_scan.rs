@@ -2,16 +2,18 @@
 //! page (first and last runs always, inner runs of two or more heap TIDs), which the merge joins
 //! across siblings ([`super::unique`]).
 
-use super::btree::view::{
-    first_data_key, item, t_info, BT_IS_POSTING, BT_OFFSET_MASK, SIZE_OF_INDEX_TUPLE,
-    SIZE_OF_NULL_BITMAP,
-};
+use super::btree::view::{first_data_key, item};
 use super::facts::RunPlace;
 use super::plan::UniqueSpec;
-use crate::layout::btree::BtPageOpaque;
+use crate::layout::btree::{BtPageOpaque, BT_IS_POSTING, BT_OFFSET_MASK};
 use crate::layout::heap::ItemPointer;
+use crate::layout::index_tuple::{
+    INDEX_ALT_TID_MASK, INDEX_NULL_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_ATTR_BITMAP,
+    SIZE_OF_INDEX_TUPLE,
+};
 use crate::layout::itemid::{ItemId, LpFlags};
 use crate::layout::le_u16;
+use crate::layout::toast::VARTAG_1B_E;
 
 /// One leaf entry of a unique index, borrowed from the page: its key (null bits of the key
 /// columns and key data) and where its heap TIDs are.
@@ -166,10 +168,10 @@ fn run_of<'p, I: Iterator<Item = Entry<'p>>>(
 /// tuple, a tuple whose key has a NULL (when NULLs are distinct), or one that cannot be decoded.
 fn entry<'p>(t: &'p [u8], offnum: u16, spec: &UniqueSpec, max_align: usize) -> Option<Entry<'p>> {
     let info = le_u16(t, 6)?;
-    let size = ((info & t_info::INDEX_SIZE_MASK) as usize).min(t.len());
+    let size = ((info & INDEX_SIZE_MASK) as usize).min(t.len());
     let tid = ItemPointer::parse(t, 0)?;
-    let has_nulls = info & t_info::INDEX_NULL_MASK != 0;
-    let (key_end, posting) = if info & t_info::INDEX_ALT_TID_MASK == 0 {
+    let has_nulls = info & INDEX_NULL_MASK != 0;
+    let (key_end, posting) = if info & INDEX_ALT_TID_MASK == 0 {
         (size, None)
     } else if tid.offset & BT_IS_POSTING != 0 {
         let start = tid.block as usize;
@@ -182,7 +184,7 @@ fn entry<'p>(t: &'p [u8], offnum: u16, spec: &UniqueSpec, max_align: usize) -> O
         return None; // a pivot tuple
     };
     let data_off = if has_nulls {
-        crate::standard::max_align(SIZE_OF_INDEX_TUPLE + SIZE_OF_NULL_BITMAP, max_align)
+        crate::standard::max_align(SIZE_OF_INDEX_TUPLE + SIZE_OF_INDEX_ATTR_BITMAP, max_align)
     } else {
         crate::standard::max_align(SIZE_OF_INDEX_TUPLE, max_align)
     };
@@ -194,7 +196,7 @@ fn entry<'p>(t: &'p [u8], offnum: u16, spec: &UniqueSpec, max_align: usize) -> O
         (1u32 << nkeys) - 1
     };
     let nulls = if has_nulls {
-        let b = t.get(SIZE_OF_INDEX_TUPLE..SIZE_OF_INDEX_TUPLE + SIZE_OF_NULL_BITMAP)?;
+        let b = t.get(SIZE_OF_INDEX_TUPLE..SIZE_OF_INDEX_TUPLE + SIZE_OF_INDEX_ATTR_BITMAP)?;
         !u32::from_le_bytes([b[0], b[1], b[2], b[3]]) & key_mask
     } else {
         0
@@ -233,17 +235,17 @@ fn key_columns_end(
         }
         let len = match att.attlen {
             n if n > 0 => {
-                off = crate::standard::align_up(off - data_off, att.align) + data_off;
+                off = crate::layout::align_up(off - data_off, att.align) + data_off;
                 n as usize
             }
             -1 => {
                 let first = *t.get(off)?;
                 if first & 0x01 == 0 {
                     // 4-byte header: aligned, length in the upper 30 bits.
-                    off = crate::standard::align_up(off - data_off, att.align) + data_off;
-                    let w = u32::from_le_bytes(t.get(off..off + 4)?.try_into().ok()?);
+                    off = crate::layout::align_up(off - data_off, att.align) + data_off;
+                    let w = crate::layout::le_u32(t, off)?;
                     (w >> 2) as usize
-                } else if first == 0x01 {
+                } else if first == VARTAG_1B_E {
                     return None; // an external TOAST pointer never sits in an index tuple
                 } else {
                     (first >> 1) as usize
@@ -320,14 +322,14 @@ mod tests {
         // t_info with INDEX_NULL_MASK and a bitmap whose bit 0 (the key column) is clear.
         let mut t = vec![0, 0, 5, 0, 1, 0, 0, 0, 0b10, 0, 0, 0, 0, 0, 0, 0];
         t.extend_from_slice(&[(3 << 1) | 1, b'a', b'b', 0, 0, 0, 0, 0]);
-        let info = t_info::INDEX_NULL_MASK | t.len() as u16;
+        let info = INDEX_NULL_MASK | t.len() as u16;
         t[6..8].copy_from_slice(&info.to_le_bytes());
         assert!(entry(&t, 1, &spec(false), 8).is_none());
         let e = entry(&t, 1, &spec(true), 8).unwrap();
         assert_eq!(e.nulls, 1);
         // A pivot tuple (ALT_TID without BT_IS_POSTING) is never an entry.
         let mut pivot = tuple(1, 42, b"ab");
-        pivot[7] |= (t_info::INDEX_ALT_TID_MASK >> 8) as u8;
+        pivot[7] |= (INDEX_ALT_TID_MASK >> 8) as u8;
         assert!(entry(&pivot, 1, &spec(false), 8).is_none());
     }
 

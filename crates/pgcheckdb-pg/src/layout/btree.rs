@@ -3,7 +3,8 @@
 
 use serde::Serialize;
 
-use super::heap::ItemPointer;
+use super::heap::{ItemPointer, SIZE_OF_ITEM_POINTER};
+use super::index_tuple::INDEX_ALT_TID_MASK;
 use super::{le_u16, le_u32};
 use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 
@@ -13,6 +14,13 @@ pub const BT_SPECIAL_SIZE: usize = 16;
 pub const BTREE_MAGIC: u32 = 0x053162;
 /// `P_NONE`: no sibling.
 pub const P_NONE: u32 = 0;
+/// `P_HIKEY`: the high key's line pointer on a page that has one.
+pub const P_HIKEY: u16 = 1;
+/// `BTREE_MIN_VERSION`: the oldest B-tree version the server opens.
+pub const BTREE_MIN_VERSION: u32 = 2;
+/// `BTREE_VERSION`: the newest B-tree version, the first whose keys end with the heap TID
+/// ("heapkeyspace"); a larger number is no version PostgreSQL 14-18 writes.
+pub const BTREE_VERSION: u32 = 4;
 
 /// `btpo_flags` bits.
 pub mod flags {
@@ -106,13 +114,9 @@ impl BtMetaPage {
     }
 }
 
-/// `INDEX_ALT_TID_MASK` of an index tuple's `t_info`: a pivot tuple or a posting list.
-pub const INDEX_ALT_TID_MASK: u16 = 0x2000;
 /// `BT_IS_POSTING` and `BT_OFFSET_MASK` in the offset field of an ALT-TID tuple's `t_tid`.
 pub const BT_IS_POSTING: u16 = 0x2000;
 pub const BT_OFFSET_MASK: u16 = 0x0FFF;
-/// Size of an `ItemPointerData`.
-const SIZE_OF_ITEM_POINTER: usize = 6;
 
 /// Calls `f` with each heap TID of a non-high-key B-tree leaf tuple: its `t_tid`, or every TID
 /// of its posting list (none for a pivot tuple). `None`, before any call, when the tuple does

@@ -17,8 +17,16 @@ pub mod page_type {
 /// chain may still hold tuples that now belong to the bucket split from it.
 pub const LH_SPLIT_PENDING: u16 = (1 << 5) | (1 << 6);
 
+/// `sizeof(HashPageOpaqueData)`: the special space of every hash page.
+pub const HASH_SPECIAL_SIZE: usize = 16;
+/// `HASH_MAGIC`: `hashm_magic`, the first field of the metapage's contents.
+pub const HASH_MAGIC: u32 = 0x0644_0640;
 /// `HASH_VERSION`.
 pub const HASH_VERSION: u32 = 4;
+/// `HASH_SPLITPOINT_PHASE_BITS`: log2 of the phases of each split-point group past the first.
+pub const HASH_SPLITPOINT_PHASE_BITS: u32 = 2;
+/// `HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE`: the first groups allocate their buckets at once.
+pub const HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE: u32 = 10;
 /// `HASH_MAX_SPLITPOINTS`: the length of `hashm_spares`.
 pub const HASH_MAX_SPLITPOINTS: usize = 98;
 /// The most bitmap pages a metapage lists (`HASH_MAX_BITMAPS` for 8 kB and larger pages).

@@ -28,6 +28,10 @@ pub mod infomask {
     pub const HEAP_UPDATED: u16 = 0x2000;
     pub const HEAP_MOVED_OFF: u16 = 0x4000;
     pub const HEAP_MOVED_IN: u16 = 0x8000;
+    /// `HEAP_LOCK_MASK`: the lock-strength bits of an xmax that only locked.
+    pub const HEAP_LOCK_MASK: u16 = HEAP_XMAX_EXCL_LOCK | HEAP_XMAX_KEYSHR_LOCK;
+    /// `HEAP_MOVED`: moved by a pre-9.0 `VACUUM FULL`; the hint bits then describe `xvac`.
+    pub const HEAP_MOVED: u16 = HEAP_MOVED_OFF | HEAP_MOVED_IN;
 
     /// Names of the bits set in `mask`, in bit order.
     pub fn names(mask: u16) -> Vec<&'static str> {
@@ -95,6 +99,9 @@ impl ItemPointer {
         })
     }
 }
+
+/// `sizeof(ItemPointerData)`: the 6 bytes of a tuple identifier.
+pub const SIZE_OF_ITEM_POINTER: usize = 6;
 
 /// A decoded heap tuple header.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::le_u16;
+use super::{brin, le_u16};
 use crate::page::PageHeader;
 
 /// `HASHO_PAGE_ID`.
@@ -14,7 +14,11 @@ pub const GIST_PAGE_ID: u16 = 0xFF81;
 /// `SPGIST_PAGE_ID`.
 pub const SPGIST_PAGE_ID: u16 = 0xFF82;
 /// BRIN page types `BRIN_PAGETYPE_META`, `_REVMAP`, `_REGULAR`.
-pub const BRIN_PAGE_TYPES: [u16; 3] = [0xF091, 0xF092, 0xF093];
+pub const BRIN_PAGE_TYPES: [u16; 3] = [
+    brin::page_type::META,
+    brin::page_type::REVMAP,
+    brin::page_type::REGULAR,
+];
 /// `SEQ_MAGIC` at the start of a sequence page's special space.
 pub const SEQ_MAGIC: u32 = 0x1717;
 /// Largest `btpo_cycleid` a B-tree writes (`MAX_BT_CYCLE_ID`).

@@ -1,5 +1,6 @@
 //! The size of a TOAST chunk tuple (`TOAST_MAX_CHUNK_SIZE`): derived from the block size and
-//! `MAXALIGN`, recorded in `pg_control`, and used by the TOAST check to size each chunk.
+//! `MAXALIGN`, recorded in `pg_control`, and used by the TOAST check to size each chunk; and
+//! the first byte that marks a value as a pointer to TOAST data.
 
 use super::heap::SIZEOF_HEAP_TUPLE_HEADER;
 use super::itemid::SIZE_OF_ITEM_ID;
@@ -9,6 +10,8 @@ use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 const CHUNK_ID: usize = 4;
 const CHUNK_SEQ: usize = 4;
 const VARHDRSZ: usize = 4;
+/// The 1-byte varlena header of an external (TOAST) pointer (`VARATT_IS_1B_E`): 0x01.
+pub const VARTAG_1B_E: u8 = 0x01;
 /// `EXTERN_TUPLES_PER_PAGE`: TOAST chunks are sized so that four fit on a page.
 const EXTERN_TUPLES_PER_PAGE: usize = 4;
 

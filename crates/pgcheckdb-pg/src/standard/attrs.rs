@@ -5,9 +5,10 @@
 use serde_json::json;
 
 use super::heap::TupleCheck;
-use super::{align_up, StructureProblem};
+use super::StructureProblem;
 use crate::catalog::attributes::Attribute;
 use crate::finding::FindingKind as K;
+use crate::layout::align_up;
 use crate::layout::heap::{infomask as im, HeapTupleHeader};
 use crate::layout::le_u32;
 

@@ -34,13 +34,9 @@ use std::fs;
 use std::path::Path;
 
 use super::ClusterFacts;
+use crate::catalog::xact::{CLOG_XACTS_PER_BYTE, SLRU_PAGES_PER_SEGMENT};
 use crate::control::{ControlFile, DbState};
 use crate::finding::Severity;
-
-/// `SLRU_PAGES_PER_SEGMENT`.
-const SLRU_PAGES_PER_SEGMENT: u64 = 32;
-/// `CLOG_XACTS_PER_BYTE`: two status bits per transaction.
-const CLOG_XACTS_PER_BYTE: u64 = 4;
 /// `sizeof(MultiXactOffset)`: one offset per multixact.
 const MULTIXACT_OFFSET_SIZE: u64 = 4;
 
@@ -75,7 +71,7 @@ pub fn cluster_facts(control: &ControlFile, datadir: &Path) -> ClusterFacts {
 fn newest_ids(control: &ControlFile, datadir: &Path) -> (u32, u32) {
     let blcksz = control.blcksz as u64;
     let mut xid = control.next_xid as u32;
-    let xids_per_page = blcksz * CLOG_XACTS_PER_BYTE;
+    let xids_per_page = blcksz * u64::from(CLOG_XACTS_PER_BYTE);
     if let Some(end) = slru_extent_end(&datadir.join("pg_xact"), blcksz, xids_per_page, xid) {
         xid = later(xid, end);
     }
@@ -104,7 +100,7 @@ pub fn later(a: u32, b: u32) -> u32 {
 /// segments on from the one holding `next - 1` (ids wrap around at 2^32, segment numbers with
 /// them). `None` when that segment is not there.
 fn slru_extent_end(dir: &Path, blcksz: u64, ids_per_page: u64, next: u32) -> Option<u32> {
-    let ids_per_segment = ids_per_page * SLRU_PAGES_PER_SEGMENT;
+    let ids_per_segment = ids_per_page * u64::from(SLRU_PAGES_PER_SEGMENT);
     let segments = (1u64 << 32).div_ceil(ids_per_segment);
     let mut segno = next.wrapping_sub(1) as u64 / ids_per_segment;
     let mut end = None;
@@ -113,7 +109,7 @@ fn slru_extent_end(dir: &Path, blcksz: u64, ids_per_page: u64, next: u32) -> Opt
             break;
         };
         end = Some(((segno * ids_per_segment + pages * ids_per_page) % (1u64 << 32)) as u32);
-        if pages < SLRU_PAGES_PER_SEGMENT {
+        if pages < u64::from(SLRU_PAGES_PER_SEGMENT) {
             break;
         }
         segno = (segno + 1) % segments;
@@ -128,7 +124,7 @@ fn segment_pages(dir: &Path, segno: u64, blcksz: u64) -> Option<u64> {
         let path = dir.join(format!("{segno:0width$X}"));
         if let Ok(meta) = fs::symlink_metadata(&path) {
             if meta.is_file() {
-                return Some((meta.len() / blcksz).min(SLRU_PAGES_PER_SEGMENT));
+                return Some((meta.len() / blcksz).min(u64::from(SLRU_PAGES_PER_SEGMENT)));
             }
         }
     }
@@ -150,7 +146,7 @@ mod tests {
     fn slru_extent_follows_full_segments() {
         let dir = tempfile::tempdir().unwrap();
         let page = 8192u64;
-        let per_page = page * CLOG_XACTS_PER_BYTE;
+        let per_page = page * u64::from(CLOG_XACTS_PER_BYTE);
         fs::write(dir.path().join("0000"), vec![0u8; (32 * page) as usize]).unwrap();
         fs::write(dir.path().join("0001"), vec![0u8; (3 * page) as usize]).unwrap();
         let end = slru_extent_end(dir.path(), page, per_page, 1000).unwrap();

@@ -7,29 +7,15 @@ use serde_json::json;
 use super::{is_aligned, max_align, ClusterFacts, Inputs, Scratch, StructureProblem};
 use crate::finding::FindingKind as K;
 use crate::layout::btree::{
-    flags as bf, BtMetaPage, BtPageOpaque, BTREE_MAGIC, BT_SPECIAL_SIZE, P_NONE,
+    flags as bf, BtMetaPage, BtPageOpaque, BTREE_MAGIC, BTREE_MIN_VERSION, BTREE_VERSION,
+    BT_IS_POSTING, BT_OFFSET_MASK, BT_SPECIAL_SIZE, P_NONE,
 };
-use crate::layout::heap::ItemPointer;
+use crate::layout::heap::{ItemPointer, SIZE_OF_ITEM_POINTER};
+use crate::layout::index_tuple::{INDEX_ALT_TID_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_TUPLE};
 use crate::layout::itemid::{line_pointers_into, ItemId, LpFlags};
 use crate::layout::le_u16;
 use crate::layout::special::MAX_BT_CYCLE_ID;
 use crate::page::PageHeader;
-
-/// `INDEX_SIZE_MASK` of `t_info`.
-const INDEX_SIZE_MASK: u16 = 0x1FFF;
-/// `INDEX_ALT_TID_MASK`: the tuple is a pivot or a posting list.
-const INDEX_ALT_TID_MASK: u16 = 0x2000;
-/// `BT_IS_POSTING` in the offset field of an ALT-TID tuple.
-const BT_IS_POSTING: u16 = 0x2000;
-/// `BT_OFFSET_MASK`: count of attributes or TIDs.
-const BT_OFFSET_MASK: u16 = 0x0FFF;
-/// Size of a heap TID.
-const SIZE_OF_ITEM_POINTER: usize = 6;
-/// Oldest and newest B-tree versions the server opens.
-const BTREE_MIN_VERSION: u32 = 2;
-const BTREE_VERSION: u32 = 4;
-/// Size of `IndexTupleData` (`t_tid` + `t_info`).
-const SIZE_OF_INDEX_TUPLE: usize = 8;
 
 /// All page-local checks of one B-tree page.
 pub fn check_btree_page(

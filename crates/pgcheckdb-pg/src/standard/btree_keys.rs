@@ -12,15 +12,11 @@ use super::StructureProblem;
 use crate::btree_order::plan::BtreeOrderCheck;
 use crate::btree_order::tuple::KeyTuple;
 use crate::finding::FindingKind as K;
-use crate::layout::btree::{BtPageOpaque, P_NONE};
+use crate::layout::btree::{BtPageOpaque, P_HIKEY, P_NONE};
+use crate::layout::index_tuple::INDEX_SIZE_MASK;
 use crate::layout::itemid::{ItemId, LpFlags};
 use crate::layout::le_u16;
 use crate::page::PageHeader;
-
-/// `INDEX_SIZE_MASK` of `t_info`.
-const INDEX_SIZE_MASK: u16 = 0x1FFF;
-/// `P_HIKEY`: the high key's line pointer on a page that has one.
-const P_HIKEY: u16 = 1;
 
 /// The bytes of an item whose line pointer and `t_info` agree, `None` otherwise (such items
 /// are reported by the item checks and left out of the order check).

@@ -6,33 +6,28 @@
 
 use super::{index_meta, items, Inputs, PageFormat, Scratch, StructureProblem};
 use crate::finding::FindingKind as K;
+use crate::layout::gin::flags::{GIN_DATA, GIN_DELETED, GIN_META};
+use crate::layout::gin::GIN_SPECIAL_SIZE;
+use crate::layout::gist::flags::F_DELETED;
+use crate::layout::hash::{page_type, HASH_MAGIC, HASH_SPECIAL_SIZE};
 use crate::layout::special::{BRIN_PAGE_TYPES, GIST_PAGE_ID, HASHO_PAGE_ID, SPGIST_PAGE_ID};
+use crate::layout::spgist::flags::{SPGIST_DELETED, SPGIST_META};
 use crate::layout::{le_u16, le_u32};
+use crate::page::INVALID_BLOCK_NUMBER;
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
-/// `HASH_MAGIC` in the hash metapage.
-const HASH_MAGIC: u32 = 0x0644_0640;
 /// `SPGIST_MAGIC_NUMBER`.
 const SPGIST_MAGIC_NUMBER: u32 = 0xBA0B_ABEE;
 /// `BRIN_META_MAGIC`.
 const BRIN_META_MAGIC: u32 = 0xA810_9CFA;
-/// `GIN_META` flag.
-const GIN_META: u16 = 0x08;
-/// Hash page type bits (`LH_*_PAGE`) and the metapage type.
-const LH_PAGE_TYPE: u16 = 0x000F;
-const LH_META_PAGE: u16 = 0x0008;
-/// GiST and GIN rightlink meaning "none".
-const INVALID_BLOCK: u32 = u32::MAX;
 
-/// GiST `F_DELETED` page flag.
-const GIST_F_DELETED: u16 = 0x02;
 /// GIN page flags that mean "no line pointers here": `GIN_DATA` (posting lists or posting
 /// items), `GIN_DELETED`, `GIN_META`.
-const GIN_NO_ITEMS: u16 = 0x01 | 0x04 | 0x08;
+const GIN_NO_ITEMS: u16 = GIN_DATA | GIN_DELETED | GIN_META;
 /// SP-GiST `SPGIST_META` and `SPGIST_DELETED` flags.
-const SPGIST_NO_ITEMS: u16 = 0x01 | 0x02;
+const SPGIST_NO_ITEMS: u16 = SPGIST_META | SPGIST_DELETED;
 /// Hash page types that hold index tuples: `LH_OVERFLOW_PAGE`, `LH_BUCKET_PAGE`.
-const LH_TUPLE_PAGES: [u16; 2] = [0x01, 0x02];
+const LH_TUPLE_PAGES: [u16; 2] = [page_type::OVERFLOW, page_type::BUCKET];
 
 /// Checks one page of a hash, GiST, GIN, SP-GiST or BRIN index.
 pub fn check_index_page(
@@ -60,9 +55,9 @@ fn holds_index_tuples(page: &[u8], h: &PageHeader, blkno: u64, format: &PageForm
     let special = h.pd_special as usize;
     match format {
         PageFormat::Hash => {
-            LH_TUPLE_PAGES.contains(&(le_u16(page, special + 12).unwrap_or(0) & LH_PAGE_TYPE))
+            LH_TUPLE_PAGES.contains(&(le_u16(page, special + 12).unwrap_or(0) & page_type::MASK))
         }
-        PageFormat::Gist => le_u16(page, special + 12).unwrap_or(0) & GIST_F_DELETED == 0,
+        PageFormat::Gist => le_u16(page, special + 12).unwrap_or(0) & F_DELETED == 0,
         PageFormat::Gin => le_u16(page, special + 6).unwrap_or(0) & GIN_NO_ITEMS == 0,
         PageFormat::SpGist => {
             blkno != 0 && le_u16(page, special).unwrap_or(0) & SPGIST_NO_ITEMS == 0
@@ -110,19 +105,19 @@ fn expect_special(am: &str, size: usize, expected: usize) -> Result<(), String> 
 }
 
 fn hash(page: &[u8], special: usize, size: usize, last: u16, blkno: u64) -> Result<(), String> {
-    expect_special("hash", size, 16)?;
+    expect_special("hash", size, HASH_SPECIAL_SIZE)?;
     if last != HASHO_PAGE_ID {
         return Err(format!(
             "hash page id {last:#06x}, expected {HASHO_PAGE_ID:#06x}"
         ));
     }
-    let flag = le_u16(page, special + 12).unwrap_or(0) & LH_PAGE_TYPE;
+    let flag = le_u16(page, special + 12).unwrap_or(0) & page_type::MASK;
     if !matches!(flag, 0 | 1 | 2 | 4 | 8) {
         return Err(format!(
             "hash page type {flag:#x} is not one of overflow, bucket, bitmap, meta"
         ));
     }
-    if (blkno == 0) != (flag == LH_META_PAGE) {
+    if (blkno == 0) != (flag == page_type::META) {
         return Err(format!(
             "block {blkno} has hash page type {flag:#x}; only block 0 is the metapage"
         ));
@@ -146,8 +141,8 @@ fn gist(
             "GiST page id {last:#06x}, expected {GIST_PAGE_ID:#06x}"
         ));
     }
-    let right = le_u32(page, special + 8).unwrap_or(INVALID_BLOCK);
-    if right != INVALID_BLOCK && right as u64 >= fork_blocks {
+    let right = le_u32(page, special + 8).unwrap_or(INVALID_BLOCK_NUMBER);
+    if right != INVALID_BLOCK_NUMBER && right as u64 >= fork_blocks {
         return Err(format!(
             "GiST rightlink {right} beyond the index's {fork_blocks} blocks"
         ));
@@ -162,7 +157,7 @@ fn gin(
     blkno: u64,
     fork_blocks: u64,
 ) -> Result<(), String> {
-    expect_special("GIN", size, 8)?;
+    expect_special("GIN", size, GIN_SPECIAL_SIZE)?;
     let flags = le_u16(page, special + 6).unwrap_or(0);
     if flags > 0xFF {
         return Err(format!("GIN flags {flags:#06x} have unknown bits"));
@@ -172,8 +167,8 @@ fn gin(
             "block {blkno} has GIN flags {flags:#04x}; only block 0 is the metapage"
         ));
     }
-    let right = le_u32(page, special).unwrap_or(INVALID_BLOCK);
-    if blkno != 0 && right != INVALID_BLOCK && right as u64 >= fork_blocks {
+    let right = le_u32(page, special).unwrap_or(INVALID_BLOCK_NUMBER);
+    if blkno != 0 && right != INVALID_BLOCK_NUMBER && right as u64 >= fork_blocks {
         return Err(format!(
             "GIN rightlink {right} beyond the index's {fork_blocks} blocks"
         ));

@@ -4,15 +4,16 @@
 
 use super::{ClusterFacts, PageFormat, StructureProblem};
 use crate::finding::FindingKind as K;
+use crate::layout::brin::BRIN_MAX_PAGES_PER_RANGE;
 use crate::layout::hash::{
     HASHM_HIGHMASK, HASHM_LOWMASK, HASHM_MAPP, HASHM_MAXBUCKET, HASHM_NMAPS, HASHM_OVFLPOINT,
     HASHM_SPARES, HASHM_VERSION, HASH_MAX_SPLITPOINTS, HASH_VERSION,
 };
 use crate::layout::le_u32;
+use crate::layout::spgist::SPGIST_LAST_FIXED_BLKNO;
+use crate::page::INVALID_BLOCK_NUMBER;
 use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 
-/// `InvalidBlockNumber`.
-const INVALID_BLOCK: u32 = u32::MAX;
 /// `GIN_CURRENT_VERSION`.
 const GIN_CURRENT_VERSION: u32 = 2;
 /// Byte offsets inside `GinMetaPageData`.
@@ -22,11 +23,8 @@ const GIN_N_PENDING_PAGES: usize = 12;
 const GIN_VERSION: usize = 48;
 /// `SPGIST_CACHED_PAGES` entries of (`blkno`, `freeSpace`) after `magicNumber`.
 const SPGIST_CACHED_PAGES: usize = 8;
-/// `SPGIST_LAST_FIXED_BLKNO`: metapage, root, nulls root.
-const SPGIST_LAST_FIXED_BLKNO: u64 = 2;
-/// `BRIN_CURRENT_VERSION` and `BRIN_MAX_PAGES_PER_RANGE`.
+/// `BRIN_CURRENT_VERSION`.
 const BRIN_CURRENT_VERSION: u32 = 1;
-const BRIN_MAX_PAGES_PER_RANGE: u32 = 131_072;
 
 /// Checks the metapage of a hash, GIN, SP-GiST or BRIN index.
 pub fn check_metapage(
@@ -105,13 +103,13 @@ fn hash_meta(meta: &dyn Fn(usize) -> u32, facts: &ClusterFacts, blocks: u64) -> 
 fn gin_meta(meta: &dyn Fn(usize) -> u32, blocks: u64) -> Vec<String> {
     let mut p = Vec::new();
     let (head, tail) = (meta(GIN_HEAD), meta(GIN_TAIL));
-    if (head == INVALID_BLOCK) != (tail == INVALID_BLOCK) {
+    if (head == INVALID_BLOCK_NUMBER) != (tail == INVALID_BLOCK_NUMBER) {
         p.push(format!(
             "GIN pending list head {head} and tail {tail}: one is set, the other not"
         ));
     }
     for (name, b) in [("head", head), ("tail", tail)] {
-        if b != INVALID_BLOCK && (b < 2 || b as u64 >= blocks) {
+        if b != INVALID_BLOCK_NUMBER && (b < 2 || b as u64 >= blocks) {
             p.push(format!(
                 "GIN pending list {name} is block {b}, outside 2..{blocks}"
             ));
@@ -139,14 +137,14 @@ fn gin_meta(meta: &dyn Fn(usize) -> u32, blocks: u64) -> Vec<String> {
 
 fn spgist_meta(meta: &dyn Fn(usize) -> u32, blocks: u64) -> Vec<String> {
     let mut p = Vec::new();
-    if blocks <= SPGIST_LAST_FIXED_BLKNO {
+    if blocks <= u64::from(SPGIST_LAST_FIXED_BLKNO) {
         p.push(format!(
             "SP-GiST index has {blocks} blocks, fewer than metapage, root and nulls root"
         ));
     }
     for i in 0..SPGIST_CACHED_PAGES {
         let b = meta(4 + 8 * i);
-        if b != INVALID_BLOCK && (b as u64 <= SPGIST_LAST_FIXED_BLKNO || b as u64 >= blocks) {
+        if b != INVALID_BLOCK_NUMBER && (b <= SPGIST_LAST_FIXED_BLKNO || b as u64 >= blocks) {
             p.push(format!(
                 "SP-GiST metapage caches block {b} as a last-used page, outside {}..{blocks}",
                 SPGIST_LAST_FIXED_BLKNO + 1

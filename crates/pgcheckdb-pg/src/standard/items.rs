@@ -7,12 +7,9 @@ use serde_json::json;
 
 use super::{is_aligned, max_align, ClusterFacts, Scratch, StructureProblem};
 use crate::finding::{FindingKind as K, Severity};
+use crate::layout::index_tuple::SIZE_OF_INDEX_TUPLE;
 use crate::layout::itemid::{line_pointers_into, ItemId, LpFlags};
 use crate::page::PageHeader;
-
-/// `sizeof(IndexTupleData)`: `t_tid` and `t_info`, the smallest index tuple (SP-GiST's are
-/// larger still).
-const SIZE_OF_INDEX_TUPLE: usize = 8;
 
 /// The line pointers of an index page that holds index tuples: no redirects (only heap pages
 /// have them), bounds and overlap as on a heap page.

@@ -5,13 +5,11 @@ use serde_json::json;
 
 use super::{ClusterFacts, StructureProblem};
 use crate::finding::{FindingKind as K, Severity};
+use crate::layout::vm::{VM_ALL_FROZEN, VM_ALL_VISIBLE};
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
-/// `VISIBILITYMAP_ALL_VISIBLE` and `VISIBILITYMAP_ALL_FROZEN`.
-const ALL_VISIBLE: u8 = 0x1;
-const ALL_FROZEN: u8 = 0x2;
 // The word-at-a-time test below relies on these being each pair's low and high bit.
-const _: () = assert!(ALL_VISIBLE == 0b01 && ALL_FROZEN == 0b10);
+const _: () = assert!(VM_ALL_VISIBLE == 0b01 && VM_ALL_FROZEN == 0b10);
 
 /// Header of a page whose contents start right after the page header.
 fn plain_contents_header(h: &PageHeader, facts: &ClusterFacts) -> Option<String> {
@@ -42,7 +40,7 @@ pub fn check_vm_page(
         .enumerate()
         .flat_map(|(i, &b)| {
             (0..4)
-                .filter(move |k| (b >> (2 * k)) & (ALL_VISIBLE | ALL_FROZEN) == ALL_FROZEN)
+                .filter(move |k| (b >> (2 * k)) & (VM_ALL_VISIBLE | VM_ALL_FROZEN) == VM_ALL_FROZEN)
                 .map(move |k| i * 4 + k)
         })
         .take(10)
@@ -98,8 +96,9 @@ mod tests {
     #[test]
     fn frozen_not_visible_found_at_every_position() {
         let slow = |bits: &[u8]| {
-            bits.iter()
-                .any(|&b| (0..4).any(|k| (b >> (2 * k)) & (ALL_VISIBLE | ALL_FROZEN) == ALL_FROZEN))
+            bits.iter().any(|&b| {
+                (0..4).any(|k| (b >> (2 * k)) & (VM_ALL_VISIBLE | VM_ALL_FROZEN) == VM_ALL_FROZEN)
+            })
         };
         for len in [0usize, 1, 7, 8, 9, 8168] {
             for fine in [0u8, 0x55, 0xff, 0x11] {
@@ -109,7 +108,7 @@ mod tests {
                 for at in (0..len.min(40)).chain(len.saturating_sub(10)..len) {
                     for k in 0..4 {
                         bits.fill(fine);
-                        bits[at] = (bits[at] & !(0b11 << (2 * k))) | (ALL_FROZEN << (2 * k));
+                        bits[at] = (bits[at] & !(0b11 << (2 * k))) | (VM_ALL_FROZEN << (2 * k));
                         assert!(
                             any_frozen_not_visible(&bits),
                             "len {len} byte {at} pair {k}"

@@ -229,15 +229,6 @@ pub struct Scratch {
     pub chain: Vec<hot::ChainSlot>,
 }
 
-/// Rounds `len` up to `align`, a power of two (MAXALIGN and `attalign` always are: pg_control's
-/// `maxAlign` is validated to be 4 or 8). A mask, not a division: this runs for every attribute.
-#[inline]
-pub fn align_up(len: usize, align: usize) -> usize {
-    debug_assert!(align.is_power_of_two());
-    let mask = align.max(1) - 1;
-    (len + mask) & !mask
-}
-
 /// True if `off` is a multiple of the power of two `align`.
 #[inline]
 pub fn is_aligned(off: usize, align: usize) -> bool {
@@ -246,5 +237,5 @@ pub fn is_aligned(off: usize, align: usize) -> bool {
 
 /// `MAXALIGN`.
 pub fn max_align(len: usize, max_align: usize) -> usize {
-    align_up(len, max_align)
+    crate::layout::align_up(len, max_align)
 }

@@ -16,15 +16,20 @@ use crate::control::ControlFile;
 use crate::layout::le_u32;
 
 /// `SizeOfXLogRecord`.
-const SIZE_OF_XLOG_RECORD: usize = 24;
+pub(crate) const SIZE_OF_XLOG_RECORD: usize = 24;
+/// `offsetof(XLogRecord, xl_info)` and `offsetof(XLogRecord, xl_rmid)`.
+pub(crate) const XL_INFO: usize = 16;
+pub(crate) const XL_RMID: usize = 17;
+/// `XLR_RMGR_INFO_MASK`: the resource manager's own bits of `xl_info`.
+pub(crate) const XLR_RMGR_INFO_MASK: u8 = 0xF0;
 /// `offsetof(XLogRecord, xl_crc)`: the header bytes the CRC covers.
 const XL_CRC_OFFSET: usize = 20;
 /// `MAXALIGN(SizeOfXLogShortPHD)` and `MAXALIGN(SizeOfXLogLongPHD)`.
 const SHORT_PAGE_HEADER: u64 = 24;
 const LONG_PAGE_HEADER: u64 = 40;
 /// `RM_XLOG_ID` and its `XLOG_SWITCH` record: the rest of the segment is unused.
-const RM_XLOG_ID: u8 = 0;
-const XLOG_SWITCH: u8 = 0x40;
+pub(crate) const RM_XLOG_ID: u8 = 0;
+pub(crate) const XLOG_SWITCH: u8 = 0x40;
 /// Longest record accepted (`XLogRecordMaxSize` is 1020 MB).
 const MAX_RECORD: u32 = 1020 * 1024 * 1024;
 
@@ -42,7 +47,9 @@ pub fn newest_xid(control: &ControlFile, datadir: &Path, reference: u32) -> Opti
             newest = Some(later(newest.unwrap_or(reference.wrapping_sub(1)), xid));
         }
         prev = Some(start);
-        lsn = if record[17] == RM_XLOG_ID && record[16] & 0xF0 == XLOG_SWITCH {
+        lsn = if record[XL_RMID] == RM_XLOG_ID
+            && record[XL_INFO] & XLR_RMGR_INFO_MASK == XLOG_SWITCH
+        {
             (next / reader.seg_size + u64::from(next % reader.seg_size != 0)) * reader.seg_size
         } else {
             next.next_multiple_of(8)

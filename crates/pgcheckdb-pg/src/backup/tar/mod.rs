@@ -40,12 +40,10 @@ use std::sync::Arc;
 
 use archive::{Archive, ArchiveError, Compression, Member, MemberVisitor};
 
+use crate::catalog::FIRST_NORMAL_OBJECT_ID;
 use crate::control::ControlFile;
 use crate::datadir::{DataDirectory, Location, RelationDir, RelationFile};
 use crate::relfile::{parse_relation_file_name, RelFileName};
-
-/// File numbers below this are assigned by initdb: the system catalogs' own files.
-const FIRST_NORMAL_OBJECT_ID: u32 = 16384;
 
 /// What one tar file of the backup holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,13 +14,9 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::btree_order::datum;
 use crate::catalog::attributes::Attribute;
-use crate::layout::heap::{infomask2 as im2, HeapTupleHeader};
+use crate::layout::heap::{infomask2 as im2, HeapTupleHeader, HEAP_NATTS_MASK};
+use crate::layout::toast::VARTAG_1B_E;
 use crate::standard::attribute_span;
-
-/// `VARTAG_1B_E`: the first byte of an external (TOAST) pointer.
-const VARTAG_1B_E: u8 = 0x01;
-/// `HEAP_NATTS_MASK` of `t_infomask2`.
-const HEAP_NATTS_MASK: u16 = 0x07FF;
 
 /// How one index column's value is normalised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

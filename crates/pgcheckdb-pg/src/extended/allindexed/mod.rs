@@ -274,9 +274,9 @@ pub fn heap_word(columns: &[KeyColumn], heap_attrs: &[Attribute]) -> Option<(usi
     let mut off = 0;
     for a in before {
         let width = usize::try_from(a.attlen).ok().filter(|&n| n > 0)?;
-        off = crate::standard::align_up(off, a.align) + width;
+        off = crate::layout::align_up(off, a.align) + width;
     }
-    Some((crate::standard::align_up(off, key.align), len))
+    Some((crate::layout::align_up(off, key.align), len))
 }
 
 /// Filter bits per index: [`BITS_PER_ENTRY`] per estimated entry, scaled down evenly when the

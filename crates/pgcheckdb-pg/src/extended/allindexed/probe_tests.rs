@@ -142,7 +142,8 @@ fn int4_index_by(columns: usize, method: Method) -> AllIndexed {
 fn the_leaf_walk_collects_the_tids_the_tid_check_reads() {
     use crate::extended::tids::decode::page_tids;
     use crate::extended::tids::IndexAm;
-    use crate::layout::btree::{BT_IS_POSTING, INDEX_ALT_TID_MASK};
+    use crate::layout::btree::BT_IS_POSTING;
+    use crate::layout::index_tuple::INDEX_ALT_TID_MASK;
     let key = |k: i32, more: usize| k.to_le_bytes().repeat(more + 1);
     let posting = |more: usize| {
         // Posting list after the 8-byte header and the key (MAXALIGNed), two TIDs.

@@ -1,10 +1,11 @@
 //! One block's facts as the stream delivers them: the page's own fact (or its damaged mark)
 //! and every claim other pages make about it; each check that needs this block runs here.
 
+use crate::page::INVALID_BLOCK_NUMBER;
 use serde_json::json;
 
 use super::records::{DownlinkRec, LeftRec, PageRec, Record, RightRec, RunRec};
-use super::{IndexCheck, LevelCount, Phase, Where, INVALID_BLOCK};
+use super::{IndexCheck, LevelCount, Phase, Where};
 use crate::finding::FindingKind as K;
 use crate::layout::btree::{flags as bf, P_NONE};
 
@@ -156,7 +157,8 @@ impl IndexCheck<'_> {
     /// parent is live, has no downlink, and leads down to the leaf through single children.
     fn half_dead(&mut self, b: &Block<'_>) {
         if let Some(p) = b.live() {
-            let own_top = p.flagged(bf::BTP_HALF_DEAD) && p.top_parent == Some(INVALID_BLOCK);
+            let own_top =
+                p.flagged(bf::BTP_HALF_DEAD) && p.top_parent == Some(INVALID_BLOCK_NUMBER);
             if let (true, Some(d)) = (own_top, b.downs.first()) {
                 self.candidate(
                     Where::new(Phase::HalfDead, b.blkno, 0).level(p.btpo_level),
@@ -166,7 +168,7 @@ impl IndexCheck<'_> {
                         "half-dead page is its own top parent but block {} still has a downlink to it",
                         d.parent
                     ),
-                    json!({"top_parent": INVALID_BLOCK, "other_block": d.parent}),
+                    json!({"top_parent": INVALID_BLOCK_NUMBER, "other_block": d.parent}),
                 );
             }
         }

@@ -1,11 +1,12 @@
 //! Downlinks of a B-tree, checked at the child's block: one per page but the root, to a live
 //! page one level down whose high key is the parent's next separator.
 
+use crate::page::INVALID_BLOCK_NUMBER;
 use serde_json::{json, Value};
 
 use super::block::Block;
 use super::records::{Bound, DownlinkRec, PageRec, PIVOT_KEY_FROM};
-use super::{IndexCheck, Phase, Unless, Where, INVALID_BLOCK};
+use super::{IndexCheck, Phase, Unless, Where};
 use crate::finding::FindingKind as K;
 use crate::layout::btree::{flags as bf, P_NONE};
 
@@ -120,7 +121,8 @@ impl IndexCheck<'_> {
                     .left
                     .iter()
                     .any(|l| l.from == c.btpo_prev && l.flags & bf::BTP_INCOMPLETE_SPLIT != 0);
-                let own_top = c.flagged(bf::BTP_HALF_DEAD) && c.top_parent == Some(INVALID_BLOCK);
+                let own_top =
+                    c.flagged(bf::BTP_HALF_DEAD) && c.top_parent == Some(INVALID_BLOCK_NUMBER);
                 // The root level has none.
                 if right_half || own_top || !b.tops.is_empty() || c.btpo_level >= meta.level {
                     return;

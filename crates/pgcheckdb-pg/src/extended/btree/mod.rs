@@ -38,12 +38,8 @@ use super::plan::IndexInfo;
 use super::unique::{Group, UniqueJoin};
 use crate::btree_order::IndexOrdering;
 use crate::finding::FindingKind as K;
+use crate::layout::btree::BTREE_VERSION;
 use records::Record;
-
-/// `InvalidBlockNumber`.
-const INVALID_BLOCK: u32 = u32::MAX;
-/// `BTREE_NOVAC_VERSION`: the first B-tree version whose keys include the heap TID.
-const BTREE_HEAPKEYSPACE_VERSION: u32 = 4;
 
 /// A finding of the merge, before it is placed in a file: block, kind, message, detail.
 #[derive(Debug, Clone, PartialEq)]
@@ -308,7 +304,6 @@ impl<'a> IndexCheck<'a> {
     }
 
     fn heapkeyspace(&self) -> bool {
-        self.meta
-            .is_some_and(|m| m.version >= BTREE_HEAPKEYSPACE_VERSION)
+        self.meta.is_some_and(|m| m.version >= BTREE_VERSION)
     }
 }

@@ -9,6 +9,7 @@ use super::*;
 use crate::btree_order::NotOrderChecked;
 use crate::extended::facts::{RunPlace, Writer};
 use crate::layout::btree::{flags as bf, P_NONE};
+use crate::page::INVALID_BLOCK_NUMBER;
 
 /// A page as the test describes it (owned), turned into a [`PageView`] for the emitter.
 #[derive(Debug, Clone, Default)]
@@ -323,7 +324,7 @@ fn incomplete_split_and_half_dead_exceptions_hold() {
     let mut f = healthy();
     let l = f.page(1);
     l.flags |= bf::BTP_HALF_DEAD;
-    l.top_parent = Some(INVALID_BLOCK);
+    l.top_parent = Some(INVALID_BLOCK_NUMBER);
     assert_eq!(found(&f), vec![(1, K::BtreeDownlinkInvalid)]);
 }
 

@@ -3,24 +3,9 @@
 //! ([`PageView`]) that [`super::records`] writes at the blocks the facts are about.
 
 use super::records::{DownlinkView, PageView};
-use crate::layout::btree::{flags as bf, BtPageOpaque, P_NONE};
+use crate::layout::btree::{flags as bf, BtPageOpaque, P_HIKEY, P_NONE};
 use crate::layout::heap::ItemPointer;
 use crate::layout::itemid::ItemId;
-
-/// `t_info` bits of an index tuple.
-pub mod t_info {
-    pub const INDEX_SIZE_MASK: u16 = 0x1FFF;
-    pub const INDEX_ALT_TID_MASK: u16 = 0x2000;
-    pub const INDEX_NULL_MASK: u16 = 0x8000;
-}
-/// `BT_IS_POSTING` and `BT_OFFSET_MASK` in the offset field of an ALT-TID tuple.
-pub(crate) const BT_IS_POSTING: u16 = 0x2000;
-pub(crate) const BT_OFFSET_MASK: u16 = 0x0FFF;
-/// `sizeof(IndexTupleData)` and `sizeof(IndexAttributeBitMapData)`.
-pub(crate) const SIZE_OF_INDEX_TUPLE: usize = 8;
-pub(crate) const SIZE_OF_NULL_BITMAP: usize = 4;
-/// `P_HIKEY`.
-pub(crate) const P_HIKEY: u16 = 1;
 
 /// The bytes of item `offnum` (1-based), if its line pointer has storage on the page.
 pub fn item<'p>(page: &'p [u8], items: &[ItemId], offnum: u16) -> Option<&'p [u8]> {

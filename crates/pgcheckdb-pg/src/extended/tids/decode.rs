@@ -7,35 +7,21 @@
 
 use super::IndexAm;
 use crate::layout::btree::{leaf_tuple_tids, BtPageOpaque, P_NONE};
+use crate::layout::gin::flags::{
+    GIN_COMPRESSED, GIN_DATA, GIN_DELETED, GIN_LEAF, GIN_LIST, GIN_META,
+};
+use crate::layout::gin::{GIN_ITUP_COMPRESSED, GIN_TREE_POSTING};
+use crate::layout::gist::flags::{F_DELETED, F_LEAF};
+use crate::layout::hash::page_type;
 use crate::layout::heap::ItemPointer;
 use crate::layout::itemid::ItemId;
+use crate::layout::spgist::flags::{SPGIST_DELETED, SPGIST_LEAF, SPGIST_META};
+use crate::layout::spgist::SPGIST_LIVE;
 use crate::layout::{le_u16, le_u32};
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
-/// Hash page types that hold index tuples: `LH_OVERFLOW_PAGE`, `LH_BUCKET_PAGE`.
-const LH_OVERFLOW_PAGE: u16 = 0x01;
-const LH_BUCKET_PAGE: u16 = 0x02;
-const LH_PAGE_TYPE: u16 = 0x0F;
-/// GiST page flags `F_LEAF`, `F_DELETED`.
-const GIST_F_LEAF: u16 = 0x01;
-const GIST_F_DELETED: u16 = 0x02;
-/// SP-GiST page flags and the live leaf tuple state.
-const SPGIST_META: u16 = 0x01;
-const SPGIST_DELETED: u16 = 0x02;
-const SPGIST_LEAF: u16 = 0x04;
-const SPGIST_LIVE: u32 = 0;
-/// GIN page flags.
+/// GIN entry and posting-list constants.
 mod gin {
-    pub const DATA: u16 = 0x01;
-    pub const LEAF: u16 = 0x02;
-    pub const DELETED: u16 = 0x04;
-    pub const META: u16 = 0x08;
-    pub const LIST: u16 = 0x10;
-    pub const COMPRESSED: u16 = 0x80;
-    /// `GIN_TREE_POSTING`: the entry's `t_tid` offset says "posting tree".
-    pub const TREE_POSTING: u16 = 0xFFFF;
-    /// `GIN_ITUP_COMPRESSED` in the block number of an entry's `t_tid`.
-    pub const ITUP_COMPRESSED: u32 = 1 << 31;
     /// `MaxHeapTuplesPerPageBits`: a TID packs as `block << 11 | offset`.
     pub const OFFSET_BITS: u32 = 11;
     /// `offsetof(GinPostingList, bytes)`: `first` (6 bytes) and `nbytes` (2).
@@ -55,8 +41,9 @@ pub fn page_tids(
     match am {
         IndexAm::Btree => btree_leaf(page, special, items, out),
         IndexAm::Hash => {
-            let flag = le_u16(page, special + 12).unwrap_or(0) & LH_PAGE_TYPE;
-            if flag == LH_BUCKET_PAGE || flag == LH_OVERFLOW_PAGE {
+            let flag = le_u16(page, special + 12).unwrap_or(0) & page_type::MASK;
+            // The page types that hold index tuples.
+            if flag == page_type::BUCKET || flag == page_type::OVERFLOW {
                 plain_tuples(page, items, 1, out)
             } else {
                 0
@@ -64,7 +51,7 @@ pub fn page_tids(
         }
         IndexAm::Gist => {
             let flags = le_u16(page, special + 12).unwrap_or(0);
-            if flags & GIST_F_LEAF != 0 && flags & GIST_F_DELETED == 0 {
+            if flags & F_LEAF != 0 && flags & F_DELETED == 0 {
                 plain_tuples(page, items, 1, out)
             } else {
                 0
@@ -168,13 +155,13 @@ fn gin_page(
     out: &mut Vec<(u32, u16)>,
 ) -> u64 {
     let flags = le_u16(page, special + 6).unwrap_or(0);
-    if flags & (gin::DELETED | gin::META) != 0 || flags & gin::LEAF == 0 && flags & gin::LIST == 0 {
+    if flags & (GIN_DELETED | GIN_META) != 0 || flags & GIN_LEAF == 0 && flags & GIN_LIST == 0 {
         return 0;
     }
-    if flags & gin::LIST != 0 {
+    if flags & GIN_LIST != 0 {
         return plain_tuples(page, items, 1, out);
     }
-    if flags & gin::DATA != 0 {
+    if flags & GIN_DATA != 0 {
         return gin_data_leaf(page, h, special, flags, out);
     }
     let mut undecoded = 0;
@@ -194,11 +181,11 @@ fn gin_page(
 fn gin_entry(t: &[u8], out: &mut Vec<(u32, u16)>) -> Option<()> {
     let tid = ItemPointer::parse(t, 0)?;
     let n = tid.offset;
-    if n == gin::TREE_POSTING || n == 0 {
+    if n == GIN_TREE_POSTING || n == 0 {
         return Some(());
     }
-    let at = (tid.block & !gin::ITUP_COMPRESSED) as usize;
-    if tid.block & gin::ITUP_COMPRESSED != 0 {
+    let at = (tid.block & !GIN_ITUP_COMPRESSED) as usize;
+    if tid.block & GIN_ITUP_COMPRESSED != 0 {
         let before = out.len();
         decode_posting_list(t.get(at..)?, out)?;
         (out.len() - before == n as usize).then_some(())
@@ -223,7 +210,7 @@ pub(crate) fn gin_data_leaf(
     // GinDataPageGetData: the page contents after the right bound (an ItemPointerData,
     // MAXALIGNed to 8).
     let start = SIZE_OF_PAGE_HEADER_DATA + 8;
-    if flags & gin::COMPRESSED == 0 {
+    if flags & GIN_COMPRESSED == 0 {
         let maxoff = le_u16(page, special + 4).unwrap_or(0) as usize;
         for i in 0..maxoff {
             match ItemPointer::parse(page, start + 6 * i) {
@@ -294,7 +281,8 @@ fn varbyte(b: &[u8]) -> Option<(u64, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::btree::{BT_IS_POSTING, INDEX_ALT_TID_MASK};
+    use crate::layout::btree::BT_IS_POSTING;
+    use crate::layout::index_tuple::INDEX_ALT_TID_MASK;
 
     fn encode(v: u64, out: &mut Vec<u8>) {
         let mut v = v;

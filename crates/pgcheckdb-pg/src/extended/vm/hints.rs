@@ -4,7 +4,7 @@
 //! progress), and the compact record of such a tuple that the scan writes and the merge reads
 //! back.
 
-use super::scan::{Statuses, XidWindow, HEAP_MOVED};
+use super::scan::{Statuses, XidWindow};
 use crate::catalog::xact::XidStatus;
 use crate::extended::facts::{Reader, Writer};
 use crate::layout::heap::{infomask as im, HeapTupleHeader};
@@ -144,7 +144,7 @@ pub(super) fn hint_conflicts(
     clog: &Statuses<'_>,
 ) -> [Option<(HintConflict, u32)>; 2] {
     let mask = h.t_infomask;
-    if mask & HEAP_MOVED != 0 {
+    if mask & im::HEAP_MOVED != 0 {
         return [None, None];
     }
     // Only a hint that says one thing (committed or invalid, not both: frozen) can contradict

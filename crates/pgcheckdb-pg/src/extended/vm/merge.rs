@@ -7,15 +7,14 @@ use std::ops::Range;
 
 use serde_json::json;
 
-use super::scan::{
-    heapblocks_per_page, HintProblem, MapRun, PageSummary, Tag, VM_ALL_FROZEN, VM_ALL_VISIBLE,
-};
+use super::scan::{heapblocks_per_page, HintProblem, MapRun, PageSummary, Tag};
 use crate::catalog::xact::xact_page;
 use crate::extended::facts::{Family, Reader};
 use crate::extended::plan::ExtendedPlan;
 use crate::extended::report::block_finding;
 use crate::extended::spill::Runs;
 use crate::finding::{Finding, FindingKind as K};
+use crate::layout::vm::{VM_ALL_FROZEN, VM_ALL_VISIBLE};
 use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 use crate::verify::Plan;
 

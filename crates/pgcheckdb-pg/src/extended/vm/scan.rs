@@ -22,19 +22,10 @@ use crate::extended::facts::{Reader, Writer};
 use crate::extended::heap::HeapTuples;
 use crate::layout::heap::{infomask as im, HeapTupleHeader};
 use crate::layout::itemid::LpFlags;
-use crate::page::SIZE_OF_PAGE_HEADER_DATA;
+use crate::layout::vm::{HEAPBLOCKS_PER_BYTE, VM_ALL_FROZEN, VM_ALL_VISIBLE};
+use crate::page::{PD_ALL_VISIBLE, SIZE_OF_PAGE_HEADER_DATA};
 use crate::standard::xids::{in_future, precedes, xmax_is_locked_only, xmin_frozen};
 use crate::standard::ClusterFacts;
-
-/// `PD_ALL_VISIBLE` in `pd_flags`.
-pub const PD_ALL_VISIBLE: u16 = 0x0004;
-/// `VISIBILITYMAP_ALL_VISIBLE` and `VISIBILITYMAP_ALL_FROZEN`: the two bits per heap block.
-pub const VM_ALL_VISIBLE: u8 = 0x01;
-pub const VM_ALL_FROZEN: u8 = 0x02;
-/// `HEAPBLOCKS_PER_BYTE`.
-const HEAPBLOCKS_PER_BYTE: usize = 4;
-/// `HEAP_MOVED`: moved by a pre-9.0 `VACUUM FULL`; its hint bits describe `xvac`.
-pub(super) const HEAP_MOVED: u16 = im::HEAP_MOVED_OFF | im::HEAP_MOVED_IN;
 
 /// The first byte of a [`super::super::facts::Family::Visibility`] record's body: a map run
 /// sorts before the heap page it starts at.
@@ -303,7 +294,7 @@ enum Seen {
 /// Whether the tuple `h` is visible to every snapshot of a cleanly shut-down cluster.
 fn seen_by_everyone(h: &HeapTupleHeader, window: &XidWindow<'_>, clog: &Statuses<'_>) -> Seen {
     let mask = h.t_infomask;
-    if mask & HEAP_MOVED != 0 {
+    if mask & im::HEAP_MOVED != 0 {
         return Seen::Unknown;
     }
     if !xmin_frozen(mask) && mask & im::HEAP_XMIN_COMMITTED == 0 {
@@ -362,7 +353,7 @@ fn needs_freeze(h: &HeapTupleHeader) -> Option<(Why, u32)> {
         return Some((Why::XmaxNotFrozen, h.t_xmax));
     }
     // `t_field3` holds xvac for a moved tuple.
-    (mask & HEAP_MOVED != 0 && normal(h.t_field3)).then_some((Why::XvacNotFrozen, h.t_field3))
+    (mask & im::HEAP_MOVED != 0 && normal(h.t_field3)).then_some((Why::XvacNotFrozen, h.t_field3))
 }
 
 /// What the scan of one heap page should compute.
@@ -438,7 +429,7 @@ pub fn heap_page(
                 }
                 // A moved tuple's checks also read `t_field3` (xvac): never passed over.
                 let raised = before != (summary.not_visible, summary.not_frozen, hints.len());
-                quiet = (!raised && h.t_infomask & HEAP_MOVED == 0).then_some(fields);
+                quiet = (!raised && h.t_infomask & im::HEAP_MOVED == 0).then_some(fields);
             }
         }
         want_summary &= summary.not_visible.is_none() || summary.not_frozen.is_none();

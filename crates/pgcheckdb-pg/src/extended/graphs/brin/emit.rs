@@ -2,9 +2,10 @@
 //! other page its type, a regular page each normal line pointer's `bt_blkno`, and a revmap
 //! page one claim per valid TID, keyed by the block the TID points at.
 
-use super::{page_type, revmap_page_maxitems, tag, BRIN_TUPLE_HEAD, TID_SIZE};
+use super::{page_type, revmap_page_maxitems, tag, BRIN_TUPLE_HEAD};
 use crate::extended::graphs::Sink;
 use crate::layout::heap::ItemPointer;
+use crate::layout::heap::SIZE_OF_ITEM_POINTER;
 use crate::layout::itemid::{line_pointers, LpFlags};
 use crate::layout::{le_u16, le_u32};
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
@@ -51,7 +52,9 @@ fn revmap_claims(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
     let maxitems = revmap_page_maxitems(page.len());
     let first_range = (blkno as u64).saturating_sub(1) * maxitems as u64;
     for k in 0..maxitems {
-        let Some(tid) = ItemPointer::parse(page, SIZE_OF_PAGE_HEADER_DATA + TID_SIZE * k) else {
+        let Some(tid) =
+            ItemPointer::parse(page, SIZE_OF_PAGE_HEADER_DATA + SIZE_OF_ITEM_POINTER * k)
+        else {
             break;
         };
         if tid.offset == 0 {

@@ -24,13 +24,10 @@ pub use check::Check;
 pub use emit::emit;
 
 use super::FIRST_AM_TAG;
+use crate::layout::heap::SIZE_OF_ITEM_POINTER;
+use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 
-/// BRIN page types (`BRIN_PAGETYPE_*`), the last two bytes of the special space.
-pub(crate) mod page_type {
-    pub const META: u16 = 0xF091;
-    pub const REVMAP: u16 = 0xF092;
-    pub const REGULAR: u16 = 0xF093;
-}
+pub(crate) use crate::layout::brin::{page_type, BRIN_MAX_PAGES_PER_RANGE};
 
 /// Record tags; within a block, records sort by tag, so a block's own facts come before the
 /// claims about it.
@@ -46,16 +43,12 @@ pub(crate) mod tag {
     pub const CLAIM: u8 = FIRST_AM_TAG + 3;
 }
 
-/// `sizeof(ItemPointerData)`.
-pub(crate) const TID_SIZE: usize = 6;
 /// `MAXALIGN(SizeOfPageHeaderData) + MAXALIGN(sizeof(BrinSpecialSpace))`.
-pub(crate) const REVMAP_OVERHEAD: usize = 24 + 8;
-/// `BRIN_MAX_PAGES_PER_RANGE`.
-pub(crate) const BRIN_MAX_PAGES_PER_RANGE: u32 = 131_072;
+pub(crate) const REVMAP_OVERHEAD: usize = SIZE_OF_PAGE_HEADER_DATA + 8;
 /// `sizeof(BlockNumber) + sizeof(uint8)`: `bt_blkno` and `bt_info`.
 pub(crate) const BRIN_TUPLE_HEAD: usize = 5;
 
 /// `REVMAP_PAGE_MAXITEMS` for pages of `page_len` bytes.
 pub(crate) fn revmap_page_maxitems(page_len: usize) -> usize {
-    page_len.saturating_sub(REVMAP_OVERHEAD) / TID_SIZE
+    page_len.saturating_sub(REVMAP_OVERHEAD) / SIZE_OF_ITEM_POINTER
 }

@@ -2,17 +2,17 @@
 //! and the links it holds (see [`super`] for the checks that use them).
 
 use super::flags::*;
-use super::{pack_tid, LinkKind, PageFact, PageIssue, Tag, INVALID_BLOCK};
+use super::{pack_tid, LinkKind, PageFact, PageIssue, Tag};
 use crate::extended::facts::Writer;
 use crate::extended::graphs::Sink;
 use crate::extended::tids::decode::gin_data_leaf;
+use crate::layout::gin::{GIN_SPECIAL_SIZE, GIN_TREE_POSTING};
 use crate::layout::heap::ItemPointer;
 use crate::layout::itemid::line_pointers;
 use crate::layout::{le_u16, le_u32};
+use crate::page::INVALID_BLOCK_NUMBER;
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
-/// `sizeof(GinPageOpaqueData)`: `rightlink`, `maxoff`, `flags`.
-const OPAQUE_SIZE: usize = 8;
 /// `GinDataPageGetData`: after the page header and the right bound (an `ItemPointerData`,
 /// MAXALIGNed to 8).
 const DATA_START: usize = SIZE_OF_PAGE_HEADER_DATA + 8;
@@ -21,8 +21,6 @@ const POSTING_ITEM_SIZE: usize = 10;
 /// `GinMetaPageData.head` and `.tail`, at `PageGetContents`.
 const META_HEAD: usize = SIZE_OF_PAGE_HEADER_DATA;
 const META_TAIL: usize = SIZE_OF_PAGE_HEADER_DATA + 4;
-/// `GIN_TREE_POSTING`: an entry leaf tuple whose `t_tid` names a posting-tree root.
-const GIN_TREE_POSTING: u16 = 0xFFFF;
 
 /// One link held by a page, before it is written.
 struct Link {
@@ -39,7 +37,7 @@ pub fn emit(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
         return;
     };
     let special = h.pd_special as usize;
-    if special + OPAQUE_SIZE > page.len() {
+    if special + GIN_SPECIAL_SIZE > page.len() {
         return;
     }
     let (Some(rightlink), Some(maxoff), Some(flags)) = (
@@ -56,8 +54,8 @@ pub fn emit(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
     };
     let mut links = Vec::new();
     if flags & GIN_META != 0 {
-        let head = le_u32(page, META_HEAD).unwrap_or(INVALID_BLOCK);
-        let tail = le_u32(page, META_TAIL).unwrap_or(INVALID_BLOCK);
+        let head = le_u32(page, META_HEAD).unwrap_or(INVALID_BLOCK_NUMBER);
+        let tail = le_u32(page, META_TAIL).unwrap_or(INVALID_BLOCK_NUMBER);
         sink.push(blkno, |w| {
             w.u8(Tag::Meta as u8).u32(head).u32(tail);
         });
@@ -158,7 +156,7 @@ fn data_internal(
             break;
         };
         let key = pack_tid(key.block, key.offset);
-        let bounded = !(i == maxoff as usize && fact.rightlink == INVALID_BLOCK);
+        let bounded = !(i == maxoff as usize && fact.rightlink == INVALID_BLOCK_NUMBER);
         if bounded {
             if prev.is_some_and(|p| p > key) && fact.issue == PageIssue::None as u8 {
                 fact.issue = PageIssue::KeysOutOfOrder as u8;

@@ -38,18 +38,8 @@ mod tests;
 pub use check::Check;
 pub use emit::emit;
 
-/// `GinPageOpaqueData.flags` bits (`ginblock.h`).
-pub(crate) mod flags {
-    pub const GIN_DATA: u16 = 0x01;
-    pub const GIN_LEAF: u16 = 0x02;
-    pub const GIN_DELETED: u16 = 0x04;
-    pub const GIN_META: u16 = 0x08;
-    pub const GIN_LIST: u16 = 0x10;
-    pub const GIN_INCOMPLETE_SPLIT: u16 = 0x40;
-}
+pub(crate) use crate::layout::gin::flags;
 
-/// `InvalidBlockNumber`: no rightlink, no pending list.
-const INVALID_BLOCK: u32 = u32::MAX;
 /// `GIN_ROOT_BLKNO`: the entry tree's root.
 const GIN_ROOT_BLKNO: u32 = 1;
 

@@ -3,9 +3,10 @@
 //! each broken rule is found at the page that holds the wrong fact.
 
 use super::flags::*;
-use super::{pack_tid, Check, LinkKind, PageFact, Tag, INVALID_BLOCK};
+use super::{pack_tid, Check, LinkKind, PageFact, Tag};
 use crate::extended::graphs::testing::{body, info};
 use crate::extended::graphs::{GraphAm, GraphCheck, GraphProblem};
+use crate::page::INVALID_BLOCK_NUMBER;
 
 /// One link: kind, child, bounded, key.
 type HandLink = (LinkKind, u32, bool, u64);
@@ -34,7 +35,7 @@ fn leaf_tids(rightlink: u32, lo: (u32, u16), hi: (u32, u16)) -> PageFact {
     }
 }
 
-const N: u32 = INVALID_BLOCK;
+const N: u32 = INVALID_BLOCK_NUMBER;
 
 /// Block 1 the entry root over leaves 2 and 3 (3 split into 11 without its downlink); leaf 3
 /// names posting tree 4 over leaves 5 and 6; 7 a deleted posting-tree page; 8 -> 9 the

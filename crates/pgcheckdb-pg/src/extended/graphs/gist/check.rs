@@ -2,13 +2,15 @@
 //! downlinks, the rightlinks of `F_FOLLOW_RIGHT` pages) is gathered in block order, then
 //! checked at the end.
 
+use crate::page::INVALID_BLOCK_NUMBER;
 use std::collections::{HashMap, VecDeque};
 
 use serde_json::json;
 
-use super::{flags, DOWNLINK_TAG, GIST_ROOT_BLKNO, INVALID_BLOCK, PAGE_TAG};
+use super::{DOWNLINK_TAG, GIST_ROOT_BLKNO, PAGE_TAG};
 use crate::extended::facts::Reader;
 use crate::extended::graphs::{GraphCheck, GraphInfo, GraphProblem};
+use crate::layout::gist::flags;
 
 /// What is known of one block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,7 +27,7 @@ impl Slot {
     /// A sound page that is not deleted: one a downlink may name.
     fn live(self) -> Option<u16> {
         match self {
-            Slot::Page(f) if f & flags::DELETED == 0 => Some(f),
+            Slot::Page(f) if f & flags::F_DELETED == 0 => Some(f),
             _ => None,
         }
     }
@@ -85,7 +87,7 @@ impl Check {
             } else {
                 match self.slot(d.child) {
                     Slot::New => Some("an all-zero (never written) page".to_string()),
-                    Slot::Page(f) if f & flags::DELETED != 0 => {
+                    Slot::Page(f) if f & flags::F_DELETED != 0 => {
                         Some("a deleted page (F_DELETED)".to_string())
                     }
                     _ => None,
@@ -156,7 +158,7 @@ impl Check {
         let Some(root_flags) = self.slots.first().and_then(|s| s.live()) else {
             return;
         };
-        if root_flags & flags::LEAF != 0 {
+        if root_flags & flags::F_LEAF != 0 {
             return;
         }
         let mut children: HashMap<u32, Vec<Downlink>> = HashMap::new();
@@ -166,7 +168,7 @@ impl Check {
         let depth = self.depths(&children);
         let mut leaf_depths: HashMap<u32, u64> = HashMap::new();
         for (b, s) in self.slots.iter().enumerate() {
-            if matches!(s.live(), Some(f) if f & flags::LEAF != 0) && depth[b] != u32::MAX {
+            if matches!(s.live(), Some(f) if f & flags::F_LEAF != 0) && depth[b] != u32::MAX {
                 *leaf_depths.entry(depth[b]).or_default() += 1;
             }
         }
@@ -188,7 +190,7 @@ impl Check {
             }
             let expect_leaf = d + 1 == leaf_depth;
             let wrong = children[&p].iter().find(|c| {
-                matches!(self.slot(c.child).live(), Some(f) if (f & flags::LEAF != 0) != expect_leaf)
+                matches!(self.slot(c.child).live(), Some(f) if (f & flags::F_LEAF != 0) != expect_leaf)
             });
             if let Some(c) = wrong {
                 let what = if expect_leaf {
@@ -221,7 +223,9 @@ impl GraphCheck for Check {
                     return;
                 };
                 self.set(blkno, Slot::Page(f));
-                if f & flags::FOLLOW_RIGHT != 0 && f & flags::DELETED == 0 && right != INVALID_BLOCK
+                if f & flags::F_FOLLOW_RIGHT != 0
+                    && f & flags::F_DELETED == 0
+                    && right != INVALID_BLOCK_NUMBER
                 {
                     self.follow_right.insert(blkno, right);
                 }
@@ -250,7 +254,7 @@ impl GraphCheck for Check {
     fn finish(mut self: Box<Self>) -> Vec<GraphProblem> {
         let mut out = Vec::new();
         if let Some(Slot::Page(f)) = self.slots.first() {
-            if f & flags::DELETED != 0 {
+            if f & flags::F_DELETED != 0 {
                 out.push(GraphProblem::new(
                     GIST_ROOT_BLKNO,
                     "the root page is marked deleted (F_DELETED)".into(),
@@ -291,16 +295,16 @@ mod tests {
     /// Root 0 -> internal 1, 2 -> leaves 3, 4 (under 1) and 5 (under 2).
     fn tree() -> Check {
         let mut c = Check::new(&info(7));
-        page(&mut c, 0, 0, INVALID_BLOCK);
+        page(&mut c, 0, 0, INVALID_BLOCK_NUMBER);
         link(&mut c, 0, 1, 1);
         link(&mut c, 0, 2, 2);
         page(&mut c, 1, 0, 2);
         link(&mut c, 1, 3, 1);
         link(&mut c, 1, 4, 2);
-        page(&mut c, 2, 0, INVALID_BLOCK);
+        page(&mut c, 2, 0, INVALID_BLOCK_NUMBER);
         link(&mut c, 2, 5, 1);
         for b in 3..6 {
-            page(&mut c, b, flags::LEAF, INVALID_BLOCK);
+            page(&mut c, b, flags::F_LEAF, INVALID_BLOCK_NUMBER);
         }
         c
     }
@@ -313,11 +317,16 @@ mod tests {
     fn a_sound_tree_with_an_incomplete_split_and_a_deleted_page_is_clean() {
         let mut c = tree();
         // Leaf 5 split into 5 and 6; the downlink to 6 was never inserted.
-        page(&mut c, 5, flags::LEAF | flags::FOLLOW_RIGHT, 6);
-        page(&mut c, 6, flags::LEAF, INVALID_BLOCK);
+        page(&mut c, 5, flags::F_LEAF | flags::F_FOLLOW_RIGHT, 6);
+        page(&mut c, 6, flags::F_LEAF, INVALID_BLOCK_NUMBER);
         assert!(blocks(c).is_empty());
         let mut c = tree();
-        page(&mut c, 6, flags::LEAF | flags::DELETED, INVALID_BLOCK);
+        page(
+            &mut c,
+            6,
+            flags::F_LEAF | flags::F_DELETED,
+            INVALID_BLOCK_NUMBER,
+        );
         assert!(blocks(c).is_empty());
     }
 
@@ -330,7 +339,12 @@ mod tests {
         link(&mut c, 2, 0, 2); // the root
         assert_eq!(blocks(c), vec![2]);
         let mut c = tree();
-        page(&mut c, 6, flags::LEAF | flags::DELETED, INVALID_BLOCK);
+        page(
+            &mut c,
+            6,
+            flags::F_LEAF | flags::F_DELETED,
+            INVALID_BLOCK_NUMBER,
+        );
         link(&mut c, 2, 6, 2);
         assert_eq!(blocks(c), vec![2]);
         let mut c = tree();
@@ -351,14 +365,14 @@ mod tests {
         assert_eq!(blocks(c), vec![4]);
         // Leaf 3 is an internal page one level too low (its own child 6 is a leaf).
         let mut c = tree();
-        page(&mut c, 3, 0, INVALID_BLOCK);
+        page(&mut c, 3, 0, INVALID_BLOCK_NUMBER);
         link(&mut c, 3, 6, 1);
-        page(&mut c, 6, flags::LEAF, INVALID_BLOCK);
+        page(&mut c, 6, flags::F_LEAF, INVALID_BLOCK_NUMBER);
         assert_eq!(blocks(c), vec![1]);
         // The root names a leaf directly.
         let mut c = tree();
         link(&mut c, 0, 6, 3);
-        page(&mut c, 6, flags::LEAF, INVALID_BLOCK);
+        page(&mut c, 6, flags::F_LEAF, INVALID_BLOCK_NUMBER);
         assert_eq!(blocks(c), vec![0]);
     }
 }

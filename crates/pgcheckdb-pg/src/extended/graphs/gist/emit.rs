@@ -1,8 +1,9 @@
 //! What one sound GiST page says about the graph: its flags and rightlink, and on a live
 //! internal page the child block of every tuple.
 
-use super::{flags, DOWNLINK_TAG, OPAQUE_FLAGS, OPAQUE_RIGHTLINK, PAGE_TAG};
+use super::{DOWNLINK_TAG, OPAQUE_FLAGS, OPAQUE_RIGHTLINK, PAGE_TAG};
 use crate::extended::graphs::Sink;
+use crate::layout::gist::flags;
 use crate::layout::heap::ItemPointer;
 use crate::layout::itemid::line_pointers;
 use crate::layout::{le_u16, le_u32};
@@ -24,7 +25,7 @@ pub fn emit(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
     sink.push(blkno, |w| {
         w.u8(PAGE_TAG).u16(page_flags).u32(rightlink);
     });
-    if page_flags & (flags::LEAF | flags::DELETED) != 0 {
+    if page_flags & (flags::F_LEAF | flags::F_DELETED) != 0 {
         return;
     }
     for it in line_pointers(page, &h) {

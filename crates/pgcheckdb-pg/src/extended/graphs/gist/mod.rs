@@ -30,20 +30,8 @@ pub use emit::emit;
 
 use super::FIRST_AM_TAG;
 
-/// `GISTPageOpaqueData.flags` bits.
-mod flags {
-    /// `F_LEAF`.
-    pub const LEAF: u16 = 1 << 0;
-    /// `F_DELETED`.
-    pub const DELETED: u16 = 1 << 1;
-    /// `F_FOLLOW_RIGHT`: the page to the right has no downlink yet.
-    pub const FOLLOW_RIGHT: u16 = 1 << 3;
-}
-
 /// `GIST_ROOT_BLKNO`.
 const GIST_ROOT_BLKNO: u32 = 0;
-/// `InvalidBlockNumber`.
-const INVALID_BLOCK: u32 = u32::MAX;
 /// Offsets in `GISTPageOpaqueData`: `rightlink` after the 8-byte `nsn`, then `flags`.
 const OPAQUE_RIGHTLINK: usize = 8;
 const OPAQUE_FLAGS: usize = 12;

@@ -16,12 +16,13 @@
 //! reaches (freed `LH_UNUSED_PAGE`s, pages allocated for buckets not yet in use) are not
 //! judged.
 
+use crate::page::INVALID_BLOCK_NUMBER;
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::json;
 
 use super::emit::{tag, HashDigest};
-use super::{lineage_mask, page_type, Meta, INVALID_BLOCK, LH_SPLIT_PENDING};
+use super::{lineage_mask, page_type, Meta, LH_SPLIT_PENDING};
 use crate::extended::facts::Reader;
 use crate::extended::graphs::{GraphCheck, GraphInfo, GraphProblem};
 
@@ -222,7 +223,7 @@ impl Walk<'_> {
     /// Follows bucket `b`'s chain from the primary page at `blkno`.
     fn chain(&mut self, b: u32, blkno: u64, first: u32, split_pending: bool) {
         let (mut prev, mut next) = (blkno, first);
-        while next != INVALID_BLOCK {
+        while next != INVALID_BLOCK_NUMBER {
             let at = next as u64;
             let link = json!({"bucket": b, "next": at});
             if at == 0 || at >= self.check.blocks {
@@ -375,10 +376,10 @@ mod tests {
             codes,
         };
         let mut pages = vec![
-            bucket(0, INVALID_BLOCK, vec![0, 4, 8, 12]),
+            bucket(0, INVALID_BLOCK_NUMBER, vec![0, 4, 8, 12]),
             bucket(1, 6, vec![1, 5, 13]),
-            bucket(2, INVALID_BLOCK, vec![]),
-            bucket(3, INVALID_BLOCK, vec![3, 7]),
+            bucket(2, INVALID_BLOCK_NUMBER, vec![]),
+            bucket(3, INVALID_BLOCK_NUMBER, vec![3, 7]),
             Page {
                 flag: page_type::BITMAP,
                 bucket: 0,
@@ -390,14 +391,14 @@ mod tests {
                 flag: page_type::OVERFLOW,
                 bucket: 1,
                 prev: 2,
-                next: INVALID_BLOCK,
+                next: INVALID_BLOCK_NUMBER,
                 codes: vec![9],
             },
             Page {
                 flag: page_type::UNUSED,
                 bucket: u32::MAX,
-                prev: INVALID_BLOCK,
-                next: INVALID_BLOCK,
+                prev: INVALID_BLOCK_NUMBER,
+                next: INVALID_BLOCK_NUMBER,
                 codes: vec![],
             },
         ];

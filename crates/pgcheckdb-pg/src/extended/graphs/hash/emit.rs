@@ -4,6 +4,7 @@
 
 use super::{meta_bytes, page_type};
 use crate::extended::graphs::{Sink, FIRST_AM_TAG};
+use crate::layout::index_tuple::{INDEX_NULL_MASK, SIZE_OF_INDEX_TUPLE};
 use crate::layout::itemid::{line_pointers, LpFlags};
 use crate::layout::{le_u16, le_u32};
 use crate::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
@@ -19,12 +20,10 @@ pub(crate) mod tag {
     pub const BITMAP: u8 = FIRST_AM_TAG + 2;
 }
 
-/// `INDEX_NULL_MASK` in an index tuple's `t_info` (hash indexes store no nulls; such a
-/// tuple's hash code is not read).
-const INDEX_NULL_MASK: u16 = 0x8000;
 /// Where a hash index tuple's hash code starts: after `IndexTupleData` (8 bytes, already
-/// `MAXALIGN`ed).
-const HASH_CODE_OFFSET: usize = 8;
+/// `MAXALIGN`ed). Hash indexes store no nulls; a tuple with `INDEX_NULL_MASK` set has its hash
+/// code left unread.
+const HASH_CODE_OFFSET: usize = SIZE_OF_INDEX_TUPLE;
 
 /// The digest of a page's tuples' hash codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

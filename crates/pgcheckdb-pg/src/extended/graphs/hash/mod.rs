@@ -19,6 +19,7 @@ pub use emit::emit;
 use crate::layout::hash::{
     HASHM_BMSHIFT, HASHM_BMSIZE, HASHM_HIGHMASK, HASHM_LOWMASK, HASHM_MAPP, HASHM_MAXBUCKET,
     HASHM_NMAPS, HASHM_OVFLPOINT, HASHM_SPARES, HASH_MAX_BITMAPS, HASH_MAX_SPLITPOINTS,
+    HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE, HASH_SPLITPOINT_PHASE_BITS,
 };
 use crate::layout::le_u16;
 use crate::layout::le_u32;
@@ -26,13 +27,8 @@ use crate::page::SIZE_OF_PAGE_HEADER_DATA;
 
 pub(crate) use crate::layout::hash::{page_type, LH_SPLIT_PENDING};
 
-/// `InvalidBlockNumber`: the end of a chain.
-pub(crate) const INVALID_BLOCK: u32 = u32::MAX;
-
-/// `HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE` and `HASH_SPLITPOINT_PHASE_BITS`.
-const GROUPS_WITH_ONE_PHASE: u32 = 10;
-const PHASE_BITS: u32 = 2;
-const PHASE_MASK: u32 = (1 << PHASE_BITS) - 1;
+/// The phase of a split point within its group.
+const PHASE_MASK: u32 = (1 << HASH_SPLITPOINT_PHASE_BITS) - 1;
 
 /// The bytes of the metapage's `HashMetaPageData` up to the last used `hashm_mapp` entry.
 pub(crate) fn meta_bytes(page: &[u8]) -> &[u8] {
@@ -187,22 +183,24 @@ fn ceil_log2(n: u64) -> u32 {
 /// `_hash_spareindex`: the splitpoint phase that holds bucket number `num_bucket - 1`.
 fn spare_index(num_bucket: u64) -> u32 {
     let group = ceil_log2(num_bucket);
-    if group < GROUPS_WITH_ONE_PHASE {
+    if group < HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE {
         return group;
     }
-    let phases = GROUPS_WITH_ONE_PHASE + ((group - GROUPS_WITH_ONE_PHASE) << PHASE_BITS);
-    phases + (((num_bucket - 1) >> (group - (PHASE_BITS + 1))) as u32 & PHASE_MASK)
+    let phases = HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE
+        + ((group - HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE) << HASH_SPLITPOINT_PHASE_BITS);
+    phases + (((num_bucket - 1) >> (group - (HASH_SPLITPOINT_PHASE_BITS + 1))) as u32 & PHASE_MASK)
 }
 
 /// `_hash_get_totalbuckets`: how many buckets exist once splitpoint phase `phase` is in use.
 fn total_buckets(phase: u32) -> u64 {
-    if phase < GROUPS_WITH_ONE_PHASE {
+    if phase < HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE {
         return 1 << phase;
     }
-    let group = GROUPS_WITH_ONE_PHASE + ((phase - GROUPS_WITH_ONE_PHASE) >> PHASE_BITS);
+    let group = HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE
+        + ((phase - HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE) >> HASH_SPLITPOINT_PHASE_BITS);
     let half = 1u64 << (group - 1);
-    let phases_in_group = ((phase - GROUPS_WITH_ONE_PHASE) & PHASE_MASK) as u64 + 1;
-    half + (half >> PHASE_BITS) * phases_in_group
+    let phases_in_group = ((phase - HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE) & PHASE_MASK) as u64 + 1;
+    half + (half >> HASH_SPLITPOINT_PHASE_BITS) * phases_in_group
 }
 
 /// The bits a tuple's hash code shares with every bucket `b` ever held it in: a hash code

@@ -6,9 +6,11 @@
 
 use serde_json::{json, Value};
 
-use super::{flags, Kind, PageProblem, LINK_TAG, PAGE_TAG, PROBLEM_TAG, SPGIST_LAST_FIXED_BLKNO};
+use super::{Kind, PageProblem, LINK_TAG, PAGE_TAG, PROBLEM_TAG};
 use crate::extended::facts::Reader;
 use crate::extended::graphs::{GraphCheck, GraphInfo, GraphProblem};
+use crate::layout::spgist::flags;
+use crate::layout::spgist::SPGIST_LAST_FIXED_BLKNO;
 
 /// What is known of the current block.
 #[derive(Debug, Default)]
@@ -197,13 +199,13 @@ impl Check {
 
 /// Why a downlink may not name `link.offset` of a sound page with `flags` and `kinds`.
 fn target_problem(flags: u16, kinds: &[Kind], link: Link, parent_nulls: bool) -> Option<String> {
-    if flags & flags::META != 0 {
+    if flags & flags::SPGIST_META != 0 {
         return Some("a metapage".into());
     }
-    if flags & flags::DELETED != 0 {
+    if flags & flags::SPGIST_DELETED != 0 {
         return Some("a deleted page (SPGIST_DELETED)".into());
     }
-    let nulls = flags & flags::NULLS != 0;
+    let nulls = flags & flags::SPGIST_NULLS != 0;
     if nulls != parent_nulls {
         let tree = |n: bool| if n { "nulls" } else { "non-null" };
         return Some(format!(
@@ -215,7 +217,7 @@ fn target_problem(flags: u16, kinds: &[Kind], link: Link, parent_nulls: bool) ->
     let Some(kind) = kinds.get((link.offset as usize).wrapping_sub(1)).copied() else {
         return Some(format!("the page has {} line pointers", kinds.len()));
     };
-    let ok = if flags & flags::LEAF != 0 {
+    let ok = if flags & flags::SPGIST_LEAF != 0 {
         matches!(kind, Kind::ChainHead | Kind::Dead)
     } else {
         kind == Kind::Inner
@@ -319,16 +321,21 @@ mod tests {
     /// Meta 0, root 1 (inner) -> inner tuple (3,1) -> leaf chains (4,1) and (4,3); nulls
     /// root 2 a leaf.
     fn index(c: &mut Check) {
-        page(c, 0, flags::META, &[]);
+        page(c, 0, flags::SPGIST_META, &[]);
         page(c, 1, 0, &[Kind::Inner]);
-        page(c, 2, flags::LEAF | flags::NULLS, &[Kind::RootLeaf]);
+        page(
+            c,
+            2,
+            flags::SPGIST_LEAF | flags::SPGIST_NULLS,
+            &[Kind::RootLeaf],
+        );
         page(c, 3, 0, &[Kind::Inner, Kind::Redirect]);
         link(c, 3, 1, 1, 1, false);
         use Kind::*;
         page(
             c,
             4,
-            flags::LEAF,
+            flags::SPGIST_LEAF,
             &[ChainHead, ChainMember, Dead, Placeholder],
         );
         link(c, 4, 1, 3, 1, false);
@@ -358,7 +365,7 @@ mod tests {
             assert!(found.contains(&3), "({b},{off}): {found:?}");
         }
         let mut c = check(5);
-        page(&mut c, 0, flags::META, &[]);
+        page(&mut c, 0, flags::SPGIST_META, &[]);
         page(&mut c, 1, 0, &[Kind::Inner]);
         link(&mut c, 1, 1, 3, 1, false);
         assert_eq!(blocks(c), vec![3]);
@@ -377,20 +384,20 @@ mod tests {
         assert_eq!(blocks(c), vec![4]);
         // Without the downlink to (4,1) its chain is unreached...
         let mut c = check(5);
-        page(&mut c, 0, flags::META, &[]);
+        page(&mut c, 0, flags::SPGIST_META, &[]);
         page(&mut c, 1, 0, &[Kind::Inner]);
-        page(&mut c, 2, flags::LEAF | flags::NULLS, &[]);
+        page(&mut c, 2, flags::SPGIST_LEAF | flags::SPGIST_NULLS, &[]);
         page(&mut c, 3, 0, &[Kind::Inner]);
         link(&mut c, 3, 1, 1, 1, false);
-        page(&mut c, 4, flags::LEAF, &[Kind::ChainHead]);
+        page(&mut c, 4, flags::SPGIST_LEAF, &[Kind::ChainHead]);
         assert_eq!(blocks(c), vec![4]);
         // ... unless a page was damaged.
         let mut c = check(5);
-        page(&mut c, 0, flags::META, &[]);
+        page(&mut c, 0, flags::SPGIST_META, &[]);
         page(&mut c, 1, 0, &[Kind::Inner]);
-        page(&mut c, 2, flags::LEAF | flags::NULLS, &[]);
+        page(&mut c, 2, flags::SPGIST_LEAF | flags::SPGIST_NULLS, &[]);
         c.damaged(3);
-        page(&mut c, 4, flags::LEAF, &[Kind::ChainHead]);
+        page(&mut c, 4, flags::SPGIST_LEAF, &[Kind::ChainHead]);
         assert!(blocks(c).is_empty());
     }
 }

@@ -1,24 +1,20 @@
 //! What one sound SP-GiST page says about the graph: the kind of each tuple, the leaf chains
 //! of a leaf page, and the downlinks of an inner page's nodes.
 
-use super::{flags, is_root, Kind, PageProblem, LINK_TAG, PAGE_TAG, PROBLEM_TAG};
+use super::{is_root, Kind, PageProblem, LINK_TAG, PAGE_TAG, PROBLEM_TAG};
 use crate::extended::graphs::Sink;
 use crate::layout::heap::ItemPointer;
+use crate::layout::index_tuple::{INDEX_SIZE_MASK, SIZE_OF_INDEX_TUPLE};
 use crate::layout::itemid::{line_pointers, ItemId};
+use crate::layout::spgist::flags;
+use crate::layout::spgist::{SPGIST_DEAD, SPGIST_LIVE, SPGIST_REDIRECT};
 use crate::layout::{le_u16, le_u32};
 use crate::page::PageHeader;
 
-/// `tupstate` values.
-const SPGIST_LIVE: u32 = 0;
-const SPGIST_REDIRECT: u32 = 1;
-const SPGIST_DEAD: u32 = 2;
 /// `SGLT_GET_NEXTOFFSET`: the low 14 bits of a leaf tuple's `t_info` (at byte 4).
 const NEXT_OFFSET_MASK: u16 = 0x3FFF;
 /// `SGITHDRSZ`: the inner tuple header before its prefix and nodes.
 const SGITHDRSZ: usize = 8;
-/// A node is an `IndexTupleData`: `t_tid` then `t_info`, whose low 13 bits are its size.
-const NODE_HEADER: usize = 8;
-const INDEX_SIZE_MASK: u16 = 0x1FFF;
 
 /// Writes the graph facts of one sound SP-GiST page.
 pub fn emit(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
@@ -28,16 +24,16 @@ pub fn emit(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
     let Some(page_flags) = le_u16(page, h.pd_special as usize) else {
         return;
     };
-    let items = if page_flags & (flags::META | flags::DELETED) == 0 {
+    let items = if page_flags & (flags::SPGIST_META | flags::SPGIST_DELETED) == 0 {
         line_pointers(page, &h)
     } else {
         Vec::new()
     };
     let tuples: Vec<Option<&[u8]>> = items.iter().map(|it| tuple(page, it)).collect();
     let mut problems = Vec::new();
-    let kinds = if page_flags & (flags::META | flags::DELETED) != 0 {
+    let kinds = if page_flags & (flags::SPGIST_META | flags::SPGIST_DELETED) != 0 {
         Vec::new()
-    } else if page_flags & flags::LEAF == 0 {
+    } else if page_flags & flags::SPGIST_LEAF == 0 {
         inner_kinds(&tuples)
     } else if is_root(blkno) {
         root_leaf_kinds(&tuples, &mut problems)
@@ -47,8 +43,8 @@ pub fn emit(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
     sink.push(blkno, |w| {
         w.u8(PAGE_TAG).u16(page_flags).bytes(&kinds);
     });
-    if page_flags & (flags::META | flags::DELETED | flags::LEAF) == 0 {
-        let nulls = u8::from(page_flags & flags::NULLS != 0);
+    if page_flags & (flags::SPGIST_META | flags::SPGIST_DELETED | flags::SPGIST_LEAF) == 0 {
+        let nulls = u8::from(page_flags & flags::SPGIST_NULLS != 0);
         for (i, t) in tuples.iter().enumerate() {
             let offset = i as u16 + 1;
             if let Some(t) = t.filter(|_| kinds[i] == Kind::Inner as u8) {
@@ -202,7 +198,8 @@ fn downlinks(t: &[u8], blkno: u32, offset: u16, nulls: u8, sink: &mut Sink<'_>) 
     for _ in 0..n_nodes {
         let tid = ItemPointer::parse(t, at)?;
         let size = (le_u16(t, at + 6)? & INDEX_SIZE_MASK) as usize;
-        if size < NODE_HEADER || at + size > t.len() {
+        // A node is an `IndexTupleData`: `t_tid` then `t_info`, whose low 13 bits are its size.
+        if size < SIZE_OF_INDEX_TUPLE || at + size > t.len() {
             return None;
         }
         // ItemPointerIsValid: a node without a child has offset 0.

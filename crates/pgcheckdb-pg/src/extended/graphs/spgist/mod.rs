@@ -39,22 +39,7 @@ pub use emit::emit;
 
 use super::FIRST_AM_TAG;
 
-/// `SpGistPageOpaqueData.flags` bits.
-mod flags {
-    /// `SPGIST_META`.
-    pub const META: u16 = 1 << 0;
-    /// `SPGIST_DELETED` (never set by current versions).
-    pub const DELETED: u16 = 1 << 1;
-    /// `SPGIST_LEAF`.
-    pub const LEAF: u16 = 1 << 2;
-    /// `SPGIST_NULLS`.
-    pub const NULLS: u16 = 1 << 3;
-}
-
-/// `SPGIST_METAPAGE_BLKNO`, `SPGIST_ROOT_BLKNO`, `SPGIST_NULL_BLKNO`.
-const SPGIST_ROOT_BLKNO: u32 = 1;
-const SPGIST_NULL_BLKNO: u32 = 2;
-const SPGIST_LAST_FIXED_BLKNO: u32 = SPGIST_NULL_BLKNO;
+use crate::layout::spgist::{SPGIST_NULL_BLKNO, SPGIST_ROOT_BLKNO};
 
 /// `SpGistBlockIsRoot`.
 fn is_root(blkno: u32) -> bool {

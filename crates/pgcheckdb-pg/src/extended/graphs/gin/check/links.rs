@@ -5,7 +5,8 @@ use serde_json::json;
 
 use super::{describe, level_word, Check, Seen, NONE};
 use crate::extended::graphs::gin::flags::*;
-use crate::extended::graphs::gin::{tid_text, LinkKind, INVALID_BLOCK};
+use crate::extended::graphs::gin::{tid_text, LinkKind};
+use crate::page::INVALID_BLOCK_NUMBER;
 
 impl Check {
     /// Every link: inside the index, at a page of the right kind, the only link to it; the
@@ -83,7 +84,7 @@ impl Check {
     pub(super) fn check_rightlinks(&mut self) {
         for b in 0..self.slots.len() as u32 {
             let s = self.slots[b as usize];
-            if s.seen != Seen::Sound || s.fact.rightlink == INVALID_BLOCK {
+            if s.seen != Seen::Sound || s.fact.rightlink == INVALID_BLOCK_NUMBER {
                 continue;
             }
             let entry = s.fact.is_entry();

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::{describe, Check};
 use crate::extended::graphs::gin::flags::*;
-use crate::extended::graphs::gin::INVALID_BLOCK;
+use crate::page::INVALID_BLOCK_NUMBER;
 
 impl Check {
     /// The pending list: from the metapage's head through rightlinks, live pending-list pages
@@ -13,7 +13,7 @@ impl Check {
         let Some((head, tail)) = self.meta else {
             return;
         };
-        if head == INVALID_BLOCK {
+        if head == INVALID_BLOCK_NUMBER {
             return;
         }
         let (mut from, mut cur) = (0u32, head);
@@ -39,7 +39,7 @@ impl Check {
                 return;
             }
             if cur == tail {
-                if f.rightlink != INVALID_BLOCK {
+                if f.rightlink != INVALID_BLOCK_NUMBER {
                     self.problem(
                         cur,
                         format!(
@@ -51,7 +51,7 @@ impl Check {
                 }
                 return;
             }
-            if f.rightlink == INVALID_BLOCK {
+            if f.rightlink == INVALID_BLOCK_NUMBER {
                 self.problem(
                     cur,
                     format!("the pending list ends here, before its tail {tail}"),

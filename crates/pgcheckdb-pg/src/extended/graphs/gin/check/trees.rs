@@ -8,7 +8,8 @@ use serde_json::json;
 
 use super::{describe, level_word, Check, Seen, NONE};
 use crate::extended::graphs::gin::flags::*;
-use crate::extended::graphs::gin::{LinkKind, PageFact, GIN_ROOT_BLKNO, INVALID_BLOCK};
+use crate::extended::graphs::gin::{LinkKind, PageFact, GIN_ROOT_BLKNO};
+use crate::page::INVALID_BLOCK_NUMBER;
 
 impl Check {
     /// Walks the entry tree from its root and each posting tree from its root named by a
@@ -78,7 +79,7 @@ impl Check {
             }
             if kind == LinkKind::EntryDownlink
                 && f.is(GIN_INCOMPLETE_SPLIT)
-                && f.rightlink != INVALID_BLOCK
+                && f.rightlink != INVALID_BLOCK_NUMBER
             {
                 let r = f.rightlink;
                 let orphan_entry = self.fact(r).is_some_and(PageFact::is_entry)
