@@ -10,8 +10,8 @@
 //! - `corrupt` without `--yes` refuses at once when stdin is a pipe, also with "yes" piped in,
 //!   and writes nothing.
 //!
-//! All of this is about the tool's own files, names and prompts, which are the same for every
-//! supported PostgreSQL version: one version (16, data checksums on) gives the real cluster.
+//! All of this is about the tool's own files, names and prompts; it runs on a real cluster of
+//! every supported version (data checksums on every other one) all the same.
 
 mod common;
 
@@ -146,10 +146,11 @@ fn run(args: &[&str], start: Start<'_>) -> Run {
     run
 }
 
-/// A stopped PostgreSQL 16 cluster with one small table, and the table's file.
-fn cluster() -> (Cluster, PathBuf) {
-    pgcheckdb_testkit::require_binaries(16);
-    let mut cluster = Cluster::init_temp(&ClusterOptions::new(16, true)).expect("initdb 16");
+/// A stopped cluster of `major` with one small table, and the table's file.
+fn cluster(major: u32) -> (Cluster, PathBuf) {
+    pgcheckdb_testkit::require_binaries(major);
+    let mut cluster =
+        Cluster::init_temp(&ClusterOptions::new(major, major % 2 == 0)).expect("initdb");
     cluster.start().expect("start");
     cluster
         .psql(
@@ -202,12 +203,14 @@ fn verify_with_metrics(datadir: &Path, metrics: &Path, start: Start<'_>) -> Run 
 }
 
 #[test]
-fn trust_files_pg16() {
-    let (cluster, heap) = cluster();
-    metrics_file_is_not_written_through_a_planted_link(cluster.datadir());
-    odd_previous_metrics_files_are_one_error(cluster.datadir());
-    names_are_escaped_in_text(cluster.datadir());
-    corrupt_refuses_a_pipe_at_once(cluster.datadir(), &heap);
+fn trust_files_on_every_version() {
+    for major in pgcheckdb_testkit::MAJORS {
+        let (cluster, heap) = cluster(major);
+        metrics_file_is_not_written_through_a_planted_link(cluster.datadir());
+        odd_previous_metrics_files_are_one_error(cluster.datadir());
+        names_are_escaped_in_text(cluster.datadir());
+        corrupt_refuses_a_pipe_at_once(cluster.datadir(), &heap);
+    }
 }
 
 /// Item 2: root runs verify with `--metrics-file` in a shared directory where another user
