@@ -203,6 +203,15 @@ fn confirm(t: &BlockTarget, args: &CorruptArgs) -> anyhow::Result<()> {
     }
 }
 
+/// `--offset` (default: the middle of the page), which must lie inside the page.
+fn offset_in_page(args: &CorruptArgs, bs: usize) -> anyhow::Result<usize> {
+    let offset = args.offset.unwrap_or(bs / 2);
+    if offset >= bs {
+        bail!("--offset {offset} is outside the {bs}-byte page");
+    }
+    Ok(offset)
+}
+
 /// Applies the damage to `file` (the target's segment file); returns a description.
 fn apply(
     file: &SegmentFile,
@@ -213,10 +222,7 @@ fn apply(
 ) -> anyhow::Result<String> {
     let (damage, text) = match args.how {
         CorruptHow::FlipBit => {
-            let offset = args.offset.unwrap_or(bs / 2);
-            if offset >= bs {
-                bail!("--offset {offset} is outside the {bs}-byte page");
-            }
+            let offset = offset_in_page(args, bs)?;
             (
                 Damage::FlipBit { offset, bit: 0 },
                 format!("flipped bit 0 of byte {offset}"),
@@ -224,10 +230,7 @@ fn apply(
         }
         CorruptHow::Zero => (Damage::ZeroBlock, "zeroed the whole block".to_string()),
         CorruptHow::Tear => {
-            let from = args.offset.unwrap_or(bs / 2);
-            if from >= bs {
-                bail!("--offset {from} is outside the {bs}-byte page");
-            }
+            let from = offset_in_page(args, bs)?;
             (
                 Damage::ZeroTail { from },
                 format!("zeroed from byte {from} to the end (torn write)"),
