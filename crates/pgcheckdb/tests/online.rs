@@ -452,7 +452,7 @@ fn a_connection_to_another_cluster_is_refused() {
 #[test]
 fn a_copy_whose_wal_is_behind_the_files_is_refused() {
     for major in pgcheckdb_testkit::MAJORS {
-        let opts = ClusterOptions::new(major, major % 2 == 0);
+        let opts = ClusterOptions::new(major, major.is_multiple_of(2));
         let mut original = Cluster::init_temp(&opts).expect("initdb");
         original.start().expect("start");
         original

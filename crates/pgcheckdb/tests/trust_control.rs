@@ -49,8 +49,8 @@ fn assert_server_refuses(cluster: &mut Cluster) {
 #[test]
 fn impossible_control_values_are_one_refusal_on_every_version() {
     for major in MAJORS {
-        let mut cluster =
-            Cluster::init_temp(&ClusterOptions::new(major, major % 2 == 0)).expect("initdb");
+        let mut cluster = Cluster::init_temp(&ClusterOptions::new(major, major.is_multiple_of(2)))
+            .expect("initdb");
         let clean = verify(&cluster, "standard");
         assert_status(&clean, 0, "fresh cluster");
 

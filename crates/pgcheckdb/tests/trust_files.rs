@@ -150,7 +150,7 @@ fn run(args: &[&str], start: Start<'_>) -> Run {
 fn cluster(major: u32) -> (Cluster, PathBuf) {
     pgcheckdb_testkit::require_binaries(major);
     let mut cluster =
-        Cluster::init_temp(&ClusterOptions::new(major, major % 2 == 0)).expect("initdb");
+        Cluster::init_temp(&ClusterOptions::new(major, major.is_multiple_of(2))).expect("initdb");
     cluster.start().expect("start");
     cluster
         .psql(
