@@ -3,7 +3,6 @@
 //! Reads the fields pgcheckdb needs, checks the CRC-32C and the sanity rules, and can write the
 //! file back with a new `data_checksum_version` (used by `checksums enable|disable`).
 
-use crate::catalog::layouts::NAMEDATALEN;
 use crate::layout::toast::toast_max_chunk_size;
 use pgcheckdb_scan::open::read_regular;
 use std::fmt;
@@ -246,6 +245,8 @@ fn read_u64(b: &[u8], off: usize) -> u64 {
 
 /// `INDEX_MAX_KEYS` of the builds pgcheckdb reads (PostgreSQL's default).
 pub const INDEX_MAX_KEYS: usize = 32;
+/// `NAMEDATALEN` of the builds pgcheckdb reads (PostgreSQL's default): bytes of a `name`.
+pub const NAMEDATALEN: usize = 64;
 /// `relseg_size` can be at most `MaxBlockNumber`'s range.
 const MAX_RELSEG_SIZE: u32 = u32::MAX >> 1;
 

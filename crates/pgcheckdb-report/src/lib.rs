@@ -339,7 +339,10 @@ pub fn summary_text(s: &Summary, findings: &[Finding]) -> String {
         .filter(|w| !w.is_empty())
     {
         let worst = weak.iter().map(|w| w.miss_chance).fold(0.0, f64::max);
-        let useless = weak.iter().filter(|w| w.miss_chance >= 0.5).count();
+        let useless = weak
+            .iter()
+            .filter(|w| w.miss_chance >= pgcheckdb_pg::extended::USELESS_MISS_CHANCE)
+            .count();
         let uncounted = match useless {
             0 => String::new(),
             n => format!(", {n} of them too weak to count as checked"),

@@ -90,7 +90,7 @@ fn oversized_findings(tar: &TarBackup) -> Vec<Finding> {
     tar.oversized
         .iter()
         .map(|m| {
-            let mut f = Finding::for_file(
+            Finding::for_file(
                 FindingKind::BackupFileOversized,
                 Severity::Error,
                 &m.path,
@@ -98,9 +98,8 @@ fn oversized_findings(tar: &TarBackup) -> Vec<Finding> {
                     "{} bytes, more than {} can be ({} bytes): not unpacked, and not read by the checks that need it",
                     m.size, m.what, m.cap
                 ),
-            );
-            f.detail = serde_json::json!({ "size": m.size, "max_size": m.cap });
-            f
+            )
+            .with_detail(serde_json::json!({ "size": m.size, "max_size": m.cap }))
         })
         .collect()
 }

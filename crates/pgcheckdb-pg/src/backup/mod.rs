@@ -352,9 +352,6 @@ pub fn add_manifest_result(
 
 /// Adds findings made outside the page checks, in the report's order, and counts them.
 pub fn add_findings(report: &mut VerifyReport, findings: Vec<Finding>) {
-    if findings.is_empty() {
-        return;
-    }
     report.findings.extend(findings);
     report
         .findings

@@ -1,8 +1,8 @@
 //! Where the fixed-width columns of the system catalogs sit inside a row's data area, per
 //! PostgreSQL major version. Each layout is data: one table per catalog and version range.
 
-/// `NAMEDATALEN`: bytes of a `name` column.
-pub const NAMEDATALEN: usize = 64;
+/// `NAMEDATALEN`: bytes of a `name` column (pg_control records the cluster's).
+pub use crate::control::NAMEDATALEN;
 
 /// `pg_class` columns pgcheckdb reads.
 #[derive(Debug, Clone, Copy)]

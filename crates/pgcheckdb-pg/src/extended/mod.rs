@@ -76,6 +76,10 @@ pub const DEFAULT_MEMORY: u64 = 1 << 30;
 /// the filter of even a small table would miss most of the entries an index lacks.
 pub const MIN_MEMORY: u64 = 32 << 10;
 
+/// A heap -> index miss chance at which a Bloom filter is no check of its index: the index is
+/// counted as not checked (and still listed as weak).
+pub const USELESS_MISS_CHANCE: f64 = 0.5;
+
 /// The extended level's part of the summary.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ExtendedSummary {

@@ -14,7 +14,9 @@ use super::diagnose::{diagnose, Extra};
 use super::{AllIndexed, REPORTED_PER_INDEX};
 use crate::catalog::xact::CommitLog;
 use crate::extended::report::block_finding;
-use crate::extended::{ExtendedPlan, ExtendedSummary, NotOrderCheckedIndex, WeakFilter};
+use crate::extended::{
+    ExtendedPlan, ExtendedSummary, NotOrderCheckedIndex, WeakFilter, USELESS_MISS_CHANCE,
+};
 use crate::finding::{Finding, FindingKind as K, Severity};
 use crate::verify::Plan;
 
@@ -25,8 +27,6 @@ const DIAGNOSED_BLOCKS: usize = 1000;
 /// A miss chance worth naming the index for: the check ran weakened (in the summary, and in
 /// the text's closing sentence).
 const WEAK_MISS_CHANCE: f64 = 0.02;
-/// A miss chance at which the filter is no check of the index: it is counted as not checked.
-const USELESS_MISS_CHANCE: f64 = 0.5;
 
 /// The findings of every index checked; fills the heap -> index part of `summary`.
 /// `existing` are the findings of the scan: an index with one of its own is not judged.
