@@ -4,7 +4,7 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use pgcheckdb_pg::control::ControlFile;
+use pgcheckdb_pg::format::control::ControlFile;
 
 static CONTROL: OnceLock<ControlFile> = OnceLock::new();
 

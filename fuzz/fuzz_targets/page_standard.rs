@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use pgcheckdb_pg::fuzzing::{standard, StandardContext};
-use pgcheckdb_pg::standard::Scratch;
+use pgcheckdb_pg::check::standard::Scratch;
 
 static CONTEXT: OnceLock<StandardContext> = OnceLock::new();
 

@@ -11,7 +11,7 @@ use pgcheckdb_scan::open::file_type_name;
 use serde_json::json;
 
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
-use crate::relfile::{parse_relation_file_name, ForkNumber, RelFileName};
+use crate::format::relfile::{parse_relation_file_name, ForkNumber, RelFileName};
 
 /// Where a relation directory sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -28,8 +28,8 @@ impl Location {
     /// Tablespace oid: `pg_global` for `global/`, `pg_default` for `base/`.
     pub fn tablespace_oid(self) -> u32 {
         match self {
-            Location::Global => crate::catalog::layouts::oids::GLOBALTABLESPACE,
-            Location::Database { .. } => crate::catalog::layouts::oids::DEFAULTTABLESPACE,
+            Location::Global => crate::format::oids::GLOBALTABLESPACE,
+            Location::Database { .. } => crate::format::oids::DEFAULTTABLESPACE,
             Location::Tablespace { spc_oid, .. } => spc_oid,
         }
     }

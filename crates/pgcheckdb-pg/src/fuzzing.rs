@@ -13,22 +13,22 @@ use std::sync::Arc;
 use crate::catalog::attributes::Attribute;
 use crate::catalog::relmap::parse_relmap;
 use crate::catalog::xact::CommitLog;
-use crate::checksum::raw_block_sum;
-use crate::control::ControlFile;
-use crate::enable::{classify_block, stamp_chunk, BlockAction};
-use crate::finding::Severity;
-use crate::inspect::{decode_page, render_text};
-use crate::physical::{check_page, check_page_with_sum, MisplacedEvidence, PageCheckConfig};
-use crate::physical::{PageProblem, PageVerdict};
-use crate::standard::{
+use crate::check::physical::{check_page, check_page_with_sum, MisplacedEvidence, PageCheckConfig};
+use crate::check::physical::{PageProblem, PageVerdict};
+use crate::check::standard::{
     check_page_structure, ClusterFacts, FileStructure, HeapRelation, Inputs, PageFormat, Scratch,
     StructureProblem,
 };
+use crate::finding::Severity;
+use crate::format::checksum::raw_block_sum;
+use crate::format::control::ControlFile;
+use crate::ops::enable::{classify_block, stamp_chunk, BlockAction};
+use crate::ops::inspect::{decode_page, render_text};
 
 /// `MAXALIGN` of the seed clusters (x86-64).
-pub use crate::layout::MAXIMUM_ALIGNOF as MAX_ALIGN;
+pub use crate::format::bytes::MAXIMUM_ALIGNOF as MAX_ALIGN;
 /// Block size of the seed clusters (PostgreSQL's default).
-pub use crate::page::DEFAULT_BLCKSZ as BLCKSZ;
+pub use crate::format::page::DEFAULT_BLCKSZ as BLCKSZ;
 /// Blocks the fuzzed fork is said to have (links and `t_ctid` are checked against it).
 const FORK_BLOCKS: u64 = 256;
 /// Block numbers each page is checked at: 0 (metapages) and a later one.
@@ -191,12 +191,12 @@ impl StandardContext {
             .map(|(name, format)| {
                 // B-tree pages also go through the key-order check, as an (int4, text) index.
                 let btree_order = matches!(format, PageFormat::Btree).then(|| {
-                    crate::btree_order::plan::BtreeOrderCheck {
+                    crate::check::order::plan::BtreeOrderCheck {
                         ordering: std::sync::Arc::new(
-                            crate::btree_order::IndexOrdering::for_fuzzing(),
+                            crate::check::order::IndexOrdering::for_fuzzing(),
                         ),
                         version: std::sync::Arc::new(
-                            crate::btree_order::plan::IndexVersion::known(true),
+                            crate::check::order::plan::IndexVersion::known(true),
                         ),
                     }
                 });

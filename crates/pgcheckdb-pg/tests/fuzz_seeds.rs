@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use pgcheckdb_pg::control::ControlFile;
+use pgcheckdb_pg::check::physical::{check_page, PageCheckConfig, PageVerdict};
+use pgcheckdb_pg::check::standard::Scratch;
+use pgcheckdb_pg::format::control::ControlFile;
 use pgcheckdb_pg::fuzzing::{self, StandardContext, BLCKSZ};
-use pgcheckdb_pg::physical::{check_page, PageCheckConfig, PageVerdict};
-use pgcheckdb_pg::standard::Scratch;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use pgcheckdb_pg::finding::{Finding, FindingKind, Severity};
-use pgcheckdb_pg::relfile::ForkNumber;
+use pgcheckdb_pg::format::relfile::ForkNumber;
 
 /// The class of damage a finding belongs to; each has one line of advice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

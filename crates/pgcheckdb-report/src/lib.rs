@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::io::{self, Write};
 
 use pgcheckdb_pg::finding::{Finding, Severity};
-use pgcheckdb_pg::verify::Summary;
+use pgcheckdb_pg::verify::report::Summary;
 use serde::Serialize;
 
 pub mod advice;
@@ -341,7 +341,7 @@ pub fn summary_text(s: &Summary, findings: &[Finding]) -> String {
         let worst = weak.iter().map(|w| w.miss_chance).fold(0.0, f64::max);
         let useless = weak
             .iter()
-            .filter(|w| w.miss_chance >= pgcheckdb_pg::extended::USELESS_MISS_CHANCE)
+            .filter(|w| w.miss_chance >= pgcheckdb_pg::check::extended::USELESS_MISS_CHANCE)
             .count();
         let uncounted = match useless {
             0 => String::new(),
@@ -400,7 +400,7 @@ pub fn summary_text(s: &Summary, findings: &[Finding]) -> String {
 mod tests {
     use super::*;
     use pgcheckdb_pg::finding::{DatabaseRef, FindingKind, RelationRef};
-    use pgcheckdb_pg::relfile::ForkNumber;
+    use pgcheckdb_pg::format::relfile::ForkNumber;
 
     fn finding() -> Finding {
         let mut f = Finding::for_file(
@@ -480,7 +480,7 @@ mod tests {
 
     #[test]
     fn relations_checked_at_the_physical_level_only() {
-        use pgcheckdb_pg::verify::NotStructureChecked;
+        use pgcheckdb_pg::check::structure::NotStructureChecked;
         let one = |i: usize| NotStructureChecked {
             database: "postgres".into(),
             relation: format!("public.i\n{i}"),

@@ -13,7 +13,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use pgcheckdb_pg::finding::{Finding, Severity};
-use pgcheckdb_pg::verify::Summary;
+use pgcheckdb_pg::verify::report::Summary;
 
 /// Metric name prefix.
 const PREFIX: &str = "pgcheckdb_verify";

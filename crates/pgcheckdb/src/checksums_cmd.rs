@@ -1,5 +1,5 @@
 //! `pgcheckdb checksums status|enable|disable`: show the page-verify switch and turn it on or off
-//! in a stopped cluster. The PostgreSQL side lives in `pgcheckdb_pg::enable`; this file resolves
+//! in a stopped cluster. The PostgreSQL side lives in `pgcheckdb_pg::ops::enable`; this file resolves
 //! the arguments, prints and maps outcomes to exit codes.
 //!
 //! Exit codes of `enable`: 0 checksums are on (or a dry run found nothing in the way); 1 refused
@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail};
 use clap::Args;
-use pgcheckdb_pg::enable::{self, EnableOptions, EnableOutcome, EnableReport, Enabler};
-use pgcheckdb_pg::lock::DataDirLock;
+use pgcheckdb_pg::ops::enable::{self, EnableOptions, EnableOutcome, EnableReport, Enabler};
+use pgcheckdb_pg::ops::lock::DataDirLock;
 use pgcheckdb_report::{human_bytes, write_finding, Format};
 use pgcheckdb_scan::Progress;
 use serde_json::json;
@@ -122,7 +122,7 @@ fn print_failure_summary(fmt: Format, command: &str, outcome: &str, checksums: &
 /// The checksum state for the summary of a run refused before it read pg_control (read only to
 /// report it), or "unknown".
 fn state_for_summary(datadir: &Path) -> String {
-    pgcheckdb_pg::control::ControlFile::read_from_datadir(datadir)
+    pgcheckdb_pg::format::control::ControlFile::read_from_datadir(datadir)
         .map_or_else(|_| "unknown".to_string(), |c| c.checksum_state().name())
 }
 

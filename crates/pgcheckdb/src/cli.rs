@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use pgcheckdb_pg::confine::TablespaceName;
+use pgcheckdb_pg::ops::confine::TablespaceName;
 
 /// The PostgreSQL major versions whose data directories pgcheckdb reads, for `--version`.
 pub const VERSION_TEXT: &str = concat!(
@@ -476,8 +476,8 @@ pub struct ScopeArgs {
 }
 
 fn parse_memory(text: &str) -> Result<u64, String> {
-    use pgcheckdb_pg::extended::MIN_MEMORY;
-    let bytes = pgcheckdb_pg::extended::parse_size(text)?;
+    use pgcheckdb_pg::check::extended::MIN_MEMORY;
+    let bytes = pgcheckdb_pg::check::extended::parse_size(text)?;
     if bytes < MIN_MEMORY {
         return Err(format!(
             "{text} is too little for the extended level: at least {}kB (below it the heap -> index filters of even a small table would miss most lacking entries)",

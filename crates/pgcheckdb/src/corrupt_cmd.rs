@@ -12,11 +12,11 @@
 use std::io::{self, BufRead, IsTerminal, Write};
 
 use anyhow::{bail, Context};
-use pgcheckdb_pg::cluster::check_stopped;
-use pgcheckdb_pg::confine::WriteRoots;
-use pgcheckdb_pg::corrupt::{Damage, HeaderDamage, SegmentFile};
-use pgcheckdb_pg::lock::DataDirLock;
-use pgcheckdb_pg::page::SECTOR_SIZE;
+use pgcheckdb_pg::format::page::SECTOR_SIZE;
+use pgcheckdb_pg::ops::cluster::check_stopped;
+use pgcheckdb_pg::ops::confine::WriteRoots;
+use pgcheckdb_pg::ops::corrupt::{Damage, HeaderDamage, SegmentFile};
+use pgcheckdb_pg::ops::lock::DataDirLock;
 use pgcheckdb_report::escape::escape_control;
 use serde_json::json;
 

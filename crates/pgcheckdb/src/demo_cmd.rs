@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use pgcheckdb_cluster::{Cluster, ClusterOptions, PgBinaries};
-use pgcheckdb_pg::corrupt;
+use pgcheckdb_pg::ops::corrupt;
 
 use crate::cli::{Common, DemoArgs};
 use crate::EXIT_OK;

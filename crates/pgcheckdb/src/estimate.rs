@@ -13,8 +13,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use pgcheckdb_pg::catalog::Catalog;
+use pgcheckdb_pg::check::structure::Structure;
+use pgcheckdb_pg::plan::Plan;
 use pgcheckdb_pg::scope::Scope;
-use pgcheckdb_pg::verify::{self, Level, Plan, Structure, Summary, VerifyOptions};
+use pgcheckdb_pg::verify::options::Level;
+use pgcheckdb_pg::verify::options::VerifyOptions;
+use pgcheckdb_pg::verify::report::Summary;
+use pgcheckdb_pg::verify::{self};
 use pgcheckdb_report::{human_bytes, write_summary, Format};
 use pgcheckdb_scan::Progress;
 use serde::Serialize;
@@ -190,7 +195,7 @@ fn time_sample(
                 thread::sleep(Duration::from_millis(10));
             }
         });
-        let _ = verify::run(&sample, &sample_opts, &progress, structure.as_ref());
+        let _ = verify::run::run(&sample, &sample_opts, &progress, structure.as_ref());
         done.store(true, Ordering::Relaxed);
     });
     (

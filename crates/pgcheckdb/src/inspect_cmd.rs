@@ -3,8 +3,8 @@
 //! cluster (as `verify`): a running server changes pages under the reader.
 
 use anyhow::{bail, Context};
-use pgcheckdb_pg::cluster::check_stopped;
-use pgcheckdb_pg::inspect::{hex_dump, inspect_block, render_text};
+use pgcheckdb_pg::ops::cluster::check_stopped;
+use pgcheckdb_pg::ops::inspect::{hex_dump, inspect_block, render_text};
 use pgcheckdb_report::escape::escape_control_keep_newlines;
 
 use crate::cli::{Common, InspectArgs, OutputFormat};

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use pgcheckdb_pg::catalog::Catalog;
-use pgcheckdb_pg::verify::Plan;
+use pgcheckdb_pg::plan::Plan;
 use pgcheckdb_report::human_bytes;
 use pgcheckdb_scan::Progress;
 

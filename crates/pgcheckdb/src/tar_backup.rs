@@ -1,5 +1,5 @@
 //! `verify --backup DIR` on a tar-format base backup: opens it (the first pass, which stages
-//! the control file, catalogs and WAL, [`pgcheckdb_pg::backup::tar`]), runs the page checks on
+//! the control file, catalogs and WAL, [`pgcheckdb_pg::ops::backup::tar`]), runs the page checks on
 //! the blocks of the second pass and compares what that pass saw with `backup_manifest`.
 //! The rest of `verify` (catalogs, scope, naming, the backup rule, output) is the same as
 //! for a directory, run on the staging directory.
@@ -8,12 +8,17 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail};
-use pgcheckdb_pg::backup::manifest::{self, SeenFiles};
-use pgcheckdb_pg::backup::tar::scan::TarSource;
-use pgcheckdb_pg::backup::tar::{is_tar_backup, TarBackup};
-use pgcheckdb_pg::backup::{self, Backup, BackupSummary};
+use pgcheckdb_pg::check::structure::Structure;
 use pgcheckdb_pg::finding::{Finding, FindingKind, Severity};
-use pgcheckdb_pg::verify::{self, Level, Plan, Structure, VerifyOptions, VerifyReport};
+use pgcheckdb_pg::ops::backup::manifest::{self, SeenFiles};
+use pgcheckdb_pg::ops::backup::tar::scan::TarSource;
+use pgcheckdb_pg::ops::backup::tar::{is_tar_backup, TarBackup};
+use pgcheckdb_pg::ops::backup::{self, Backup, BackupSummary};
+use pgcheckdb_pg::plan::Plan;
+use pgcheckdb_pg::verify::options::Level;
+use pgcheckdb_pg::verify::options::VerifyOptions;
+use pgcheckdb_pg::verify::report::VerifyReport;
+use pgcheckdb_pg::verify::{self};
 use pgcheckdb_scan::Progress;
 
 use crate::cli::VerifyArgs;
@@ -75,7 +80,7 @@ pub fn scan(
         manifest::read_manifest(&tar.dir)?.and_then(|b| manifest::parse_manifest(&b).ok());
     let start_lsn = backup.map_or(u64::MAX, |b| b.label.start_lsn.0);
     let mut source = TarSource::new(tar, plan, manifest.as_ref(), start_lsn, progress);
-    let report = verify::run_source(plan, opts, structure, &mut source)?;
+    let report = verify::run::run_source(plan, opts, structure, &mut source)?;
     Ok((
         report,
         Streamed {

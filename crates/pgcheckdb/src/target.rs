@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use pgcheckdb_pg::catalog::Catalog;
-use pgcheckdb_pg::control::ControlFile;
-use pgcheckdb_pg::relfile::{parse_relation_file_name, ForkNumber};
+use pgcheckdb_pg::format::control::ControlFile;
+use pgcheckdb_pg::format::relfile::{parse_relation_file_name, ForkNumber};
 
 use crate::cli::BlockArgs;
 

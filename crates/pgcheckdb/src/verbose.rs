@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use pgcheckdb_pg::catalog::Catalog;
-use pgcheckdb_pg::verify::Plan;
+use pgcheckdb_pg::plan::Plan;
 use pgcheckdb_report::human_bytes;
 
 /// Times the phases of one run; prints nothing unless verbose.

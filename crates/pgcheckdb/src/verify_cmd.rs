@@ -5,16 +5,21 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
-use pgcheckdb_pg::backup::{self, Backup};
 use pgcheckdb_pg::catalog::Catalog;
-use pgcheckdb_pg::cluster::{check_stopped, RunningReason};
-use pgcheckdb_pg::control::{read_pg_version_file, ControlFile};
-use pgcheckdb_pg::extended::tids::TidNotChecked;
-use pgcheckdb_pg::extended::{ExtendedConfig, ExtendedPlan};
-use pgcheckdb_pg::naming::{listing_findings, name_findings_with};
-use pgcheckdb_pg::relstats::{relation_summaries, RelationSummary};
+use pgcheckdb_pg::check::extended::tids::TidNotChecked;
+use pgcheckdb_pg::check::extended::{ExtendedConfig, ExtendedPlan};
+use pgcheckdb_pg::check::structure::Structure;
+use pgcheckdb_pg::format::control::{read_pg_version_file, ControlFile};
+use pgcheckdb_pg::ops::backup::{self, Backup};
+use pgcheckdb_pg::ops::cluster::{check_stopped, RunningReason};
+use pgcheckdb_pg::plan::Plan;
 use pgcheckdb_pg::scope::{Scope, ScopeOptions};
-use pgcheckdb_pg::verify::{self, Level, Plan, Structure, Summary, VerifyOptions};
+use pgcheckdb_pg::verify::naming::{listing_findings, name_findings_with};
+use pgcheckdb_pg::verify::options::Level;
+use pgcheckdb_pg::verify::options::VerifyOptions;
+use pgcheckdb_pg::verify::relstats::{relation_summaries, RelationSummary};
+use pgcheckdb_pg::verify::report::Summary;
+use pgcheckdb_pg::verify::{self};
 use pgcheckdb_report::{
     human_bytes, not_structure_checked_lines, text_line, write_finding, write_findings_text,
     write_summary, Format, TEXT_FINDINGS_PER_PAGE,
@@ -60,7 +65,7 @@ pub fn read_control(datadir: &Path) -> anyhow::Result<ControlFile> {
 /// [`read_control`]; `online`: re-read while the CRC fails (the server rewrites the file).
 fn read_control_for(datadir: &Path, online: bool) -> anyhow::Result<ControlFile> {
     let control = if online {
-        pgcheckdb_pg::online::read_control_settled(datadir)?
+        pgcheckdb_pg::verify::online::read_control_settled(datadir)?
     } else {
         ControlFile::read_from_datadir(datadir)?
     };
@@ -360,7 +365,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
         let listed = s.spawn(|| listing_findings(&plan, &catalog));
         let scanned = signals::cancel_on_signal(&progress_state.cancel, || {
             progress::with_progress(&display, &progress_state, || match &tar {
-                None => Ok(verify::run(
+                None => Ok(verify::run::run(
                     &plan,
                     &opts,
                     &progress_state,
@@ -628,7 +633,7 @@ fn extended_config(
     Ok(ExtendedConfig {
         memory: args
             .memory
-            .unwrap_or(pgcheckdb_pg::extended::DEFAULT_MEMORY),
+            .unwrap_or(pgcheckdb_pg::check::extended::DEFAULT_MEMORY),
         temp_dir: temp,
         verbose: common.verbose,
     })

@@ -25,12 +25,12 @@ use std::path::Path;
 use std::process::Command;
 
 use pgcheckdb_cluster::{Cluster, ClusterOptions};
-use pgcheckdb_pg::btree_order::{ordering_for, NotOrderChecked};
 use pgcheckdb_pg::catalog::Catalog;
-use pgcheckdb_pg::control::ControlFile;
-use pgcheckdb_pg::corrupt;
-use pgcheckdb_pg::layout::itemid::line_pointers;
-use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_pg::check::order::{ordering_for, NotOrderChecked};
+use pgcheckdb_pg::format::control::ControlFile;
+use pgcheckdb_pg::format::itemid::line_pointers;
+use pgcheckdb_pg::format::page::PageHeader;
+use pgcheckdb_pg::ops::corrupt;
 use pgcheckdb_testkit::run::{self, Run};
 use pgcheckdb_testkit::BLCKSZ;
 

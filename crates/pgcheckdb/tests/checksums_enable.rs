@@ -20,7 +20,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use pgcheckdb_pg::control::{ChecksumState, ControlFile};
+use pgcheckdb_pg::format::control::{ChecksumState, ControlFile};
 use pgcheckdb_testkit::fixture::{standard_cluster_with, FixtureOptions, StandardCluster};
 use pgcheckdb_testkit::run::{pgcheckdb, Key, Run};
 use pgcheckdb_testkit::snapshot::{differences, snapshot};
@@ -297,7 +297,7 @@ fn unclean_shutdown_is_refused() {
         .status()
         .expect("kill");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while pgcheckdb_pg::cluster::process_alive(pid) && Instant::now() < deadline {
+    while pgcheckdb_pg::ops::cluster::process_alive(pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
     // Let the other server processes notice and exit.
@@ -335,7 +335,7 @@ fn unclean_shutdown_is_refused() {
 
 #[test]
 fn damaged_pages_block_the_switch_and_are_named() {
-    use pgcheckdb_pg::corrupt::{break_header, read_block, set_pd_upper_zero, HeaderDamage};
+    use pgcheckdb_pg::ops::corrupt::{break_header, read_block, set_pd_upper_zero, HeaderDamage};
     let mut sc = build(15, false);
     let datadir = sc.datadir().to_path_buf();
     let small = sc.file("postgres", "small");

@@ -27,7 +27,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use pgcheckdb_pg::control::{ChecksumState, ControlFile};
+use pgcheckdb_pg::format::control::{ChecksumState, ControlFile};
 use pgcheckdb_testkit::fixture::{standard_cluster, StandardCluster};
 use pgcheckdb_testkit::{Cluster, ClusterOptions, RunAs};
 

@@ -241,7 +241,7 @@ Options:
 fn version_names_the_supported_postgresql_versions() {
     let run = pgcheckdb(&["--version"]);
     assert_status(&run, 0, "--version");
-    let majors: Vec<String> = pgcheckdb_pg::control::SUPPORTED_MAJORS
+    let majors: Vec<String> = pgcheckdb_pg::format::control::SUPPORTED_MAJORS
         .map(|m| m.to_string())
         .collect();
     let (last, rest) = majors.split_last().expect("versions");

@@ -14,10 +14,10 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use pgcheckdb_pg::corrupt;
-use pgcheckdb_pg::layout::btree::{BtPageOpaque, P_NONE};
-use pgcheckdb_pg::layout::itemid::line_pointers;
-use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_pg::format::btree::{BtPageOpaque, P_NONE};
+use pgcheckdb_pg::format::itemid::line_pointers;
+use pgcheckdb_pg::format::page::PageHeader;
+use pgcheckdb_pg::ops::corrupt;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
 use common::{amcheck_heapallindexed, assert_clean, edit, loaded_cluster, verify_extended};

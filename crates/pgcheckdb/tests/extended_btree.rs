@@ -13,10 +13,10 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use pgcheckdb_pg::corrupt;
-use pgcheckdb_pg::layout::btree::{flags as bf, BtMetaPage, BtPageOpaque, P_NONE};
-use pgcheckdb_pg::layout::itemid::line_pointers;
-use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_pg::format::btree::{flags as bf, BtMetaPage, BtPageOpaque, P_NONE};
+use pgcheckdb_pg::format::itemid::line_pointers;
+use pgcheckdb_pg::format::page::PageHeader;
+use pgcheckdb_pg::ops::corrupt;
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ};
 

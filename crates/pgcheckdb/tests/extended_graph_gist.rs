@@ -15,8 +15,8 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
-use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_pg::format::itemid::{line_pointers, LpFlags};
+use pgcheckdb_pg::format::page::PageHeader;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
 use common::read_block as block;

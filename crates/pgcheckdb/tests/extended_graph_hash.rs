@@ -13,9 +13,9 @@ mod common;
 
 use std::path::Path;
 
-use pgcheckdb_pg::corrupt;
-use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
-use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_pg::format::itemid::{line_pointers, LpFlags};
+use pgcheckdb_pg::format::page::PageHeader;
+use pgcheckdb_pg::ops::corrupt;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
 use common::read_block as block;

@@ -27,10 +27,10 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use pgcheckdb_cluster::{Cluster, ClusterOptions};
-use pgcheckdb_pg::corrupt;
-use pgcheckdb_pg::layout::btree::{flags as bf, BtMetaPage, BtPageOpaque, P_NONE};
-use pgcheckdb_pg::layout::itemid::line_pointers;
-use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_pg::format::btree::{flags as bf, BtMetaPage, BtPageOpaque, P_NONE};
+use pgcheckdb_pg::format::itemid::line_pointers;
+use pgcheckdb_pg::format::page::PageHeader;
+use pgcheckdb_pg::ops::corrupt;
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::BLCKSZ;
 

@@ -14,11 +14,11 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use pgcheckdb_pg::corrupt;
-use pgcheckdb_pg::layout::btree::{BtPageOpaque, P_NONE};
-use pgcheckdb_pg::layout::heap::{infomask2, HeapTupleHeader};
-use pgcheckdb_pg::layout::itemid::{line_pointers, ItemId, LpFlags};
-use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_pg::format::btree::{BtPageOpaque, P_NONE};
+use pgcheckdb_pg::format::heap::{infomask2, HeapTupleHeader};
+use pgcheckdb_pg::format::itemid::{line_pointers, ItemId, LpFlags};
+use pgcheckdb_pg::format::page::PageHeader;
+use pgcheckdb_pg::ops::corrupt;
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 

@@ -15,10 +15,10 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use pgcheckdb_pg::corrupt;
-use pgcheckdb_pg::layout::heap::infomask as im;
-use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
-use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_pg::format::heap::infomask as im;
+use pgcheckdb_pg::format::itemid::{line_pointers, LpFlags};
+use pgcheckdb_pg::format::page::PageHeader;
+use pgcheckdb_pg::ops::corrupt;
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 

@@ -16,9 +16,9 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use pgcheckdb_pg::layout::heap::infomask as im;
-use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
-use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_pg::format::heap::infomask as im;
+use pgcheckdb_pg::format::itemid::{line_pointers, LpFlags};
+use pgcheckdb_pg::format::page::PageHeader;
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{Cluster, ClusterOptions, MAJORS};
 

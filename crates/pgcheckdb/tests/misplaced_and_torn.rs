@@ -10,8 +10,8 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use pgcheckdb_pg::checksum::pg_checksum_page;
-use pgcheckdb_pg::corrupt::{self, Damage};
+use pgcheckdb_pg::format::checksum::pg_checksum_page;
+use pgcheckdb_pg::ops::corrupt::{self, Damage};
 use pgcheckdb_testkit::run::{self, Run};
 use pgcheckdb_testkit::{pg_checksums, Cluster, BLCKSZ};
 

@@ -8,8 +8,8 @@
 mod common;
 
 use pgcheckdb_pg::catalog::Catalog;
-use pgcheckdb_pg::control::ControlFile;
-use pgcheckdb_pg::corrupt::{self, Damage, HeaderDamage};
+use pgcheckdb_pg::format::control::ControlFile;
+use pgcheckdb_pg::ops::corrupt::{self, Damage, HeaderDamage};
 use pgcheckdb_testkit::{standard_cluster, StandardCluster, BLCKSZ};
 use serde_json::Value;
 

@@ -10,8 +10,8 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use pgcheckdb_pg::corrupt::{self, Damage, HeaderDamage};
-use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_pg::format::page::PageHeader;
+use pgcheckdb_pg::ops::corrupt::{self, Damage, HeaderDamage};
 use pgcheckdb_testkit::fixture::BIG_ROWS;
 use pgcheckdb_testkit::run::Key;
 use pgcheckdb_testkit::snapshot::{differences, snapshot};

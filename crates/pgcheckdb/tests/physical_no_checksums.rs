@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use pgcheckdb_pg::corrupt::{self, Damage, HeaderDamage};
+use pgcheckdb_pg::ops::corrupt::{self, Damage, HeaderDamage};
 use pgcheckdb_testkit::{standard_cluster, StandardCluster, BLCKSZ};
 
 use common::{assert_problems, assert_status, key, verify, verify_as};

@@ -10,10 +10,10 @@ use std::fs::OpenOptions;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pgcheckdb_cluster::{Cluster, ClusterOptions};
-use pgcheckdb_pg::control::ControlFile;
 use pgcheckdb_pg::finding::FindingKind;
-use pgcheckdb_pg::relfile::ForkNumber;
-use pgcheckdb_pg::verify::Plan;
+use pgcheckdb_pg::format::control::ControlFile;
+use pgcheckdb_pg::format::relfile::ForkNumber;
+use pgcheckdb_pg::plan::Plan;
 
 /// The allocator of this test binary: the system's, counting live and peak bytes.
 struct Counting;

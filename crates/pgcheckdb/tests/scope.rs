@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use pgcheckdb_pg::corrupt::{self, Damage};
+use pgcheckdb_pg::ops::corrupt::{self, Damage};
 use pgcheckdb_testkit::run::{pgcheckdb, Run};
 use pgcheckdb_testkit::{standard_cluster, StandardCluster, BLCKSZ};
 use serde_json::Value;

@@ -10,10 +10,10 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use pgcheckdb_pg::control::ControlFile;
-use pgcheckdb_pg::corrupt;
-use pgcheckdb_pg::layout::itemid::line_pointers;
-use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_pg::format::control::ControlFile;
+use pgcheckdb_pg::format::itemid::line_pointers;
+use pgcheckdb_pg::format::page::PageHeader;
+use pgcheckdb_pg::ops::corrupt;
 use pgcheckdb_testkit::{run, standard_cluster, StandardCluster, BLCKSZ};
 use serde_json::Value;
 

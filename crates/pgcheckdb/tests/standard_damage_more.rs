@@ -19,11 +19,11 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use pgcheckdb_pg::catalog::xact::{CommitLog, XidStatus};
-use pgcheckdb_pg::control::{ControlFile, DbState};
-use pgcheckdb_pg::corrupt;
-use pgcheckdb_pg::layout::heap::{infomask as im, infomask2 as im2, HeapTupleHeader};
-use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
-use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_pg::format::control::{ControlFile, DbState};
+use pgcheckdb_pg::format::heap::{infomask as im, infomask2 as im2, HeapTupleHeader};
+use pgcheckdb_pg::format::itemid::{line_pointers, LpFlags};
+use pgcheckdb_pg::format::page::PageHeader;
+use pgcheckdb_pg::ops::corrupt;
 use pgcheckdb_testkit::{require_binaries, run, Cluster, ClusterOptions, BLCKSZ};
 use serde_json::Value;
 
@@ -814,7 +814,7 @@ fn standby_scenario(major: u32) {
     let path = standby_data.join(&file);
     let blocks = std::fs::metadata(&path).expect("accounts").len() / BLCKSZ as u64;
     // The WAL the standby received names every xid its heap holds.
-    let wal_newest = pgcheckdb_pg::standard::wal::newest_xid(&control, &standby_data, next)
+    let wal_newest = pgcheckdb_pg::check::standard::wal::newest_xid(&control, &standby_data, next)
         .unwrap_or_else(|| panic!("PostgreSQL {major}: no WAL record readable on the standby"));
     for block in 0..blocks {
         let page = corrupt::read_block(&path, block, BLCKSZ).expect("read");

@@ -7,8 +7,8 @@ mod common;
 
 use std::path::Path;
 
-use pgcheckdb_pg::control::{ChecksumState, ControlFile};
-use pgcheckdb_pg::corrupt;
+use pgcheckdb_pg::format::control::{ChecksumState, ControlFile};
+use pgcheckdb_pg::ops::corrupt;
 use pgcheckdb_testkit::run::{self, Run};
 use pgcheckdb_testkit::{require_binaries, Cluster, BLCKSZ};
 

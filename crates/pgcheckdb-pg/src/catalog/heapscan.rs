@@ -9,9 +9,9 @@ use std::path::Path;
 use pgcheckdb_scan::open::open_regular;
 
 use super::xact::{CommitLog, XidStatus};
-use crate::layout::heap::{infomask as im, HeapTupleHeader};
-use crate::layout::itemid::{line_pointers, LpFlags};
-use crate::page::PageHeader;
+use crate::format::heap::{infomask as im, HeapTupleHeader};
+use crate::format::itemid::{line_pointers, LpFlags};
+use crate::format::page::PageHeader;
 
 /// A visible catalog row: its header and its data area (from `t_hoff` to the end of the tuple).
 pub struct Row<'a> {

@@ -2,7 +2,7 @@
 //! `pg_index` (key columns, operator classes, collations, `indoption`, uniqueness),
 //! `pg_opclass`, `pg_opfamily`, `pg_collation`, and the default collation's locale from
 //! `pg_database`. Column offsets per major version are data in [`super::layouts`]; the
-//! comparators that use these facts live in [`crate::btree_order`].
+//! comparators that use these facts live in [`crate::check::order`].
 
 use foldhash::HashMap;
 use std::path::Path;
@@ -12,7 +12,7 @@ use super::layouts::{
     PgDatabaseLocaleLayout, PgIndexOrderLayout,
 };
 use super::{i16_at, name_at, DatabaseInfo, Reader};
-use crate::layout::le_u32;
+use crate::format::bytes::le_u32;
 
 /// One `pg_index` row, as far as key order needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -284,7 +284,7 @@ impl Reader<'_> {
             return;
         };
         let mut found = OrderCatalog::default();
-        if let Some(node) = node_of(super::layouts::oids::PG_INDEX) {
+        if let Some(node) = node_of(crate::format::oids::PG_INDEX) {
             self.scan(dir, node, "pg_index", |row| {
                 found.indexes.extend(
                     index_meta_row(row.data, &l.pg_index).map(|(oid, m)| ((db.oid, oid), m)),

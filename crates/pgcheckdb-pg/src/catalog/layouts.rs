@@ -2,7 +2,7 @@
 //! PostgreSQL major version. Each layout is data: one table per catalog and version range.
 
 /// `NAMEDATALEN`: bytes of a `name` column (pg_control records the cluster's).
-pub use crate::control::NAMEDATALEN;
+pub use crate::format::control::NAMEDATALEN;
 
 /// `pg_class` columns pgcheckdb reads.
 #[derive(Debug, Clone, Copy)]
@@ -128,21 +128,6 @@ pub fn layouts_for(major: u32) -> Option<CatalogLayouts> {
         }),
         _ => None,
     }
-}
-
-/// Fixed OIDs of the catalogs read to bootstrap.
-pub mod oids {
-    pub const PG_DATABASE: u32 = 1262;
-    pub const PG_CLASS: u32 = 1259;
-    pub const PG_ATTRIBUTE: u32 = 1249;
-    pub const PG_TYPE: u32 = 1247;
-    pub const PG_INDEX: u32 = 2610;
-    pub const PG_NAMESPACE: u32 = 2615;
-    pub const PG_AM: u32 = 2601;
-    pub const PG_TABLESPACE: u32 = 1213;
-    /// `DEFAULTTABLESPACE_OID` (pg_default) and `GLOBALTABLESPACE_OID` (pg_global).
-    pub const DEFAULTTABLESPACE: u32 = 1663;
-    pub const GLOBALTABLESPACE: u32 = 1664;
 }
 
 /// `pg_index` columns the key order needs. The fixed part ends after the `indis*` flags (one

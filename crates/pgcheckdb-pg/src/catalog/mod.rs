@@ -14,7 +14,7 @@ pub mod xact;
 mod reader;
 mod rows;
 
-use crate::layout::le_u32;
+use crate::format::bytes::le_u32;
 use reader::{ColumnLists, Reader};
 use rows::{i16_at, name_at};
 
@@ -27,10 +27,11 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::control::ControlFile;
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
+use crate::format::control::ControlFile;
+use crate::format::oids;
 use attributes::Attribute;
-use layouts::{layouts_for, oids};
+use layouts::layouts_for;
 use twophase::PreparedXact;
 use xact::CommitLog;
 

@@ -10,11 +10,12 @@ use serde_json::json;
 
 use super::rows::*;
 use super::*;
-use crate::control::ControlFile;
 use crate::finding::{FindingKind, Severity};
+use crate::format::control::ControlFile;
+use crate::format::oids;
 use attributes::{attribute_layout, Attribute};
 use heapscan::{for_each_page, rows_of_page, Row, RowState, ScanTrouble};
-use layouts::{oids, CatalogLayouts};
+use layouts::CatalogLayouts;
 use pgcheckdb_scan::open::not_regular;
 
 /// Context for reading one cluster's catalogs.

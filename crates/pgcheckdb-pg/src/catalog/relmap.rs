@@ -4,7 +4,7 @@
 use foldhash::HashMap;
 use std::path::Path;
 
-use crate::layout::le_u32;
+use crate::format::bytes::le_u32;
 
 /// `RELMAPPER_FILEMAGIC`.
 pub const RELMAPPER_FILEMAGIC: u32 = 0x592717;

@@ -7,7 +7,7 @@ use pgcheckdb_scan::open::read_regular;
 use std::fs;
 use std::path::Path;
 
-use crate::layout::{align_up, le_u16, le_u32, MAXIMUM_ALIGNOF};
+use crate::format::bytes::{align_up, le_u16, le_u32, MAXIMUM_ALIGNOF};
 
 /// Offsets in `TwoPhaseFileHeader` (`xl_xact_prepare`) that are the same in 14–18.
 const XID_OFFSET: usize = 8;

@@ -9,17 +9,20 @@ use serde_json::json;
 
 use pgcheckdb_scan::{DirtyRange, Visitor};
 
-use super::plan::attach_names;
+use super::options::VerifyOptions;
+use super::report::{Summary, VerifyReport};
 use super::runs::*;
-use super::{placement_applies, Plan, Structure, Summary, VerifyOptions, VerifyReport};
-use crate::checksum::raw_block_sums;
-use crate::finding::{Finding, FindingKind, Severity};
-use crate::physical::{
+use crate::check::physical::{
     check_page_with_sum, ChecksumPair, MisplacedBasis, MisplacedEvidence, PageCheckConfig,
     PageProblem, PageVerdict,
 };
-use crate::placement::misplaced_by_ctid;
-use crate::standard::{check_page_structure, Inputs, Scratch, StructureProblem};
+use crate::check::placement::misplaced_by_ctid;
+use crate::check::standard::{check_page_structure, Inputs, Scratch, StructureProblem};
+use crate::check::structure::{placement_applies, Structure};
+use crate::finding::{Finding, FindingKind, Severity};
+use crate::format::checksum::raw_block_sums;
+use crate::plan::attach_names;
+use crate::plan::Plan;
 
 /// Per-worker state of the physical scan.
 pub(super) struct BlockChecker<'a> {
@@ -45,13 +48,13 @@ pub(super) struct BlockChecker<'a> {
     /// Raw block sums of the current chunk, reused across chunks.
     pub(super) sums: Vec<u32>,
     /// Pages and tuples per file.
-    pub(super) tally: crate::relstats::Tally,
+    pub(super) tally: crate::verify::relstats::Tally,
     /// The extended level's fact writer.
-    pub(super) facts: Option<crate::extended::emit::Emitter<'a>>,
+    pub(super) facts: Option<crate::check::extended::emit::Emitter<'a>>,
     /// `verify --online`: files may vanish or shrink while they are read (not findings), and
     /// pages whose `pd_lsn` is above this floor are noted for the check against the end of
-    /// WAL ([`crate::online`]).
-    pub(super) online: Option<crate::online::ScanNotes>,
+    /// WAL ([`crate::verify::online`]).
+    pub(super) online: Option<crate::verify::online::ScanNotes>,
 }
 
 impl<'a> BlockChecker<'a> {
@@ -76,10 +79,10 @@ impl<'a> BlockChecker<'a> {
             read_errors: ReadErrorRuns::default(),
             last_used: LastUsed::default(),
             sums: Vec::new(),
-            tally: crate::relstats::Tally::new(plan.dir.files.len(), count_tuples),
+            tally: crate::verify::relstats::Tally::new(plan.dir.files.len(), count_tuples),
             facts: structure.and_then(|s| {
                 s.extended
-                    .map(|e| crate::extended::emit::Emitter::new(e, s.clog, &s.facts))
+                    .map(|e| crate::check::extended::emit::Emitter::new(e, s.clog, &s.facts))
             }),
             online: None,
         }
@@ -136,7 +139,7 @@ impl<'a> BlockChecker<'a> {
         if let Some(notes) = self.online.as_mut() {
             notes.page(file, blkno, page);
         }
-        let raw_sum = || raw.unwrap_or_else(|| crate::checksum::raw_block_sum(page));
+        let raw_sum = || raw.unwrap_or_else(|| crate::format::checksum::raw_block_sum(page));
         let verdict = check_page_with_sum(&self.cfg, page, blkno as u32, raw_sum);
         let format = self
             .structure
@@ -232,7 +235,7 @@ impl<'a> BlockChecker<'a> {
                 K::NonzeroNewPage,
                 Severity::Error,
                 format!("pd_upper is 0 but the page is not all zero (first non-zero byte at offset {zero_prefix})"),
-                json!({"zero_prefix": zero_prefix, "sector_aligned": zero_prefix > 0 && zero_prefix % crate::page::SECTOR_SIZE == 0}),
+                json!({"zero_prefix": zero_prefix, "sector_aligned": zero_prefix > 0 && zero_prefix % crate::format::page::SECTOR_SIZE == 0}),
             ),
             PageProblem::InvalidHeader { rule, text, checksum } => (
                 K::InvalidHeader,
@@ -329,7 +332,7 @@ impl<'a> BlockChecker<'a> {
 
     /// Without data checksums, a valid heap page whose tuples name another block in `t_ctid`
     /// is an image of that block written at the wrong place — when the page found at that
-    /// block corroborates it ([`crate::placement`]).
+    /// block corroborates it ([`crate::check::placement`]).
     pub(super) fn placement_finding(
         &self,
         file: usize,
@@ -433,7 +436,7 @@ impl<'a> BlockChecker<'a> {
     pub(super) fn interior_zero_findings(&mut self) -> Vec<Finding> {
         let forks = &self.plan.forks;
         self.new_runs
-            .retain(|r| forks[r.fork].fork == crate::relfile::ForkNumber::Main);
+            .retain(|r| forks[r.fork].fork == crate::format::relfile::ForkNumber::Main);
         self.new_runs.sort_unstable_by_key(|r| (r.fork, r.first));
         self.last_used.settle();
         let mut out = Vec::new();
@@ -449,7 +452,7 @@ impl<'a> BlockChecker<'a> {
                 let spare = (first_new < last)
                     .then(|| self.plan.read_fork_block(fork, 0))
                     .flatten()
-                    .and_then(|meta| crate::hash_buckets::unused_bucket_blocks(&meta));
+                    .and_then(|meta| crate::format::hash_buckets::unused_bucket_blocks(&meta));
                 let interior = InteriorZeros::of(&self.new_runs[i..end], last, spare);
                 if interior.count > 0 {
                     out.push(self.interior_finding(fork, &interior));

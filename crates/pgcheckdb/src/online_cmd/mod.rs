@@ -4,7 +4,7 @@
 //! `CHECKPOINT` (or the wait for the next one) after which in-flux pages are read once more,
 //! and, at the standard level, the commit status of transactions `pg_xact` on disk does not
 //! show yet ([`server`] holds what is asked of the server). The rules themselves are in
-//! `pgcheckdb_pg::online`.
+//! `pgcheckdb_pg::verify::online`.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -12,17 +12,20 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use pgcheckdb_pg::catalog::xact::{CommitLog, XidStatus, FIRST_NORMAL_TRANSACTION_ID};
 use pgcheckdb_pg::catalog::Catalog;
-use pgcheckdb_pg::cluster::{check_stopped, RunningReason};
-use pgcheckdb_pg::control::ControlFile;
+use pgcheckdb_pg::check::standard::bounds::cluster_facts;
+use pgcheckdb_pg::check::structure::Structure;
 use pgcheckdb_pg::finding::{Finding, FindingKind};
-use pgcheckdb_pg::naming::name_findings;
-use pgcheckdb_pg::online::recheck::{Rechecker, LISTING_KINDS};
-use pgcheckdb_pg::online::{
+use pgcheckdb_pg::format::control::ControlFile;
+use pgcheckdb_pg::ops::cluster::{check_stopped, RunningReason};
+use pgcheckdb_pg::plan::Plan;
+use pgcheckdb_pg::scope::Scope;
+use pgcheckdb_pg::verify::naming::name_findings;
+use pgcheckdb_pg::verify::online::{
     keep_lasting, lsn_text, read_control_settled, OnlineSummary, ScanOptions,
 };
-use pgcheckdb_pg::scope::Scope;
-use pgcheckdb_pg::standard::bounds::cluster_facts;
-use pgcheckdb_pg::verify::{Level, Plan, Structure, VerifyReport};
+use pgcheckdb_pg::verify::options::Level;
+use pgcheckdb_pg::verify::recheck::{Rechecker, LISTING_KINDS};
+use pgcheckdb_pg::verify::report::VerifyReport;
 
 use crate::cli::VerifyArgs;
 

@@ -7,8 +7,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use pgcheckdb_pg::control::ControlFile;
-use pgcheckdb_pg::online::parse_lsn;
+use pgcheckdb_pg::format::control::ControlFile;
+use pgcheckdb_pg::verify::online::parse_lsn;
 
 /// The end of WAL: the insert position of a primary, the received or replayed position of a
 /// standby (whichever is further).

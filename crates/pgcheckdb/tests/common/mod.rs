@@ -154,7 +154,7 @@ pub fn verify_extended(datadir: &Path, extra: &[&str]) -> Run {
 /// Reads block `block` of the relation file at `path`, lets `change` edit it, writes it back
 /// and recomputes its checksum (so that only the edit is damage).
 pub fn edit(path: &Path, block: u64, change: impl FnOnce(&mut [u8])) {
-    use pgcheckdb_pg::corrupt;
+    use pgcheckdb_pg::ops::corrupt;
     use pgcheckdb_testkit::BLCKSZ;
     let mut page = corrupt::read_block(path, block, BLCKSZ).expect("read block");
     change(&mut page);
@@ -213,7 +213,7 @@ pub fn set_control_u32(datadir: &Path, at: usize, value: u32) {
 
 /// Block `b` of relation file `path`.
 pub fn read_block(path: &Path, b: u64) -> Vec<u8> {
-    pgcheckdb_pg::corrupt::read_block(path, b, pgcheckdb_testkit::BLCKSZ).expect("read block")
+    pgcheckdb_pg::ops::corrupt::read_block(path, b, pgcheckdb_testkit::BLCKSZ).expect("read block")
 }
 
 /// The little-endian `u16` at byte `at` of a page.

@@ -1,0 +1,445 @@
+//! The extended level's plan: which relation forks give facts and what the merge needs to know
+//! about each (name, key ordering, uniqueness and the table behind a unique index). Built from
+//! the offline catalog before the scan; shared read-only by every worker.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::allindexed::exact::{LiveMap, Sums};
+use super::allindexed::{
+    estimated_entries, filter_bits, plan_index, AllIndexed, Candidate, Method, Planned, RowStats,
+};
+use super::catalog::{read_index_rows, IndexRow};
+use super::graphs::{plan_graphs, GraphInfo, GraphPlan, GraphPlanInputs};
+use super::spill::SpillDir;
+use super::tids::{plan_tids, IndexAm, TidIndexInfo, TidPlan, TidPlanInputs};
+use super::toast::{plan_toast, ToastInfo, ToastPointers};
+use super::ExtendedConfig;
+use crate::catalog::attributes::Attribute;
+use crate::catalog::{tablespace_of_path, Catalog, FileKey, RelKind};
+use crate::check::order::{ordering_for, IndexOrdering, NotOrderChecked};
+use crate::check::standard::am_oid;
+use crate::format::control::DbState;
+use crate::format::relfile::ForkNumber;
+use crate::plan::Plan;
+
+/// What a unique index's duplicates are checked with.
+#[derive(Debug, Clone)]
+pub struct UniqueSpec {
+    /// The table's main fork (index into the plan's forks).
+    pub heap_fork: usize,
+    pub nkeyatts: usize,
+    pub natts: usize,
+    pub nulls_not_distinct: bool,
+    /// The index's columns (to find where the key columns end before INCLUDE columns).
+    pub attributes: Option<Arc<[Attribute]>>,
+}
+
+/// One B-tree index.
+#[derive(Debug)]
+pub struct IndexInfo {
+    /// Its main fork (index into the plan's forks): also its merge unit.
+    pub fork: usize,
+    /// `database: schema.name` (shared catalogs: `database 0: ...`).
+    pub name: String,
+    pub ordering: Result<Arc<IndexOrdering>, NotOrderChecked>,
+    pub unique: Option<UniqueSpec>,
+    /// Its heap -> index check, when it has one (set after the indexes are known).
+    pub all_indexed: Option<Arc<AllIndexed>>,
+}
+
+/// What the heap pages of one table contribute. Each cross-page check that needs a table's
+/// heap pages sets its own field here; a table whose heap no check needs has no `HeapInfo`.
+#[derive(Debug, Clone, Default)]
+pub struct HeapInfo {
+    /// The table's main fork (index into the plan's forks): also its merge unit.
+    pub fork: usize,
+    /// Tuple liveness for the uniqueness check (a valid unique B-tree index on the table).
+    pub live_roots: bool,
+    /// The table's B-tree indexes checked for heap -> index: each live tuple is looked up.
+    pub all_indexed: Vec<Arc<AllIndexed>>,
+    /// Line-pointer summaries for the index -> heap TID check ([`super::tids`]).
+    pub tids: bool,
+    /// The TOAST pointers of live rows, for the TOAST check (a table with a TOAST relation).
+    pub toast_pointers: Option<Arc<ToastPointers>>,
+    /// This heap is a TOAST relation: its chunks, for the TOAST check.
+    pub toast_chunks: bool,
+    /// Hint bits against `pg_xact` (every heap table, [`super::vm`]).
+    pub hints: bool,
+    /// The page's visibility summary, for the table's visibility map ([`super::vm`]).
+    pub visibility: bool,
+    /// The table's `relfrozenxid`: older xids are not looked up in `pg_xact`.
+    pub relfrozenxid: u32,
+}
+
+/// What one file of the plan contributes.
+#[derive(Debug, Clone)]
+pub enum Role {
+    Btree(Arc<IndexInfo>),
+    /// A segment of a table's main fork.
+    Heap(Arc<HeapInfo>),
+    /// A hash, GiST, SP-GiST, GIN or BRIN index: its heap TIDs (not BRIN's, which has none)
+    /// and its graph, each when planned.
+    OtherIndex {
+        tids: Option<Arc<TidIndexInfo>>,
+        graph: Option<Arc<GraphInfo>>,
+    },
+    /// A segment of a table's visibility map (`_vm` fork).
+    Vm(Arc<super::vm::VmInfo>),
+}
+
+/// Everything the workers and the merge share.
+#[derive(Debug)]
+pub struct ExtendedPlan {
+    /// Per file of the plan.
+    pub roles: Vec<Option<Role>>,
+    pub indexes: HashMap<usize, Arc<IndexInfo>>,
+    pub spill: Arc<SpillDir>,
+    /// Memory one worker may hold before it spills.
+    pub worker_budget: usize,
+    pub jobs: usize,
+    pub max_align: usize,
+    /// `nextXid` as a full transaction id, when the cluster was shut down cleanly (a deleted
+    /// page's stored xid must be older).
+    pub next_full_xid: Option<u64>,
+    pub config: ExtendedConfig,
+    /// Indexes checked for heap -> index (see [`ExtendedPlan::first_phase`] for the scan order).
+    pub all_indexed: Vec<Arc<AllIndexed>>,
+    /// Indexes not checked for it, and why.
+    pub all_indexed_skipped: Vec<(String, String)>,
+    /// The indexes whose heap TIDs are checked against their tables.
+    pub tids: TidPlan,
+    /// The hash, GiST, SP-GiST, GIN and BRIN indexes whose graphs are checked.
+    pub graphs: GraphPlan,
+    /// The TOAST relations checked against their tables, by TOAST fork.
+    pub toasts: HashMap<usize, Arc<ToastInfo>>,
+    /// The heap tables checked for hint bits and visibility-map bits.
+    pub vm: super::vm::VmPlan,
+}
+
+impl ExtendedPlan {
+    /// Whether file `file` must be scanned in the first phase: a segment of an index whose
+    /// entries heap pages look up in its filter in the second, or of a table whose indexes
+    /// are checked by sums against its live tuples in the second (see [`Method`]).
+    pub fn first_phase(&self, file: usize) -> bool {
+        match self.roles.get(file) {
+            Some(Some(Role::Btree(i))) => i
+                .all_indexed
+                .as_ref()
+                .is_some_and(|a| matches!(a.method, Method::Filter(_))),
+            Some(Some(Role::Heap(h))) => h
+                .all_indexed
+                .first()
+                .is_some_and(|a| matches!(a.method, Method::Exact { .. })),
+            _ => false,
+        }
+    }
+
+    /// Plans the facts; fails only when the spill directory cannot be made.
+    pub fn build(
+        plan: &Plan,
+        catalog: &Catalog,
+        config: &ExtendedConfig,
+        jobs: usize,
+    ) -> io::Result<ExtendedPlan> {
+        let spill = Arc::new(SpillDir::create(&config.temp_dir)?);
+        let control = &plan.control;
+        let major = control.major.unwrap_or(0);
+        let version_dir = control.tablespace_version_directory().unwrap_or_default();
+        let rows = read_index_rows(
+            &plan.datadir,
+            catalog,
+            major,
+            control.blcksz as usize,
+            control.max_align as usize,
+            &version_dir,
+        );
+        let fork_of_key = fork_keys(plan);
+        let key_of_oid: HashMap<(u32, u32), FileKey> = catalog
+            .relations
+            .iter()
+            .map(|(k, r)| ((k.0, r.oid), *k))
+            .collect();
+        let mut roles: Vec<Option<Role>> = vec![None; plan.dir.files.len()];
+        let mut indexes = HashMap::new();
+        let mut candidates = Vec::new();
+        for (key, &fork) in &fork_of_key {
+            let Some(rel) = catalog.relations.get(key) else {
+                continue;
+            };
+            if rel.kind != RelKind::Index || rel.relam != am_oid::BTREE {
+                continue;
+            }
+            let row = find_row(&rows, key.0, rel.oid);
+            if row.is_some_and(|r| !r.indisvalid) {
+                continue; // an invalid index may be incomplete: the server never reads it
+            }
+            let unique = row.filter(|r| r.indisunique).and_then(|r| {
+                let table = key_of_oid
+                    .get(&(key.0, r.indrelid))
+                    .or_else(|| key_of_oid.get(&(0, r.indrelid)))
+                    .filter(|t| is_heap_table(catalog, t))?;
+                Some(UniqueSpec {
+                    heap_fork: *fork_of_key.get(table)?,
+                    nkeyatts: r.indnkeyatts as usize,
+                    natts: r.indnatts as usize,
+                    nulls_not_distinct: r.indnullsnotdistinct,
+                    attributes: rel.attributes.clone(),
+                })
+            });
+            let database = catalog
+                .databases
+                .get(&key.0)
+                .map_or_else(|| format!("database {}", key.0), |d| d.name.clone());
+            let name = format!("{database}: {}", rel.name);
+            let table = row.and_then(|r| {
+                key_of_oid
+                    .get(&(key.0, r.indrelid))
+                    .or_else(|| key_of_oid.get(&(0, r.indrelid)))
+            });
+            candidates.push(Candidate {
+                name: name.clone(),
+                index_fork: fork,
+                other_table_am: table.is_some_and(|t| !is_heap_table(catalog, t)),
+                heap_fork: table.and_then(|t| fork_of_key.get(t).copied()),
+                meta: catalog.order.index(key.0, rel.oid).map(|(_, m)| m),
+                index_attrs: rel.attributes.as_ref(),
+                heap_attrs: table
+                    .and_then(|t| catalog.relations.get(t))
+                    .and_then(|t| t.attributes.as_ref()),
+                index_blocks: plan.fork_blocks[fork],
+                heap_blocks: table
+                    .and_then(|t| fork_of_key.get(t))
+                    .map_or(0, |&f| plan.fork_blocks[f]),
+                rows: table
+                    .and_then(|t| Some((catalog.relations.get(t)?, *fork_of_key.get(t)?)))
+                    .map_or_else(RowStats::default, |(t, f)| RowStats {
+                        relpages: t.relpages,
+                        reltuples: t.reltuples,
+                        heap_blocks: plan.fork_blocks[f],
+                    }),
+            });
+            let info = IndexInfo {
+                fork,
+                name,
+                ordering: ordering_for(catalog, key.0, rel),
+                unique,
+                all_indexed: None,
+            };
+            indexes.insert(fork, info);
+        }
+        // Heap -> index state lives through the scan and the merge: half the budget, beside
+        // the scan's runs (then the merge's buffers), which take the other half.
+        let (all_indexed, all_indexed_skipped) =
+            plan_all_indexed(&candidates, control.blcksz as u64, config.memory / 2);
+        for a in &all_indexed {
+            if let Some(info) = indexes.get_mut(&a.index_fork) {
+                info.all_indexed = Some(a.clone());
+            }
+        }
+        let indexes: HashMap<usize, Arc<IndexInfo>> =
+            indexes.into_iter().map(|(k, v)| (k, Arc::new(v))).collect();
+        let mut heaps: HashMap<usize, HeapInfo> = HashMap::new();
+        for (&fork, info) in &indexes {
+            for i in plan.forks[fork].segments() {
+                roles[i] = Some(Role::Btree(info.clone()));
+            }
+            if let Some(u) = &info.unique {
+                heap_info(&mut heaps, u.heap_fork).live_roots = true;
+            }
+        }
+        for a in &all_indexed {
+            heap_info(&mut heaps, a.heap_fork)
+                .all_indexed
+                .push(a.clone());
+        }
+        let tids = plan_tids(&TidPlanInputs {
+            catalog,
+            rows: &rows,
+            fork_of_key: &fork_of_key,
+            key_of_oid: &key_of_oid,
+            clean_shutdown: control.state == DbState::Shutdowned,
+        });
+        for info in tids.indexes.values() {
+            heap_info(&mut heaps, info.heap_fork).tids = true;
+        }
+        let graphs = plan_graphs(&GraphPlanInputs {
+            catalog,
+            rows: &rows,
+            fork_of_key: &fork_of_key,
+            fork_blocks: &plan.fork_blocks,
+            state: control.state,
+        });
+        let mut others: Vec<usize> = tids
+            .indexes
+            .iter()
+            .filter(|(_, info)| info.am != IndexAm::Btree)
+            .map(|(&fork, _)| fork)
+            .chain(graphs.indexes.keys().copied())
+            .collect();
+        others.sort_unstable();
+        others.dedup();
+        for fork in others {
+            let role = Role::OtherIndex {
+                tids: tids.indexes.get(&fork).cloned(),
+                graph: graphs.indexes.get(&fork).cloned(),
+            };
+            for i in plan.forks[fork].segments() {
+                roles[i] = Some(role.clone());
+            }
+        }
+        let toasts = plan_toast(plan, catalog, &fork_of_key, &mut heaps);
+        let (vm, tables) = super::vm::VmPlan::build(plan, catalog, &fork_of_key);
+        for t in tables {
+            let info = heap_info(&mut heaps, t.fork);
+            info.hints = true;
+            info.visibility = vm.maps.contains_key(&t.fork);
+            info.relfrozenxid = t.relfrozenxid;
+        }
+        for (vm_fork, info) in vm.map_roles() {
+            for i in plan.forks[vm_fork].segments() {
+                roles[i] = Some(Role::Vm(info.clone()));
+            }
+        }
+        for (fork, info) in heaps {
+            let info = Arc::new(info);
+            for i in plan.forks[fork].segments() {
+                roles[i] = Some(Role::Heap(info.clone()));
+            }
+        }
+        let jobs = jobs.max(1);
+        Ok(ExtendedPlan {
+            roles,
+            indexes,
+            spill,
+            // Half the budget for the scan's runs, the other half for the merge.
+            worker_budget: (config.memory / 2 / jobs as u64) as usize,
+            jobs,
+            max_align: control.max_align as usize,
+            next_full_xid: (control.state == DbState::Shutdowned).then_some(control.next_xid),
+            config: config.clone(),
+            all_indexed,
+            all_indexed_skipped,
+            tids,
+            graphs,
+            toasts,
+            vm,
+        })
+    }
+
+    pub fn spill_path(&self) -> &Path {
+        self.spill.path()
+    }
+}
+
+/// The heap -> index checks of the candidate indexes, and the indexes left out with the
+/// reason. Tables whose live map and sums fit in `budget` bytes (the smallest first) are
+/// checked by sums; the others share what is left of the budget in filters.
+fn plan_all_indexed(
+    candidates: &[Candidate<'_>],
+    blcksz: u64,
+    budget: u64,
+) -> (Vec<Arc<AllIndexed>>, Vec<(String, String)>) {
+    let mut skipped = Vec::new();
+    let mut by_table: BTreeMap<usize, Vec<&Candidate<'_>>> = BTreeMap::new();
+    for c in candidates {
+        match (plan_index(c, Planned::Filter(0)), c.heap_fork) {
+            (Ok(_), Some(heap)) => by_table.entry(heap).or_default().push(c),
+            (Err(why), _) => skipped.push((c.name.clone(), why.to_string())),
+            (Ok(_), None) => skipped.push((c.name.clone(), "its table is not in scope".into())),
+        }
+    }
+    let need = |cs: &[&Candidate<'_>]| {
+        let blocks = cs.first().map_or(0, |c| c.heap_blocks);
+        LiveMap::bytes(blocks, blcksz) + cs.len() as u64 * Sums::bytes(blocks)
+    };
+    let mut tables: Vec<&Vec<&Candidate<'_>>> = by_table.values().collect();
+    tables.sort_by_key(|cs| need(cs));
+    let mut left = budget;
+    let mut planned = Vec::new();
+    let mut filtered = Vec::new();
+    for cs in tables {
+        let bytes = need(cs);
+        if bytes > left {
+            filtered.extend(cs.iter().copied());
+            continue;
+        }
+        left -= bytes;
+        let live = Arc::new(LiveMap::new(cs[0].heap_blocks, blcksz));
+        planned.extend(
+            cs.iter()
+                .filter_map(|c| plan_index(c, Planned::Exact(live.clone())).ok()),
+        );
+    }
+    let estimates: Vec<u64> = filtered
+        .iter()
+        .map(|c| estimated_entries(c.index_blocks, blcksz, &c.rows))
+        .collect();
+    let bits = filter_bits(&estimates, left);
+    planned.extend(
+        filtered
+            .iter()
+            .zip(bits)
+            .filter_map(|(c, bits)| plan_index(c, Planned::Filter(bits)).ok()),
+    );
+    (planned.into_iter().map(Arc::new).collect(), skipped)
+}
+
+/// The heap facts planned for the table whose main fork is `fork` (made on first use).
+pub(super) fn heap_info(heaps: &mut HashMap<usize, HeapInfo>, fork: usize) -> &mut HeapInfo {
+    heaps.entry(fork).or_insert_with(|| HeapInfo {
+        fork,
+        ..HeapInfo::default()
+    })
+}
+
+/// Whether the relation of `key` has the `heap` table access method: only then are its pages
+/// heap pages, whose tuples the checks that follow an index into its table read. A table of
+/// another access method has no page format pgcheckdb knows
+/// ([`crate::check::standard::PageFormat::for_relation`]).
+pub(super) fn is_heap_table(catalog: &Catalog, key: &FileKey) -> bool {
+    catalog
+        .relations
+        .get(key)
+        .is_some_and(|r| r.relam == am_oid::HEAP)
+}
+
+/// Why an index of a table of another table access method than `heap` is left out of the
+/// checks that read its table's tuples.
+pub const OTHER_TABLE_AM: &str =
+    "its table is of another table access method than heap: its pages are not read as heap pages";
+
+/// The pg_index row of index `oid` in database `db` (a shared index: any database's row).
+pub(super) fn find_row(
+    rows: &HashMap<(u32, u32), IndexRow>,
+    db: u32,
+    oid: u32,
+) -> Option<IndexRow> {
+    if let Some(r) = rows.get(&(db, oid)) {
+        return Some(*r);
+    }
+    if db == 0 {
+        return rows.values().find(|r| r.indexrelid == oid).copied();
+    }
+    None
+}
+
+/// The file key of every main fork in the plan.
+fn fork_keys(plan: &Plan) -> HashMap<FileKey, usize> {
+    plan.forks
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.fork == ForkNumber::Main && !f.segments().is_empty())
+        .map(|(i, f)| {
+            let first = &plan.dir.files[f.segments().start];
+            let key = (
+                f.location.db_oid(),
+                tablespace_of_path(&first.rel_path()),
+                f.relfilenode,
+            );
+            (key, i)
+        })
+        .collect()
+}

@@ -1,0 +1,383 @@
+//! Base backups (`pg_basebackup -Fp`): a copy of a running cluster, taken file by file while
+//! the server kept writing. Its `backup_label` says where recovery starts; until recovery has
+//! replayed the WAL from there, a page the server wrote during the copy may be torn or stale
+//! in the copy, and that is not corruption.
+//!
+//! The flow: [`label`] reads `backup_label`; [`wal`] decodes the backup's own WAL into the set
+//! of blocks replay rewrites ([`prepare`]); after the ordinary scan, [`set_aside`] takes the
+//! findings about those blocks out of the report and counts them; [`manifest`] compares the
+//! files with `backup_manifest`.
+//!
+//! The rule for a finding on a block:
+//! * with the WAL from the start LSN on (`-X stream`, `-X fetch`): set aside exactly when the
+//!   block has a block reference in a record from the start LSN to the end of the WAL present;
+//!   if that WAL does not reach the backup's end, also when its `pd_lsn` is past the start LSN;
+//! * without it (`-X none`): set aside when the page's `pd_lsn` is past the start LSN. A torn
+//!   page whose first sector (which holds `pd_lsn`) is still the old one then shows an old LSN
+//!   and is reported: without the WAL nothing tells it from real damage.
+
+pub mod digest;
+pub mod label;
+pub mod manifest;
+pub mod tar;
+pub mod wal;
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::finding::{Finding, FindingKind, Severity};
+use crate::format::control::{ControlFile, DbState};
+use crate::plan::Plan;
+use crate::verify::report::VerifyReport;
+use label::{BackupLabel, Lsn, BACKUP_LABEL_FILE, MAX_LABEL_BYTES};
+use manifest::ManifestSummary;
+use wal::{BlockRef, RelFileLocator, ReplaySet};
+
+/// Reads `backup_label` if the data directory has one.
+pub fn read_label(datadir: &Path) -> Result<Option<BackupLabel>, String> {
+    match pgcheckdb_scan::open::read_regular(&datadir.join(BACKUP_LABEL_FILE), MAX_LABEL_BYTES) {
+        Ok(bytes) => label::parse_label(&String::from_utf8_lossy(&bytes))
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("could not read \"{BACKUP_LABEL_FILE}\": {e}")),
+    }
+}
+
+/// Whether `pg_control`'s state is one a base backup has: copied from a primary ("in
+/// production") or from a standby ("in archive recovery").
+pub fn state_of_a_backup(state: DbState) -> bool {
+    matches!(state, DbState::InProduction | DbState::InArchiveRecovery)
+}
+
+/// What decides that a failing page may be one replay rewrites.
+#[derive(Debug)]
+pub enum ReplayBasis {
+    /// The backup's WAL, decoded from the start LSN.
+    Wal {
+        set: ReplaySet,
+        /// The WAL reaches the backup's end: the set holds every block changed during the copy.
+        complete: bool,
+    },
+    /// No WAL from the start LSN in `pg_wal`: the page's own LSN.
+    PageLsn,
+}
+
+/// A base backup being verified.
+#[derive(Debug)]
+pub struct Backup {
+    pub label: BackupLabel,
+    pub basis: ReplayBasis,
+    /// `End-LSN` of the manifest's WAL ranges, when there is a manifest.
+    pub manifest_wal_end: Option<Lsn>,
+    /// For a backup read as a stream (tar format): `(fork, block)` of every page whose
+    /// `pd_lsn` is past the start LSN, noted as the page went by, since it cannot be read
+    /// again afterwards. `None`: the page is read from the file when asked.
+    pub newer_pages: Option<HashSet<(usize, u64)>>,
+}
+
+/// Reads the backup's WAL (when it has it) into the set of blocks replay rewrites.
+pub fn prepare(datadir: &Path, control: &ControlFile, label: BackupLabel) -> Backup {
+    let manifest_wal_end = manifest_wal_end(datadir);
+    let format = wal::WalFormat {
+        seg_size: control.xlog_seg_size as u64,
+        blcksz: control.blcksz,
+        major: control.major.unwrap_or(18),
+    };
+    let basis = match wal::collect(datadir, format, label.start_lsn) {
+        Some(set) => {
+            let complete = set.decode_error.is_none()
+                && (set.reaches_backup_end || manifest_wal_end.is_some_and(|e| set.end_lsn >= e));
+            ReplayBasis::Wal { set, complete }
+        }
+        None => ReplayBasis::PageLsn,
+    };
+    Backup {
+        label,
+        basis,
+        manifest_wal_end,
+        newer_pages: None,
+    }
+}
+
+fn manifest_wal_end(datadir: &Path) -> Option<Lsn> {
+    let bytes = manifest::read_manifest(datadir).ok()??;
+    manifest::parse_manifest(&bytes).ok()?.wal_end
+}
+
+/// The summary's `backup` object.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BackupSummary {
+    pub start_lsn: Lsn,
+    pub checkpoint_lsn: Lsn,
+    pub start_timeline: u32,
+    pub backup_from: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    /// `wal_block_set`, `wal_block_set_and_page_lsn` (the WAL ends before the backup does) or
+    /// `page_lsn` (no WAL in the backup).
+    pub rule: String,
+    /// The end of the valid WAL read from the start LSN.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wal_end_lsn: Option<Lsn>,
+    pub wal_records: u64,
+    /// Distinct blocks with a block reference in that WAL.
+    pub wal_blocks: u64,
+    /// Blocks that failed a check but that replay rewrites: counted, not reported.
+    pub replayed_blocks_unverified: u64,
+    /// The findings about them (and about files replay creates or truncates), not reported.
+    pub replayed_findings_set_aside: u64,
+    /// What the rule cannot prove, in words.
+    pub note: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<ManifestSummary>,
+}
+
+impl BackupSummary {
+    /// The one line of the text format.
+    pub fn text_line(&self) -> String {
+        let wal = match &self.wal_end_lsn {
+            Some(end) => format!(
+                "WAL {} to {end} read ({} records, {} blocks)",
+                self.start_lsn, self.wal_records, self.wal_blocks
+            ),
+            None => "no WAL in the backup".to_string(),
+        };
+        let manifest = match &self.manifest {
+            Some(m) => format!(
+                "; backup_manifest: {} files, {} checksums verified, {} mismatched, {} missing, {} unexpected",
+                m.files, m.checksums_verified, m.mismatched, m.missing, m.unexpected
+            ),
+            None => "; no backup_manifest".to_string(),
+        };
+        format!(
+            "base backup from {} (start LSN {}, timeline {}); {wal}; rule {}: {} failing block(s) rewritten by replay not verified{manifest}",
+            self.backup_from,
+            self.start_lsn,
+            self.start_timeline,
+            self.rule,
+            self.replayed_blocks_unverified
+        )
+    }
+}
+
+/// The note stated with each rule.
+const NOTE_WAL: &str = "pages with a block reference in the backup's WAL are rewritten by replay and were not verified; every other page was";
+const NOTE_WAL_SHORT: &str = "the WAL in the backup ends before the backup's end: pages changed after it are judged by their pd_lsn, and a torn page whose first sector is old can be reported";
+const NOTE_LSN: &str = "no WAL in the backup: a failing page is set aside only when its pd_lsn is past the start LSN; a page torn while copied whose first sector (holding pd_lsn) is still the old one shows an old LSN and is reported as damage, since without the WAL nothing tells it apart";
+
+/// Takes the findings about blocks (and files) replay rewrites out of `report`, counting
+/// them; recomputes the summary's counts; returns the `backup` summary and the findings set
+/// aside (for `--verbose`).
+pub fn set_aside(
+    report: &mut VerifyReport,
+    plan: &Plan,
+    backup: &Backup,
+) -> (BackupSummary, Vec<Finding>) {
+    let files = files_by_path(plan);
+    let judge = Judge {
+        plan,
+        backup,
+        files: &files,
+        lsn_cache: Default::default(),
+    };
+    let mut unverified: HashSet<(String, u64)> = HashSet::new();
+    let mut aside = Vec::new();
+    let findings = std::mem::take(&mut report.findings);
+    for f in findings {
+        if judge.replayed(&f) {
+            if let Some(block) = f.block {
+                unverified.insert((f.file.clone(), block));
+            }
+            aside.push(f);
+        } else {
+            report.findings.push(f);
+        }
+    }
+    recount(report);
+    let summary = summary_of(backup, unverified.len() as u64, aside.len() as u64);
+    (summary, aside)
+}
+
+/// Decides, finding by finding, whether replay rewrites what it is about.
+struct Judge<'a> {
+    plan: &'a Plan,
+    backup: &'a Backup,
+    files: &'a HashMap<String, usize>,
+    lsn_cache: std::cell::RefCell<HashMap<(usize, u64), Option<u64>>>,
+}
+
+impl Judge<'_> {
+    fn replayed(&self, f: &Finding) -> bool {
+        let Some(&file) = self.files.get(&f.file) else {
+            return self.relation_replayed(f);
+        };
+        let rf = &self.plan.dir.files[file];
+        let rel = RelFileLocator {
+            spc_oid: rf.location.tablespace_oid(),
+            db_oid: rf.location.db_oid(),
+            rel_number: rf.name.relfilenode,
+        };
+        let Some(block) = f.block else {
+            return match &self.backup.basis {
+                ReplayBasis::Wal { set, .. } => set.relations.contains(&rel),
+                ReplayBasis::PageLsn => false,
+            };
+        };
+        match &self.backup.basis {
+            ReplayBasis::Wal { set, complete } => {
+                let key = BlockRef {
+                    rel,
+                    fork: rf.name.fork as u8,
+                    block: u32::try_from(block).unwrap_or(u32::MAX),
+                };
+                set.blocks.contains(&key) || (!complete && self.page_newer(file, block))
+            }
+            ReplayBasis::PageLsn => self.page_newer(file, block),
+        }
+    }
+
+    /// A finding about a file that is not in the listing (a missing one, say): set aside when
+    /// the WAL creates, truncates or changes blocks of its relation.
+    fn relation_replayed(&self, f: &Finding) -> bool {
+        let ReplayBasis::Wal { set, .. } = &self.backup.basis else {
+            return false;
+        };
+        let (Some(db), Some(node)) = (
+            f.database.as_ref().and_then(|d| d.oid),
+            f.relation.as_ref().and_then(|r| r.filenode),
+        ) else {
+            return false;
+        };
+        set.relations
+            .iter()
+            .any(|r| r.db_oid == db && r.rel_number == node)
+    }
+
+    /// Whether the page's `pd_lsn` is past the backup's start LSN.
+    fn page_newer(&self, file: usize, block: u64) -> bool {
+        let fork = self.plan.fork_of_file[file];
+        if let Some(newer) = &self.backup.newer_pages {
+            return newer.contains(&(fork, block));
+        }
+        let lsn = *self
+            .lsn_cache
+            .borrow_mut()
+            .entry((fork, block))
+            .or_insert_with(|| {
+                let page = self.plan.read_fork_block(fork, block)?;
+                let hi = crate::format::bytes::le_u32(&page, 0)?;
+                let lo = crate::format::bytes::le_u32(&page, 4)?;
+                Some((u64::from(hi) << 32) | u64::from(lo))
+            });
+        lsn.is_some_and(|l| l > self.backup.label.start_lsn.0)
+    }
+}
+
+/// The summary's finding and corrupt-block counts after findings were taken out.
+fn recount(report: &mut VerifyReport) {
+    let mut corrupt: Vec<(&str, u64)> = report
+        .findings
+        .iter()
+        .filter(|f| {
+            f.severity == Severity::Error
+                && f.block.is_some()
+                && f.kind != FindingKind::PartialBlock
+        })
+        .map(|f| (f.file.as_str(), f.block.unwrap_or(0)))
+        .collect();
+    corrupt.sort_unstable();
+    corrupt.dedup();
+    report.summary.corrupt_blocks = corrupt.len() as u64;
+    report.summary.findings = report.findings.len() as u64;
+}
+
+fn summary_of(backup: &Backup, unverified: u64, set_aside: u64) -> BackupSummary {
+    let l = &backup.label;
+    let (rule, note, wal_end, records, blocks) = match &backup.basis {
+        ReplayBasis::Wal {
+            set,
+            complete: true,
+        } => (
+            "wal_block_set",
+            NOTE_WAL,
+            Some(set.end_lsn),
+            set.records,
+            set.blocks.len(),
+        ),
+        ReplayBasis::Wal {
+            set,
+            complete: false,
+        } => (
+            "wal_block_set_and_page_lsn",
+            NOTE_WAL_SHORT,
+            Some(set.end_lsn),
+            set.records,
+            set.blocks.len(),
+        ),
+        ReplayBasis::PageLsn => ("page_lsn", NOTE_LSN, None, 0, 0),
+    };
+    BackupSummary {
+        start_lsn: l.start_lsn,
+        checkpoint_lsn: l.checkpoint_lsn,
+        start_timeline: l.start_timeline,
+        backup_from: l.backup_from.name().to_string(),
+        label: l.label.clone(),
+        start_time: l.start_time.clone(),
+        rule: rule.to_string(),
+        wal_end_lsn: wal_end,
+        wal_records: records,
+        wal_blocks: blocks as u64,
+        replayed_blocks_unverified: unverified,
+        replayed_findings_set_aside: set_aside,
+        note: note.to_string(),
+        manifest: None,
+    }
+}
+
+/// Adds the findings and summary of a manifest check (`check_manifest`, or a tar backup's
+/// comparison of what its scan saw).
+pub fn add_manifest_result(
+    report: &mut VerifyReport,
+    summary: &mut BackupSummary,
+    (m, findings): (ManifestSummary, Vec<Finding>),
+) {
+    summary.manifest = Some(m);
+    add_findings(report, findings);
+}
+
+/// Adds findings made outside the page checks, in the report's order, and counts them.
+pub fn add_findings(report: &mut VerifyReport, findings: Vec<Finding>) {
+    report.findings.extend(findings);
+    report
+        .findings
+        .sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    recount(report);
+}
+
+/// The plan's files by their path relative to the data directory.
+pub fn files_by_path(plan: &Plan) -> HashMap<String, usize> {
+    plan.dir
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.rel_path(), i))
+        .collect()
+}
+
+/// Adds the manifest check's findings and summary (when the backup has a manifest).
+pub fn check_manifest(
+    datadir: &Path,
+    report: &mut VerifyReport,
+    summary: &mut BackupSummary,
+) -> Result<(), String> {
+    if let Some(result) = manifest::check(datadir)? {
+        add_manifest_result(report, summary, result);
+    }
+    Ok(())
+}
