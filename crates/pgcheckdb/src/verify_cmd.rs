@@ -535,7 +535,9 @@ fn backup_or_refusal(datadir: &Path, control: &ControlFile) -> anyhow::Result<Op
         Err(reason) => reason,
     };
     let label = match &reason {
-        RunningReason::NotShutDown { .. } if backup::state_of_a_backup(control.state) => {
+        RunningReason::NotShutDown { .. }
+            if pgcheckdb_pg::format::control::state_of_a_backup(control.state) =>
+        {
             backup::read_label(datadir).map_err(|e| anyhow!(e))?
         }
         _ => None,

@@ -2,7 +2,7 @@
 //! `pg_index` (key columns, operator classes, collations, `indoption`, uniqueness),
 //! `pg_opclass`, `pg_opfamily`, `pg_collation`, and the default collation's locale from
 //! `pg_database`. Column offsets per major version are data in [`super::layouts`]; the
-//! comparators that use these facts live in [`crate::check::order`].
+//! comparators that use these facts live in the check floor (`check::order`).
 
 use foldhash::HashMap;
 use std::path::Path;

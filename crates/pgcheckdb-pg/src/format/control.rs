@@ -109,6 +109,12 @@ impl DbState {
     }
 }
 
+/// Whether `pg_control`'s state is one a base backup has: copied from a primary ("in
+/// production") or from a standby ("in archive recovery").
+pub fn state_of_a_backup(state: DbState) -> bool {
+    matches!(state, DbState::InProduction | DbState::InArchiveRecovery)
+}
+
 impl fmt::Display for DbState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let text = match self {

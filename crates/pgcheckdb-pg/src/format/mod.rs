@@ -16,6 +16,7 @@ pub mod hash_buckets;
 pub mod heap;
 pub mod index_tuple;
 pub mod itemid;
+pub mod lsn;
 pub mod oids;
 pub mod page;
 pub mod relfile;

@@ -52,7 +52,7 @@ pub fn missing_files(plan: &Plan, catalog: &Catalog) -> Vec<Finding> {
         // A base backup's pg_control is in production or in archive recovery (a running or
         // crashed cluster is refused before): pg_basebackup copies only the init fork of an
         // unlogged relation.
-        backup: crate::ops::backup::state_of_a_backup(plan.control.state),
+        backup: crate::format::control::state_of_a_backup(plan.control.state),
     };
     // The relations whose first main segment or init fork is not listed, in no order: on a
     // healthy cluster none, so nothing is sorted or collected for every relation.

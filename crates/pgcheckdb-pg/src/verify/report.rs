@@ -3,8 +3,10 @@
 
 use serde::Serialize;
 
+use crate::check::extended::merge::MergeOutcome;
 use crate::check::structure::NotStructureChecked;
-use crate::finding::{Finding, Severity};
+use crate::finding::{Finding, FindingKind, Severity};
+use crate::format::lsn::Lsn;
 
 /// The run's totals: the last line of the JSON output.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -51,7 +53,7 @@ pub struct Summary {
     pub extended: Option<crate::check::extended::ExtendedSummary>,
     /// A base backup: its start, the rule for pages replay rewrites and the manifest check.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub backup: Option<crate::ops::backup::BackupSummary>,
+    pub backup: Option<BackupSummary>,
     /// `verify --online`: `online: true`, the LSNs used and the re-read counts.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub online: Option<crate::verify::online::OnlineSummary>,
@@ -72,6 +74,26 @@ pub struct VerifyReport {
 }
 
 impl VerifyReport {
+    /// Adds what the extended level's merge found: its findings among the scan's (sorted
+    /// again), its errors, the corrupt-block and finding counts recomputed, its summary.
+    pub fn add_extended(&mut self, outcome: MergeOutcome) {
+        self.findings.extend(outcome.findings);
+        self.findings
+            .sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+        self.tool_errors.extend(outcome.tool_errors);
+        let mut corrupt: Vec<(&str, u64)> = self
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error && f.block.is_some())
+            .filter(|f| f.kind != FindingKind::PartialBlock)
+            .map(|f| (f.file.as_str(), f.block.unwrap_or(0)))
+            .collect();
+        corrupt.dedup();
+        self.summary.corrupt_blocks = corrupt.len() as u64;
+        self.summary.findings = self.findings.len() as u64;
+        self.summary.extended = Some(outcome.summary);
+    }
+
     /// Findings of error severity.
     pub fn error_count(&self) -> usize {
         self.findings
@@ -79,4 +101,81 @@ impl VerifyReport {
             .filter(|f| f.severity == Severity::Error)
             .count()
     }
+}
+
+/// The summary's `backup` object.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BackupSummary {
+    pub start_lsn: Lsn,
+    pub checkpoint_lsn: Lsn,
+    pub start_timeline: u32,
+    pub backup_from: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    /// `wal_block_set`, `wal_block_set_and_page_lsn` (the WAL ends before the backup does) or
+    /// `page_lsn` (no WAL in the backup).
+    pub rule: String,
+    /// The end of the valid WAL read from the start LSN.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wal_end_lsn: Option<Lsn>,
+    pub wal_records: u64,
+    /// Distinct blocks with a block reference in that WAL.
+    pub wal_blocks: u64,
+    /// Blocks that failed a check but that replay rewrites: counted, not reported.
+    pub replayed_blocks_unverified: u64,
+    /// The findings about them (and about files replay creates or truncates), not reported.
+    pub replayed_findings_set_aside: u64,
+    /// What the rule cannot prove, in words.
+    pub note: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<ManifestSummary>,
+}
+
+impl BackupSummary {
+    /// The one line of the text format.
+    pub fn text_line(&self) -> String {
+        let wal = match &self.wal_end_lsn {
+            Some(end) => format!(
+                "WAL {} to {end} read ({} records, {} blocks)",
+                self.start_lsn, self.wal_records, self.wal_blocks
+            ),
+            None => "no WAL in the backup".to_string(),
+        };
+        let manifest = match &self.manifest {
+            Some(m) => format!(
+                "; backup_manifest: {} files, {} checksums verified, {} mismatched, {} missing, {} unexpected",
+                m.files, m.checksums_verified, m.mismatched, m.missing, m.unexpected
+            ),
+            None => "; no backup_manifest".to_string(),
+        };
+        format!(
+            "base backup from {} (start LSN {}, timeline {}); {wal}; rule {}: {} failing block(s) rewritten by replay not verified{manifest}",
+            self.backup_from,
+            self.start_lsn,
+            self.start_timeline,
+            self.rule,
+            self.replayed_blocks_unverified
+        )
+    }
+}
+
+/// What the manifest check did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ManifestSummary {
+    pub version: u64,
+    /// Files the manifest lists.
+    pub files: u64,
+    /// Files whose size and checksum were compared.
+    pub checksums_verified: u64,
+    /// Files listed without a checksum (`NONE`): size only.
+    pub size_only: u64,
+    /// Files whose checksum could not be verified (always 0 now that every algorithm is
+    /// computed; kept for the output's stability).
+    pub checksums_not_verified: u64,
+    pub mismatched: u64,
+    pub missing: u64,
+    pub unexpected: u64,
+    pub manifest_checksum_ok: bool,
 }

@@ -86,7 +86,14 @@ pub fn run(
     if let (Some(facts), Some(ext), Some(s)) = (facts, extended, structure) {
         // An interrupted scan left facts out: cross-page checks would blame healthy pages.
         if !progress.cancel.load(std::sync::atomic::Ordering::Relaxed) {
-            crate::check::extended::merge_into(plan, ext, facts.finish(), s.clog, &mut report);
+            let outcome = crate::check::extended::merge::merge(
+                plan,
+                ext,
+                facts.finish(),
+                s.clog,
+                &report.findings,
+            );
+            report.add_extended(outcome);
         }
     }
     report
@@ -103,7 +110,7 @@ fn note_not_structure_checked(structure: Option<&Structure<'_>>, summary: &mut S
 }
 
 /// Where the blocks of the plan's files come from when they are not read from the files
-/// themselves by the parallel scan: a stream (a tar archive's members, [`crate::ops::backup::tar`])
+/// themselves by the parallel scan: a stream (a tar archive's members: the tar backup source of `ops::backup::tar`)
 /// that hands each file's whole blocks, in order, in chunks to the visitor, as the scan does.
 pub trait BlockSource {
     /// Hands every block of the plan's files to `visitor`; an error when the stream cannot be

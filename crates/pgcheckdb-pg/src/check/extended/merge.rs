@@ -21,9 +21,8 @@ use super::toast::merge::{check_toasts, unread_forks};
 use super::unique::{collect_live, needed_blocks, violations, Group};
 use super::{lock, unlocked, ExtendedSummary, NotOrderCheckedIndex};
 use crate::catalog::xact::CommitLog;
-use crate::finding::{Finding, Severity};
+use crate::finding::Finding;
 use crate::plan::Plan;
-use crate::verify::report::VerifyReport;
 
 /// What the merge of one index gave.
 struct IndexResult {
@@ -33,15 +32,23 @@ struct IndexResult {
     groups: Vec<Group>,
 }
 
-/// Merges the facts of `runs`, checks every planned index and adds the findings and the
-/// extended summary to `report`.
-pub fn merge_into(
+/// What the merge found: its findings (not yet sorted with the scan's), the errors that left
+/// parts of it unchecked, and the extended summary.
+pub struct MergeOutcome {
+    pub findings: Vec<Finding>,
+    pub tool_errors: Vec<String>,
+    pub summary: ExtendedSummary,
+}
+
+/// Merges the facts of `runs` and checks every planned index, table map and TOAST relation.
+/// `scan_findings` are the block scan's: pages found damaged there are not judged again.
+pub fn merge(
     plan: &Plan,
     ext: &ExtendedPlan,
     runs: Runs,
     clog: &CommitLog,
-    report: &mut VerifyReport,
-) {
+    scan_findings: &[Finding],
+) -> MergeOutcome {
     let started = Instant::now();
     let mut forks: Vec<usize> = ext.indexes.keys().copied().collect();
     forks.sort_unstable();
@@ -60,6 +67,55 @@ pub fn merge_into(
         indexes_checked: results.len() as u64,
         ..ExtendedSummary::default()
     };
+    let (mut findings, mut not_checked) =
+        index_findings(plan, ext, &runs, results, &mut summary, &errors);
+    let mut diagnosis_errors = Vec::new();
+    findings.extend(super::allindexed::report::findings(
+        plan,
+        ext,
+        scan_findings,
+        &mut summary,
+        &miss_chances,
+        clog,
+        &mut diagnosis_errors,
+    ));
+    lock(&errors).extend(diagnosis_errors);
+    findings.extend(tids.findings);
+    note_tids(ext, tids.tids_checked, tids.tids_not_checked, &mut summary);
+    let unread = unread_forks(plan, scan_findings);
+    let (toast_findings, toast) =
+        check_toasts(plan, &ext.toasts, &runs, &unread, ext.jobs, &errors);
+    findings.extend(toast_findings);
+    summary.toast_relations_checked = toast.relations;
+    summary.toast_values_checked = toast.values;
+    summary.toast_chunks_unreferenced = toast.unreferenced_chunks;
+    summary.toast_values_presence_unchecked = toast.presence_unchecked;
+    findings.extend(super::vm::merge::in_table_order(vm));
+    findings.extend(super::vm::merge::in_table_order(graphs));
+    note_graphs_and_maps(ext, &mut summary);
+    summary.keys_not_order_checked = not_checked.len() as u64;
+    if ext.config.verbose {
+        not_checked.sort_by(|a, b| a.index.cmp(&b.index));
+        summary.not_order_checked = Some(not_checked);
+    }
+    summary.merge_seconds = started.elapsed().as_secs_f64();
+    MergeOutcome {
+        findings,
+        tool_errors: errors.into_inner().unwrap_or_default(),
+        summary,
+    }
+}
+
+/// The findings of every index's merge and of the unique indexes' duplicate groups, and the
+/// B-tree indexes whose keys were not order-checked.
+fn index_findings(
+    plan: &Plan,
+    ext: &ExtendedPlan,
+    runs: &Runs,
+    results: Vec<IndexResult>,
+    summary: &mut ExtendedSummary,
+    errors: &Mutex<Vec<String>>,
+) -> (Vec<Finding>, Vec<NotOrderCheckedIndex>) {
     let mut not_checked = Vec::new();
     let mut findings: Vec<Finding> = Vec::new();
     let mut by_heap: HashMap<usize, Vec<(usize, Vec<Group>)>> = HashMap::new();
@@ -83,39 +139,26 @@ pub fn merge_into(
         findings.extend(r.problems.into_iter().map(|p| place(plan, r.fork, p)));
     }
     for (heap, groups) in by_heap {
-        findings.extend(unique_findings(plan, &runs, heap, &groups, &errors));
+        findings.extend(unique_findings(plan, runs, heap, &groups, errors));
     }
-    let mut diagnosis_errors = Vec::new();
-    findings.extend(super::allindexed::report::findings(
-        plan,
-        ext,
-        &report.findings,
-        &mut summary,
-        &miss_chances,
-        clog,
-        &mut diagnosis_errors,
-    ));
-    lock(&errors).extend(diagnosis_errors);
-    findings.extend(tids.findings);
+    (findings, not_checked)
+}
+
+/// The summary's TID check fields.
+fn note_tids(ext: &ExtendedPlan, checked: u64, not_checked: u64, summary: &mut ExtendedSummary) {
     summary.tid_indexes_checked = ext.tids.indexes.len() as u64;
     summary.tid_indexes_not_checked = ext.tids.not_checked.len() as u64;
     // TIDs found to name a live root where they were read (heap -> index by sums) are
     // valid without a fact.
-    summary.tids_checked = tids.tids_checked + tids_confirmed(ext);
-    summary.tids_not_checked = tids.tids_not_checked;
+    summary.tids_checked = checked + tids_confirmed(ext);
+    summary.tids_not_checked = not_checked;
     if ext.config.verbose {
         summary.tids_not_checked_indexes = Some(listed(&ext.tids.not_checked));
     }
-    let unread = unread_forks(plan, &report.findings);
-    let (toast_findings, toast) =
-        check_toasts(plan, &ext.toasts, &runs, &unread, ext.jobs, &errors);
-    findings.extend(toast_findings);
-    summary.toast_relations_checked = toast.relations;
-    summary.toast_values_checked = toast.values;
-    summary.toast_chunks_unreferenced = toast.unreferenced_chunks;
-    summary.toast_values_presence_unchecked = toast.presence_unchecked;
-    findings.extend(super::vm::merge::in_table_order(vm));
-    findings.extend(super::vm::merge::in_table_order(graphs));
+}
+
+/// The summary's index graph, hint bit and visibility map fields.
+fn note_graphs_and_maps(ext: &ExtendedPlan, summary: &mut ExtendedSummary) {
     summary.index_graphs_checked = ext.graphs.indexes.len() as u64;
     summary.index_graphs_not_checked = ext.graphs.not_checked.len() as u64;
     if ext.config.verbose {
@@ -124,30 +167,6 @@ pub fn merge_into(
     summary.hint_bits_tables_checked = ext.vm.tables.len() as u64;
     summary.visibility_maps_checked = ext.vm.maps.len() as u64;
     summary.visibility_maps_not_checked = ext.vm.not_checked.clone();
-    summary.keys_not_order_checked = not_checked.len() as u64;
-    if ext.config.verbose {
-        not_checked.sort_by(|a, b| a.index.cmp(&b.index));
-        summary.not_order_checked = Some(not_checked);
-    }
-    summary.merge_seconds = started.elapsed().as_secs_f64();
-    report.findings.extend(findings);
-    report
-        .findings
-        .sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
-    report
-        .tool_errors
-        .extend(errors.into_inner().unwrap_or_default());
-    let mut corrupt: Vec<(&str, u64)> = report
-        .findings
-        .iter()
-        .filter(|f| f.severity == Severity::Error && f.block.is_some())
-        .filter(|f| f.kind != crate::finding::FindingKind::PartialBlock)
-        .map(|f| (f.file.as_str(), f.block.unwrap_or(0)))
-        .collect();
-    corrupt.dedup();
-    report.summary.corrupt_blocks = corrupt.len() as u64;
-    report.summary.findings = report.findings.len() as u64;
-    report.summary.extended = Some(summary);
 }
 
 /// TIDs of the TID check confirmed during the scan, over its planned indexes.

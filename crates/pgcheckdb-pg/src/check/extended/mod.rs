@@ -43,7 +43,6 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-pub use merge::merge_into;
 pub use plan::ExtendedPlan;
 
 /// Locks a mutex the merge threads share. A thread that panicked while holding it left

@@ -4,39 +4,13 @@
 //! (`START WAL LOCATION`), and the pages the server wrote while the files were copied are made
 //! whole again by replaying the WAL from there.
 
-use std::fmt;
+use crate::format::lsn::Lsn;
 
 /// The file's name in the data directory (PostgreSQL's `BACKUP_LABEL_FILE`).
 pub const BACKUP_LABEL_FILE: &str = "backup_label";
 
 /// The largest `backup_label` read: the real one is a few hundred bytes.
 pub const MAX_LABEL_BYTES: u64 = 64 << 10;
-
-/// A write-ahead log position (`XLogRecPtr`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Lsn(pub u64);
-
-impl Lsn {
-    /// Parses PostgreSQL's `%X/%X` form (`0/2000028`).
-    pub fn parse(text: &str) -> Option<Lsn> {
-        let (hi, lo) = text.trim().split_once('/')?;
-        let hi = u32::from_str_radix(hi, 16).ok()?;
-        let lo = u32::from_str_radix(lo, 16).ok()?;
-        Some(Lsn((u64::from(hi) << 32) | u64::from(lo)))
-    }
-}
-
-impl fmt::Display for Lsn {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:X}/{:X}", self.0 >> 32, self.0 & 0xFFFF_FFFF)
-    }
-}
-
-impl serde::Serialize for Lsn {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
 
 /// Where the backup was taken (`BACKUP FROM`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

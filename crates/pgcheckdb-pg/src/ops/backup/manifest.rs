@@ -17,13 +17,13 @@ use std::fs;
 use std::io::{self, Read};
 use std::path::Path;
 
-use serde::Serialize;
+use crate::verify::report::ManifestSummary;
 use serde_json::{json, Value};
 
 pub use super::digest::Algorithm;
 use super::digest::{sha256_hex, FileDigest};
-use super::label::Lsn;
 use crate::finding::{Finding, FindingKind, Severity};
+use crate::format::lsn::Lsn;
 
 /// The file's name in the backup's root.
 pub const MANIFEST_FILE: &str = "backup_manifest";
@@ -130,25 +130,6 @@ fn decode_hex(s: &str) -> Option<Vec<u8>> {
         .step_by(2)
         .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
         .collect()
-}
-
-/// What the manifest check did.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct ManifestSummary {
-    pub version: u64,
-    /// Files the manifest lists.
-    pub files: u64,
-    /// Files whose size and checksum were compared.
-    pub checksums_verified: u64,
-    /// Files listed without a checksum (`NONE`): size only.
-    pub size_only: u64,
-    /// Files whose checksum could not be verified (always 0 now that every algorithm is
-    /// computed; kept for the output's stability).
-    pub checksums_not_verified: u64,
-    pub mismatched: u64,
-    pub missing: u64,
-    pub unexpected: u64,
-    pub manifest_checksum_ok: bool,
 }
 
 /// Reads and checks `backup_manifest` against the files under `root`. `Ok(None)` when the

@@ -26,14 +26,13 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::Path;
 
-use serde::Serialize;
-
 use crate::finding::{Finding, FindingKind, Severity};
-use crate::format::control::{ControlFile, DbState};
+use crate::format::control::ControlFile;
+use crate::format::lsn::Lsn;
 use crate::plan::Plan;
 use crate::verify::report::VerifyReport;
-use label::{BackupLabel, Lsn, BACKUP_LABEL_FILE, MAX_LABEL_BYTES};
-use manifest::ManifestSummary;
+use crate::verify::report::{BackupSummary, ManifestSummary};
+use label::{BackupLabel, BACKUP_LABEL_FILE, MAX_LABEL_BYTES};
 use wal::{BlockRef, RelFileLocator, ReplaySet};
 
 /// Reads `backup_label` if the data directory has one.
@@ -45,12 +44,6 @@ pub fn read_label(datadir: &Path) -> Result<Option<BackupLabel>, String> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("could not read \"{BACKUP_LABEL_FILE}\": {e}")),
     }
-}
-
-/// Whether `pg_control`'s state is one a base backup has: copied from a primary ("in
-/// production") or from a standby ("in archive recovery").
-pub fn state_of_a_backup(state: DbState) -> bool {
-    matches!(state, DbState::InProduction | DbState::InArchiveRecovery)
 }
 
 /// What decides that a failing page may be one replay rewrites.
@@ -106,64 +99,6 @@ pub fn prepare(datadir: &Path, control: &ControlFile, label: BackupLabel) -> Bac
 fn manifest_wal_end(datadir: &Path) -> Option<Lsn> {
     let bytes = manifest::read_manifest(datadir).ok()??;
     manifest::parse_manifest(&bytes).ok()?.wal_end
-}
-
-/// The summary's `backup` object.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct BackupSummary {
-    pub start_lsn: Lsn,
-    pub checkpoint_lsn: Lsn,
-    pub start_timeline: u32,
-    pub backup_from: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub start_time: Option<String>,
-    /// `wal_block_set`, `wal_block_set_and_page_lsn` (the WAL ends before the backup does) or
-    /// `page_lsn` (no WAL in the backup).
-    pub rule: String,
-    /// The end of the valid WAL read from the start LSN.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wal_end_lsn: Option<Lsn>,
-    pub wal_records: u64,
-    /// Distinct blocks with a block reference in that WAL.
-    pub wal_blocks: u64,
-    /// Blocks that failed a check but that replay rewrites: counted, not reported.
-    pub replayed_blocks_unverified: u64,
-    /// The findings about them (and about files replay creates or truncates), not reported.
-    pub replayed_findings_set_aside: u64,
-    /// What the rule cannot prove, in words.
-    pub note: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub manifest: Option<ManifestSummary>,
-}
-
-impl BackupSummary {
-    /// The one line of the text format.
-    pub fn text_line(&self) -> String {
-        let wal = match &self.wal_end_lsn {
-            Some(end) => format!(
-                "WAL {} to {end} read ({} records, {} blocks)",
-                self.start_lsn, self.wal_records, self.wal_blocks
-            ),
-            None => "no WAL in the backup".to_string(),
-        };
-        let manifest = match &self.manifest {
-            Some(m) => format!(
-                "; backup_manifest: {} files, {} checksums verified, {} mismatched, {} missing, {} unexpected",
-                m.files, m.checksums_verified, m.mismatched, m.missing, m.unexpected
-            ),
-            None => "; no backup_manifest".to_string(),
-        };
-        format!(
-            "base backup from {} (start LSN {}, timeline {}); {wal}; rule {}: {} failing block(s) rewritten by replay not verified{manifest}",
-            self.backup_from,
-            self.start_lsn,
-            self.start_timeline,
-            self.rule,
-            self.replayed_blocks_unverified
-        )
-    }
 }
 
 /// The note stated with each rule.

@@ -13,11 +13,11 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use super::label::Lsn;
 use crate::check::standard::wal::{
     WalReader, RM_XLOG_ID, SIZE_OF_XLOG_RECORD, XLOG_SWITCH, XLR_RMGR_INFO_MASK, XL_INFO, XL_RMID,
 };
 use crate::format::bytes::{le_u16, le_u32};
+use crate::format::lsn::Lsn;
 use crate::format::page::SIZE_OF_PAGE_HEADER_DATA;
 use crate::format::vm::HEAPBLOCKS_PER_BYTE;
 
