@@ -1,10 +1,86 @@
-//! Whether a server (or another pgcheckdb) is using the data directory: `postmaster.pid` and
-//! the `pg_control` state. The lock pgcheckdb itself takes is in [`crate::ops::lock`].
+//! Whether a server (or another pgcheckdb) is using the data directory: `postmaster.pid` (read
+//! and parsed here) and the `pg_control` state. The lock pgcheckdb itself takes is in `ops::lock`.
 
+use std::io;
 use std::path::Path;
 
+use pgcheckdb_scan::open::read_regular;
+
 use crate::format::control::ControlFile;
-use crate::ops::lock::{read_lock_file, LockFileState, LockHolder, LOCK_FILE};
+
+/// The lock file's name in the data directory (PostgreSQL's `DIRECTORY_LOCK_FILE`).
+pub const LOCK_FILE: &str = "postmaster.pid";
+
+/// What pgcheckdb writes at the start of the status line, to be recognised by a second one.
+pub(crate) const HOLDER_MARK: &str = "pgcheckdb";
+
+/// Lines of `postmaster.pid`, 1-based, as PostgreSQL numbers them (`LOCK_FILE_LINE_*`).
+pub(crate) const LINE_PID: usize = 1;
+pub(crate) const LINE_STATUS: usize = 8;
+
+/// The largest `postmaster.pid` read: the real one is a few hundred bytes.
+pub(crate) const MAX_LOCK_FILE_BYTES: u64 = 64 << 10;
+
+/// Who a `postmaster.pid` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockHolder {
+    /// A postmaster (or anything that is not pgcheckdb).
+    Postmaster { pid: i32 },
+    /// A pgcheckdb run, with the command it runs.
+    Pgcheckdb { pid: i32, command: String },
+}
+
+impl LockHolder {
+    pub fn pid(&self) -> i32 {
+        match self {
+            LockHolder::Postmaster { pid } | LockHolder::Pgcheckdb { pid, .. } => *pid,
+        }
+    }
+}
+
+/// What reading `postmaster.pid` gave.
+#[derive(Debug)]
+pub enum LockFileState {
+    Absent,
+    /// Zero bytes: a postmaster between creating and writing it, or one that crashed then.
+    Empty,
+    /// The first line is not a process id.
+    Bogus(String),
+    Holder(LockHolder),
+    /// Not a regular file, unreadable, ...
+    Unreadable(io::Error),
+}
+
+/// Reads and parses `postmaster.pid` (only a regular file is opened).
+pub fn read_lock_file(datadir: &Path) -> LockFileState {
+    match read_regular(&datadir.join(LOCK_FILE), MAX_LOCK_FILE_BYTES) {
+        Ok(bytes) => parse_lock_file(&String::from_utf8_lossy(&bytes)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => LockFileState::Absent,
+        Err(e) => LockFileState::Unreadable(e),
+    }
+}
+
+/// Parses the text of a `postmaster.pid`.
+pub fn parse_lock_file(text: &str) -> LockFileState {
+    if text.is_empty() {
+        return LockFileState::Empty;
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let first = lines.get(LINE_PID - 1).map_or("", |l| l.trim());
+    // A postmaster writes a negative pid when it runs as a single-user backend.
+    let pid = match first.parse::<i32>() {
+        Ok(p) if p != 0 && p != i32::MIN => p.abs(),
+        _ => return LockFileState::Bogus(first.chars().take(60).collect()),
+    };
+    let status = lines.get(LINE_STATUS - 1).map_or("", |l| l.trim());
+    LockFileState::Holder(match status.strip_prefix(HOLDER_MARK) {
+        Some(command) => LockHolder::Pgcheckdb {
+            pid,
+            command: command.trim().to_string(),
+        },
+        None => LockHolder::Postmaster { pid },
+    })
+}
 
 /// Why pgcheckdb must not treat the cluster as stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -32,7 +32,7 @@ fn page_config(control: &crate::format::control::ControlFile) -> PageCheckConfig
 }
 
 /// Checks one page of `file` alone, as the scan does (physical, placement and structure
-/// checks): the re-reads of `verify --online` ([`crate::verify::recheck`]).
+/// checks): the re-reads of `verify --online` (`verify::recheck`).
 pub(crate) fn check_one_page(
     plan: &Plan,
     structure: Option<&Structure<'_>>,

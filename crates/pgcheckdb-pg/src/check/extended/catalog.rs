@@ -8,7 +8,8 @@ use std::path::Path;
 
 use crate::catalog::heapscan::{for_each_page, visible_rows_of_page, ScanTrouble};
 use crate::catalog::layouts::pg_index;
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, FileKey};
+use crate::check::standard::am_oid;
 use crate::format::bytes::{le_u16, le_u32};
 use crate::format::oids;
 
@@ -83,6 +84,33 @@ pub fn read_index_rows(
         });
     }
     rows
+}
+
+/// Whether the relation of `key` has the `heap` table access method: only then are its pages
+/// heap pages, whose tuples the checks that follow an index into its table read. A table of
+/// another access method has no page format pgcheckdb knows
+/// ([`crate::check::standard::PageFormat::for_relation`]).
+pub fn is_heap_table(catalog: &Catalog, key: &FileKey) -> bool {
+    catalog
+        .relations
+        .get(key)
+        .is_some_and(|r| r.relam == am_oid::HEAP)
+}
+
+/// Why an index of a table of another table access method than `heap` is left out of the
+/// checks that read its table's tuples.
+pub const OTHER_TABLE_AM: &str =
+    "its table is of another table access method than heap: its pages are not read as heap pages";
+
+/// The pg_index row of index `oid` in database `db` (a shared index: any database's row).
+pub fn find_row(rows: &HashMap<(u32, u32), IndexRow>, db: u32, oid: u32) -> Option<IndexRow> {
+    if let Some(r) = rows.get(&(db, oid)) {
+        return Some(*r);
+    }
+    if db == 0 {
+        return rows.values().find(|r| r.indexrelid == oid).copied();
+    }
+    None
 }
 
 #[cfg(test)]

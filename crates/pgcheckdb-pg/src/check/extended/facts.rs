@@ -3,7 +3,7 @@
 //! bytes groups them by relation fork, then family, then block. Bodies carry the index tuple
 //! items the checks need (high key, first and last data items, pivot tuples), never the page.
 //! The B-tree records of one block (its own fact and what other pages claim about it) are
-//! described in [`super::btree::records`].
+//! described in `extended::btree::records`.
 
 /// The family of a fact (its second field).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,7 +13,7 @@ pub enum Family {
     BtreeMeta = 0,
     /// Everything about one B-tree block: the page's own fact (or its damaged mark) and what
     /// its siblings, parents and half-dead children claim about it
-    /// ([`super::btree::records::Rec`]).
+    /// (`btree::records::Rec`).
     BtreePage = 1,
     /// A page that failed the physical or standard checks: nothing is concluded from it.
     /// (B-tree pages carry their damaged mark in [`Family::BtreePage`], to meet the claims.)
@@ -33,12 +33,12 @@ pub enum Family {
     /// value's pointers and chunks meet (see `toast`).
     ToastValue = 9,
     /// A heap page's visibility summary or a visibility-map run of set bits, both at heap
-    /// block numbers so that they meet in one sorted stream (see [`super::vm`]).
+    /// block numbers so that they meet in one sorted stream (see `extended::vm`).
     Visibility = 5,
     /// A tuple whose commit hint bit contradicts `pg_xact`.
     HintBit = 6,
     /// What a page of a hash, GiST, SP-GiST, GIN or BRIN index says about the index's graph,
-    /// or its damaged mark (see [`super::graphs`]).
+    /// or its damaged mark (see `extended::graphs`).
     IndexGraph = 12,
 }
 

@@ -11,7 +11,7 @@ use super::allindexed::exact::{LiveMap, Sums};
 use super::allindexed::{
     estimated_entries, filter_bits, plan_index, AllIndexed, Candidate, Method, Planned, RowStats,
 };
-use super::catalog::{read_index_rows, IndexRow};
+use super::catalog::{find_row, is_heap_table, read_index_rows};
 use super::graphs::{plan_graphs, GraphInfo, GraphPlan, GraphPlanInputs};
 use super::spill::SpillDir;
 use super::tids::{plan_tids, IndexAm, TidIndexInfo, TidPlan, TidPlanInputs};
@@ -290,7 +290,11 @@ impl ExtendedPlan {
                 roles[i] = Some(role.clone());
             }
         }
-        let toasts = plan_toast(plan, catalog, &fork_of_key, &mut heaps);
+        let toasts = plan_toast(plan, catalog, &fork_of_key);
+        for t in toasts.values() {
+            heap_info(&mut heaps, t.main_fork).toast_pointers = Some(Arc::clone(&t.pointers));
+            heap_info(&mut heaps, t.toast_fork).toast_chunks = true;
+        }
         let (vm, tables) = super::vm::VmPlan::build(plan, catalog, &fork_of_key);
         for t in tables {
             let info = heap_info(&mut heaps, t.fork);
@@ -393,37 +397,6 @@ pub(super) fn heap_info(heaps: &mut HashMap<usize, HeapInfo>, fork: usize) -> &m
         fork,
         ..HeapInfo::default()
     })
-}
-
-/// Whether the relation of `key` has the `heap` table access method: only then are its pages
-/// heap pages, whose tuples the checks that follow an index into its table read. A table of
-/// another access method has no page format pgcheckdb knows
-/// ([`crate::check::standard::PageFormat::for_relation`]).
-pub(super) fn is_heap_table(catalog: &Catalog, key: &FileKey) -> bool {
-    catalog
-        .relations
-        .get(key)
-        .is_some_and(|r| r.relam == am_oid::HEAP)
-}
-
-/// Why an index of a table of another table access method than `heap` is left out of the
-/// checks that read its table's tuples.
-pub const OTHER_TABLE_AM: &str =
-    "its table is of another table access method than heap: its pages are not read as heap pages";
-
-/// The pg_index row of index `oid` in database `db` (a shared index: any database's row).
-pub(super) fn find_row(
-    rows: &HashMap<(u32, u32), IndexRow>,
-    db: u32,
-    oid: u32,
-) -> Option<IndexRow> {
-    if let Some(r) = rows.get(&(db, oid)) {
-        return Some(*r);
-    }
-    if db == 0 {
-        return rows.values().find(|r| r.indexrelid == oid).copied();
-    }
-    None
 }
 
 /// The file key of every main fork in the plan.

@@ -33,6 +33,7 @@
 use std::fs;
 use std::path::Path;
 
+use super::xids::later;
 use super::ClusterFacts;
 use crate::catalog::xact::{CLOG_XACTS_PER_BYTE, SLRU_PAGES_PER_SEGMENT};
 use crate::finding::Severity;
@@ -87,15 +88,6 @@ fn newest_ids(control: &ControlFile, datadir: &Path) -> (u32, u32) {
     (xid, multi)
 }
 
-/// The later of two ids, modulo 2^32.
-pub fn later(a: u32, b: u32) -> u32 {
-    if (b.wrapping_sub(a) as i32) > 0 {
-        b
-    } else {
-        a
-    }
-}
-
 /// The first id past the last page of the SLRU directory `dir` that is on disk, following the
 /// segments on from the one holding `next - 1` (ids wrap around at 2^32, segment numbers with
 /// them). `None` when that segment is not there.
@@ -134,13 +126,6 @@ fn segment_pages(dir: &Path, segno: u64, blcksz: u64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn later_wraps() {
-        assert_eq!(later(10, 20), 20);
-        assert_eq!(later(20, 10), 20);
-        assert_eq!(later(u32::MAX - 5, 3), 3);
-    }
 
     #[test]
     fn slru_extent_follows_full_segments() {

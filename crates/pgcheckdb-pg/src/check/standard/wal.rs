@@ -10,7 +10,7 @@ use pgcheckdb_scan::open::read_regular;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::bounds::later;
+use super::xids::later;
 use crate::catalog::xact::FIRST_NORMAL_TRANSACTION_ID;
 use crate::format::bytes::le_u32;
 use crate::format::control::ControlFile;

@@ -117,3 +117,24 @@ pub fn xmax_committed_update(h: &HeapTupleHeader, facts: &ClusterFacts, clog: &C
         && !in_future(h.t_xmax, facts)
         && xid_commit(h.t_xmax, facts, clog) == Some(Commit::Committed)
 }
+
+/// The later of two ids, modulo 2^32.
+pub fn later(a: u32, b: u32) -> u32 {
+    if (b.wrapping_sub(a) as i32) > 0 {
+        b
+    } else {
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn later_wraps() {
+        assert_eq!(later(10, 20), 20);
+        assert_eq!(later(20, 10), 20);
+        assert_eq!(later(u32::MAX - 5, 3), 3);
+    }
+}

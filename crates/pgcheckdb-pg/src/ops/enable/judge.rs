@@ -9,7 +9,7 @@
 use crate::check::placement::misplaced_by_ctid;
 use crate::check::standard::{check_page_structure, Inputs, Scratch, StructureProblem};
 use crate::check::structure::Structure;
-use crate::finding::{Finding, FindingKind, Severity};
+use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
 use crate::plan::Plan;
 
 /// Per-worker state of the content checks.
@@ -67,7 +67,7 @@ impl<'a> Judge<'a> {
                 Severity::Warning => format!("{}; the server accepts it, stamped", p.message),
                 Severity::Info => continue,
             };
-            let mut finding = super::stamp::file_finding(
+            let mut finding = file_finding(
                 self.plan,
                 file,
                 Some(blkno),
@@ -100,7 +100,7 @@ impl<'a> Judge<'a> {
         };
         let message = format!("{}; not stamped", evidence.message);
         let detail = evidence.detail;
-        let finding = super::stamp::file_finding(
+        let finding = file_finding(
             self.plan,
             file,
             Some(blkno),
@@ -118,4 +118,32 @@ impl<'a> Judge<'a> {
     fn placement_applies(&self, file: usize, fork: usize) -> bool {
         crate::check::structure::placement_applies(self.plan, self.structure, file, fork)
     }
+}
+
+/// A finding about block `blkno` (or the whole file) of plan file `file`, with its database
+/// and relation file named.
+pub(super) fn file_finding(
+    plan: &Plan,
+    file: usize,
+    blkno: Option<u64>,
+    kind: FindingKind,
+    severity: Severity,
+    message: String,
+    detail: serde_json::Value,
+) -> Finding {
+    let f = &plan.dir.files[file];
+    let mut finding = Finding::for_file(kind, severity, &f.rel_path(), message)
+        .with_detail(detail)
+        .at_segment(f.name.segno);
+    finding.fork = Some(f.name.fork);
+    finding.block = blkno;
+    finding.database = Some(DatabaseRef {
+        oid: Some(f.location.db_oid()),
+        name: None,
+    });
+    finding.relation = Some(RelationRef {
+        filenode: Some(f.name.relfilenode),
+        ..Default::default()
+    });
+    finding
 }

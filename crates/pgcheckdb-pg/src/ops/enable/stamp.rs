@@ -9,11 +9,11 @@ use serde_json::json;
 
 use pgcheckdb_scan::{DirtyRange, Visitor};
 
-use super::judge::Judge;
+use super::judge::{file_finding, Judge};
 use super::sync::start_range_writeback;
 use crate::check::physical::{check_page, PageCheckConfig, PageProblem, PageVerdict};
 use crate::check::structure::Structure;
-use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
+use crate::finding::{Finding, FindingKind, Severity};
 use crate::format::checksum::pg_checksum_page;
 use crate::format::page::PD_CHECKSUM_OFFSET;
 use crate::format::page::SECTOR_SIZE;
@@ -246,32 +246,6 @@ impl<'a> Stamper<'a> {
             detail,
         )
     }
-}
-
-pub(super) fn file_finding(
-    plan: &Plan,
-    file: usize,
-    blkno: Option<u64>,
-    kind: FindingKind,
-    severity: Severity,
-    message: String,
-    detail: serde_json::Value,
-) -> Finding {
-    let f = &plan.dir.files[file];
-    let mut finding = Finding::for_file(kind, severity, &f.rel_path(), message)
-        .with_detail(detail)
-        .at_segment(f.name.segno);
-    finding.fork = Some(f.name.fork);
-    finding.block = blkno;
-    finding.database = Some(DatabaseRef {
-        oid: Some(f.location.db_oid()),
-        name: None,
-    });
-    finding.relation = Some(RelationRef {
-        filenode: Some(f.name.relfilenode),
-        ..Default::default()
-    });
-    finding
 }
 
 impl Visitor for Stamper<'_> {

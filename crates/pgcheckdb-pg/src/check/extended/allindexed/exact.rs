@@ -11,7 +11,7 @@
 //! holds one twice. The sums are exact: a lacking entry goes unseen only when the
 //! fingerprints of a block's differences add up to zero modulo 2^64, a chance of 2^-64 per
 //! block, where a Bloom filter misses about one in a hundred. Blocks that are not zero are read
-//! again after the scan ([`super::diagnose`]) to name the tuples.
+//! again after the scan (`allindexed::diagnose`) to name the tuples.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;

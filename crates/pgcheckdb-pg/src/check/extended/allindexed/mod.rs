@@ -192,7 +192,7 @@ pub enum Planned {
 /// The heap -> index check of `c`, or why it is not checked.
 pub fn plan_index(c: &Candidate<'_>, planned: Planned) -> Result<AllIndexed, &'static str> {
     if c.other_table_am {
-        return Err(crate::check::extended::plan::OTHER_TABLE_AM);
+        return Err(crate::check::extended::catalog::OTHER_TABLE_AM);
     }
     let heap_fork = c.heap_fork.ok_or("its table is not in scope")?;
     let meta = c.meta.ok_or("no pg_index row")?;

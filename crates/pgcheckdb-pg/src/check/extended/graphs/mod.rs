@@ -26,9 +26,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::catalog::find_row;
 use super::catalog::IndexRow;
 use super::facts::{Family, Writer};
-use super::plan::find_row;
 use super::spill::RunBuilder;
 use super::tids::TidNotChecked;
 use crate::catalog::{Catalog, FileKey, RelKind};

@@ -1,7 +1,7 @@
 //! The TID check's merge: each table's `Tids` records stream in chunk order, each chunk's heap
 //! page summaries before the index groups naming it, so one pass with one chunk's summaries
 //! in memory checks every TID. Tables are merged in parallel, alongside the index checks
-//! (`crate::check::extended::merge`). Findings: `index_tid_invalid` at
+//! (`extended::merge`). Findings: `index_tid_invalid` at
 //! the index page holding a TID that names nothing an index may name, and `lost_write`
 //! (evidence "index") at a heap page that is all zero, or past the end of the table, while
 //! index entries point into it.

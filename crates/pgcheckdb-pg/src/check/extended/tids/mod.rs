@@ -143,7 +143,7 @@ fn heap_of(
     if !inputs.clean_shutdown {
         return Err("the cluster was not shut down cleanly");
     }
-    let row = super::plan::find_row(inputs.rows, db, oid).ok_or("no pg_index row")?;
+    let row = super::catalog::find_row(inputs.rows, db, oid).ok_or("no pg_index row")?;
     if !row.indisvalid {
         return Err("the index is not valid (indisvalid is false)");
     }
@@ -152,8 +152,8 @@ fn heap_of(
         .get(&(db, row.indrelid))
         .or_else(|| inputs.key_of_oid.get(&(0, row.indrelid)))
         .ok_or("its table is not in the catalog")?;
-    if !super::plan::is_heap_table(inputs.catalog, table) {
-        return Err(super::plan::OTHER_TABLE_AM);
+    if !super::catalog::is_heap_table(inputs.catalog, table) {
+        return Err(super::catalog::OTHER_TABLE_AM);
     }
     let fork = inputs
         .fork_of_key

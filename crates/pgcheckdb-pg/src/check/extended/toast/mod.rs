@@ -6,8 +6,8 @@
 //! Flow, in the same single read as every other check:
 //!
 //! * plan ([`plan_toast`]): a table with a TOAST relation, both in the run, gets
-//!   [`HeapInfo::toast_pointers`] on its main fork (emit pointer facts) and its TOAST relation
-//!   [`HeapInfo::toast_chunks`] (emit chunk facts). Only after a clean shutdown (also a standby's
+//!   `HeapInfo::toast_pointers` on its main fork (emit pointer facts) and its TOAST relation
+//!   `HeapInfo::toast_chunks` (emit chunk facts). Only after a clean shutdown (also a standby's
 //!   shutdown in recovery): after a crash, a page holding a pointer may reach the disk before
 //!   the page holding its chunks, and WAL replay, not corruption, would fill the gap.
 //! * scan ([`emit`]): a sound main page gives one record per external pointer of each certainly
@@ -40,7 +40,6 @@ pub mod value;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::plan::{heap_info, HeapInfo};
 use crate::catalog::attributes::Attribute;
 use crate::catalog::{Catalog, FileKey, RelKind};
 use crate::check::standard::am_oid;
@@ -73,16 +72,17 @@ pub struct ToastInfo {
     pub main_name: String,
     /// `TOAST_MAX_CHUNK_SIZE` of the cluster.
     pub max_chunk: u32,
+    /// What the table's main fork contributes (its `HeapInfo::toast_pointers`).
+    pub pointers: Arc<ToastPointers>,
 }
 
-/// Plans the TOAST check: sets the heap flags of every table with a TOAST relation whose
-/// forks are both in the run, and returns the TOAST relations by fork. Nothing when the
+/// Plans the TOAST check: the TOAST relation of every table whose forks are both in the run,
+/// by fork (the plan sets the heap flags of both from it). Nothing when the
 /// cluster was not shut down cleanly (see the module comment).
 pub fn plan_toast(
     plan: &Plan,
     catalog: &Catalog,
     fork_of_key: &HashMap<FileKey, usize>,
-    heaps: &mut HashMap<usize, HeapInfo>,
 ) -> HashMap<usize, Arc<ToastInfo>> {
     let mut out = HashMap::new();
     let clean = matches!(
@@ -122,12 +122,11 @@ pub fn plan_toast(
             .databases
             .get(&key.0)
             .map_or_else(|| format!("database {}", key.0), |d| d.name.clone());
-        heap_info(heaps, main_fork).toast_pointers = Some(Arc::new(ToastPointers {
+        let pointers = Arc::new(ToastPointers {
             unit: toast_fork as u32,
             toastrelid: rel.reltoastrelid,
             attributes,
-        }));
-        heap_info(heaps, toast_fork).toast_chunks = true;
+        });
         out.insert(
             toast_fork,
             Arc::new(ToastInfo {
@@ -135,6 +134,7 @@ pub fn plan_toast(
                 main_fork,
                 main_name: format!("{database}: {}", rel.name),
                 max_chunk,
+                pointers,
             }),
         );
     }

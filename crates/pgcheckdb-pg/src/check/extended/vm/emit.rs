@@ -1,7 +1,8 @@
 //! Writes the visibility and hint-bit records of one page into a worker's runs (called by
-//! [`crate::check::extended::emit::Emitter`] for heap and `_vm` pages).
+//! the extended level's `Emitter` (`extended::emit`) for heap and `_vm` pages).
 
-use super::scan::{heap_page, map_runs, HeapPageWork, HintProblem, MapRun, PageSummary, XidWindow};
+use super::scan::{heap_page, map_runs, HeapPageWork, HintProblem, MapRun, PageSummary};
+use super::xids::XidWindow;
 use super::VmInfo;
 use crate::catalog::xact::CommitLog;
 use crate::check::extended::facts::{Family, Writer};

@@ -4,7 +4,7 @@
 //! progress), and the compact record of such a tuple that the scan writes and the merge reads
 //! back.
 
-use super::scan::{Statuses, XidWindow};
+use super::xids::{Statuses, XidWindow};
 use crate::catalog::xact::XidStatus;
 use crate::check::extended::facts::{Reader, Writer};
 use crate::check::standard::xids::xmax_is_locked_only;

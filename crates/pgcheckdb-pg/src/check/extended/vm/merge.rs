@@ -22,7 +22,7 @@ use crate::plan::Plan;
 const MAX_LISTED_OFFSETS: usize = 20;
 
 /// Checks one planned heap table (its main fork `fork`): its findings, or why its facts could
-/// not be read. The merge runs it as a task of its first pool (`crate::check::extended::merge`).
+/// not be read. The merge runs it as a task of its first pool (`extended::merge`).
 pub fn check_table(
     plan: &Plan,
     ext: &ExtendedPlan,

@@ -8,6 +8,7 @@
 //!   and one record per tuple whose hint bit contradicts `pg_xact`; per visibility-map page,
 //!   one record per run of heap blocks with the same set bits. Both are keyed by heap block,
 //!   so they meet in one sorted stream.
+//! * [`xids`]: a table's window of transaction ids and the cached `pg_xact` lookups.
 //! * [`hints`]: which commit hint bit of a tuple contradicts `pg_xact`, and its record.
 //! * [`merge`]: per table, a single pass over that stream joins each run of set bits with the
 //!   heap pages it covers, and turns hint-bit records into findings.
@@ -22,5 +23,6 @@ pub mod hints;
 pub mod merge;
 pub mod plan;
 pub mod scan;
+pub mod xids;
 
 pub use plan::{VmInfo, VmPlan};

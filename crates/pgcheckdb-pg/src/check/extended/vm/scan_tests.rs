@@ -1,6 +1,7 @@
 //! Tests of the scan side of the visibility and hint-bit checks ([`super`]).
 
 use super::*;
+use crate::check::standard::ClusterFacts;
 use crate::finding::Severity;
 use std::collections::HashMap;
 
