@@ -13,7 +13,7 @@ use plotters::prelude::*;
 
 use serde::Serialize;
 
-use crate::output::{Bar, Chart, Report};
+use crate::report::{Bar, Chart, Report};
 
 /// Chart size in pixels.
 const SIZE: (u32, u32) = (1000, 600);
@@ -475,7 +475,7 @@ fn draw_lines(area: &Area, panel: &Panel, series: &[LineSpec], text: bool) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::{Machine, Report};
+    use crate::report::{Machine, Report};
 
     fn report(chart: Chart) -> Report {
         Report {
@@ -515,7 +515,7 @@ mod tests {
         let lines = report(Chart::Lines {
             x_label: "jobs".into(),
             y_label: "GB/s".into(),
-            series: vec![crate::output::Series {
+            series: vec![crate::report::Series {
                 name: "physical".into(),
                 points: vec![(1.0, 1.0), (2.0, 1.9)],
             }],

@@ -9,7 +9,7 @@
 //! The pieces: [`stats`] (mean, median, standard deviation, ratio of means with Fieller's 95%
 //! interval), [`schedule`] (interleaved run plan and the [`schedule::Executor`] trait),
 //! [`workloads`] (the SQL), [`pg`] (choosing the installation; WAL and checkpoint counters per
-//! version), [`output`] and [`chart`] (text tables, CSV, JSON, PNG), and [`guard`] (Ctrl-C stops
+//! version), [`report`] (what an experiment measured), [`output`] and [`chart`] (text tables, CSV, JSON, PNG), and [`guard`] (Ctrl-C stops
 //! and removes the clusters, exit 130).
 
 pub mod chart;
@@ -17,6 +17,7 @@ pub mod experiments;
 pub mod guard;
 pub mod output;
 pub mod pg;
+pub mod report;
 pub mod schedule;
 pub mod stats;
 pub mod workloads;

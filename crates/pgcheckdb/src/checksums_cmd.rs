@@ -13,45 +13,17 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail};
-use clap::Args;
 use pgcheckdb_pg::ops::enable::{self, EnableOptions, EnableOutcome, EnableReport, Enabler};
 use pgcheckdb_pg::ops::lock::DataDirLock;
 use pgcheckdb_report::{human_bytes, write_finding, Format};
 use pgcheckdb_scan::Progress;
 use serde_json::json;
 
+use crate::cli::checksums::{DisableArgs, EnableArgs};
 use crate::cli::{ChecksumsAction, ChecksumsArgs, Common, OutputFormat};
+use crate::exit::{EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
 use crate::verify_cmd::{read_control, resolve_datadir};
-use crate::{progress, signals, EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
-
-/// `checksums enable` flags.
-#[derive(Debug, Args)]
-pub struct EnableArgs {
-    /// Data directory (default: $PGDATA).
-    #[arg(short = 'D', long = "pgdata", env = "PGDATA")]
-    pub pgdata: Option<PathBuf>,
-    /// Scan and report what would be written; change nothing.
-    #[arg(long, short = 'n')]
-    pub dry_run: bool,
-    /// Enable checksums even if damaged pages (a bad header, a non-zero page with pd_upper 0, a
-    /// page failing the structure checks, a misplaced page) are found. They stay unstamped, so the server keeps rejecting them.
-    #[arg(long)]
-    pub allow_damaged: bool,
-    /// Stamp every page whose header the server accepts, without the standard level's
-    /// structure checks (about twice as fast). RISK: a page damaged inside (a bit flip in a
-    /// line pointer or a tuple) then gets a valid checksum, and the damage can no longer be
-    /// told from a valid page by a checksum. Use only after `verify --level standard` ran clean.
-    #[arg(long)]
-    pub skip_structure_checks: bool,
-}
-
-/// `checksums disable` flags.
-#[derive(Debug, Args)]
-pub struct DisableArgs {
-    /// Data directory (default: $PGDATA).
-    #[arg(short = 'D', long = "pgdata", env = "PGDATA")]
-    pub pgdata: Option<PathBuf>,
-}
+use crate::{progress, signals};
 
 pub fn run(common: &Common, args: &ChecksumsArgs) -> anyhow::Result<u8> {
     match &args.action {

@@ -21,10 +21,10 @@ use pgcheckdb_report::escape::escape_control;
 use serde_json::json;
 
 use crate::cli::{Common, CorruptArgs, CorruptHow, OutputFormat};
+use crate::exit::EXIT_OK;
 use crate::signals;
 use crate::target::{resolve, BlockTarget};
 use crate::verify_cmd::{read_control, resolve_datadir};
-use crate::EXIT_OK;
 
 pub fn run(common: &Common, args: &CorruptArgs) -> anyhow::Result<u8> {
     reject_unused_options(args)?;

@@ -14,7 +14,7 @@ use pgcheckdb_cluster::{Cluster, ClusterOptions, PgBinaries};
 use pgcheckdb_pg::ops::corrupt;
 
 use crate::cli::{Common, DemoArgs};
-use crate::EXIT_OK;
+use crate::exit::EXIT_OK;
 
 /// Oldest and newest major versions pgcheckdb reads.
 const MAJORS: std::ops::RangeInclusive<u32> = 14..=18;

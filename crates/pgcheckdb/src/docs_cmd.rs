@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use clap::CommandFactory;
 
 use crate::cli::Cli;
-use crate::EXIT_OK;
+use crate::exit::EXIT_OK;
 
 /// Prints the roff page of pgcheckdb, or of the command named by `path` (`checksums enable`).
 pub fn man(path: &[String]) -> anyhow::Result<u8> {

@@ -24,7 +24,8 @@ use pgcheckdb_report::{human_bytes, write_summary, Format};
 use pgcheckdb_scan::Progress;
 use serde::Serialize;
 
-use crate::{clock, EXIT_OK};
+use crate::clock;
+use crate::exit::EXIT_OK;
 
 /// Most bytes read per level for the sample.
 pub const SAMPLE_BYTES: u64 = 128 << 20;

@@ -30,6 +30,7 @@ mod corrupt_cmd;
 mod demo_cmd;
 mod docs_cmd;
 mod estimate;
+mod exit;
 mod inspect_cmd;
 mod online_cmd;
 mod progress;
@@ -41,16 +42,7 @@ mod verify_cmd;
 
 use std::process::ExitCode;
 
-/// Exit status: nothing found.
-pub const EXIT_OK: u8 = 0;
-/// Exit status: could not run or finish.
-pub const EXIT_FAILED: u8 = 1;
-/// Exit status: corruption found.
-pub const EXIT_CORRUPT: u8 = 2;
-
-/// Exit status when stdout was closed by the reader (`pgcheckdb demo | head`): 128 + SIGPIPE,
-/// what a shell reports for a program killed by the signal, but reached quietly, after cleanup.
-pub const EXIT_STDOUT_CLOSED: u8 = 128 + libc::SIGPIPE as u8;
+use exit::{EXIT_FAILED, EXIT_STDOUT_CLOSED};
 
 fn main() -> ExitCode {
     let args = match cli::parse() {

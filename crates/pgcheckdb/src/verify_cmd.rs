@@ -28,10 +28,8 @@ use pgcheckdb_scan::open::{not_regular, read_regular};
 use pgcheckdb_scan::Progress;
 
 use crate::cli::{Common, LevelArg, OutputFormat, ScopeArgs, VerifyArgs};
-use crate::{
-    clock, estimate, online_cmd, progress, signals, tar_backup, verbose, EXIT_CORRUPT, EXIT_FAILED,
-    EXIT_OK,
-};
+use crate::exit::{EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
+use crate::{clock, estimate, online_cmd, progress, signals, tar_backup, verbose};
 
 /// The data directory from `-D` or `$PGDATA`, checked to look like one.
 pub fn resolve_datadir(arg: Option<&PathBuf>) -> anyhow::Result<PathBuf> {

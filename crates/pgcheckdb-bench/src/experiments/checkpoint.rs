@@ -12,8 +12,9 @@ use serde_json::json;
 
 use super::{bars, compare, finish, groups, mean_of, progress_printer, CommonOpts, Outcome};
 use crate::guard::Guarded;
-use crate::output::{fmt_bytes, fmt_times, Chart, Machine, Report};
+use crate::output::{fmt_bytes, fmt_times};
 use crate::pg::{self, timed_psql};
+use crate::report::{Chart, Machine, Report};
 use crate::schedule::{self, Executor, Measurement, Trial};
 use crate::workloads as w;
 

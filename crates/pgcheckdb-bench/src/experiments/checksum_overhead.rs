@@ -22,8 +22,9 @@ use serde_json::json;
 use super::{bars, compare, finish, groups, mean_of, percent_change, progress_printer};
 use super::{set_shared_buffers, CommonOpts, Outcome};
 use crate::guard::Guarded;
-use crate::output::{fmt_bytes, Chart, Machine, Report};
+use crate::output::fmt_bytes;
 use crate::pg::{self, timed_psql};
+use crate::report::{Chart, Machine, Report};
 use crate::schedule::{self, Executor, Measurement, Trial};
 use crate::workloads as w;
 

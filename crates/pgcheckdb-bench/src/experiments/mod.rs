@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use crate::guard::Guarded;
-use crate::output::{self, Bar, Comparison, Group, Report, Written};
+use crate::output::{self, Written};
+use crate::report::{Bar, Comparison, Group, Report};
 use crate::schedule::{self, TrialResult};
 use crate::stats;
 

@@ -20,7 +20,8 @@ use serde_json::json;
 
 use super::{finish, groups, progress_printer, CommonOpts, Outcome};
 use crate::guard::Guarded;
-use crate::output::{fmt_bytes, Chart, Machine, Report, Series};
+use crate::output::fmt_bytes;
+use crate::report::{Chart, Machine, Report, Series};
 use crate::schedule::{self, Executor, Measurement, Trial, TrialResult};
 
 /// Parameters of the experiment.

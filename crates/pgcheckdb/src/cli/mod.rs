@@ -1,6 +1,9 @@
 //! Command-line flags (DESIGN.md §1) and the rule that a bad argument is one line on stderr
 //! and exit status 1.
 
+pub mod bench;
+pub mod checksums;
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -193,7 +196,7 @@ pub struct CorruptCmd {
 #[derive(Debug, Args)]
 pub struct BenchCmd {
     #[command(flatten)]
-    pub args: crate::bench_cmd::BenchArgs,
+    pub args: bench::BenchArgs,
     /// Output format of the report.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text, global = true)]
     pub format: OutputFormat,
@@ -519,7 +522,7 @@ pub struct StatusCmd {
 #[derive(Debug, Args)]
 pub struct EnableCmd {
     #[command(flatten)]
-    pub args: crate::checksums_cmd::EnableArgs,
+    pub args: checksums::EnableArgs,
     #[command(flatten)]
     pub jobs: JobsFlag,
     #[command(flatten)]
@@ -534,7 +537,7 @@ pub struct EnableCmd {
 #[derive(Debug, Args)]
 pub struct DisableCmd {
     #[command(flatten)]
-    pub args: crate::checksums_cmd::DisableArgs,
+    pub args: checksums::DisableArgs,
     #[command(flatten)]
     pub format: FormatFlag,
     #[command(flatten)]
