@@ -1,6 +1,6 @@
 //! What one experiment measured: the machine, the trials, the statistics per variant, the
-//! comparisons and what its chart shows. [`crate::output`] writes it as files and
-//! [`crate::chart`] draws it.
+//! comparisons and what its chart shows. `output` writes it as files and
+//! `chart` draws it.
 
 use std::fs;
 
