@@ -12,7 +12,7 @@ use std::sync::{Mutex, Once};
 use anyhow::{Context, Result};
 use pgcheckdb_cluster::{Cluster, ClusterOptions};
 
-/// Exit status after an interrupt (DESIGN.md §3).
+/// Exit status after an interrupt (docs/OUTPUT.md, "Exit status").
 pub const EXIT_INTERRUPTED: i32 = 130;
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);

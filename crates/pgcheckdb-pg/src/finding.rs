@@ -1,5 +1,5 @@
 //! Findings: what pgcheckdb reports about a cluster, one object per problem, with the
-//! stable `kind` names of the JSON Lines contract (DESIGN.md §3).
+//! stable `kind` names of the JSON Lines contract (docs/OUTPUT.md, "Finding kinds").
 
 use serde::Serialize;
 use serde_json::Value;

@@ -1,5 +1,5 @@
 //! Renders findings and summaries: PostgreSQL-style text for people, JSON Lines for scripts
-//! (the contract of DESIGN.md §3: one `finding` object per line, then one `summary`).
+//! (the contract of docs/OUTPUT.md: one `finding` object per line, then one `summary`).
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};

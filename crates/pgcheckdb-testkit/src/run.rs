@@ -1,4 +1,4 @@
-//! Runs the `pgcheckdb` binary and parses its JSON Lines output (DESIGN.md §3): finding
+//! Runs the `pgcheckdb` binary and parses its JSON Lines output (docs/OUTPUT.md, "JSON Lines"): finding
 //! objects, then one summary.
 
 use std::collections::BTreeSet;

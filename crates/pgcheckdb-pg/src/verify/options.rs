@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-/// Check level (DESIGN.md §2).
+/// Check level (docs/CHECKS.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Level {

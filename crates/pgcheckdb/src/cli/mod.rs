@@ -1,4 +1,4 @@
-//! Command-line flags (DESIGN.md §1) and the rule that a bad argument is one line on stderr
+//! Command-line flags (docs/OUTPUT.md, "Commands") and the rule that a bad argument is one line on stderr
 //! and exit status 1.
 
 pub mod bench;
