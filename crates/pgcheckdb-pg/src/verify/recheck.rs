@@ -1,5 +1,5 @@
 //! The re-reads of `verify --online`: every page that failed a check during the scan is read
-//! again and judged by the rules of [`super`] (clean, gone, corrupt, or in flux), and the pages
+//! again and judged by the rules of [`super::online`] (clean, gone, corrupt, or in flux), and the pages
 //! whose `pd_lsn` lay beyond the end of WAL are read again against a newer end.
 
 use std::collections::{BTreeMap, HashMap};
