@@ -11,14 +11,14 @@ use super::allindexed::exact::{LiveMap, Sums};
 use super::allindexed::{
     estimated_entries, filter_bits, plan_index, AllIndexed, Candidate, Method, Planned, RowStats,
 };
-use super::catalog::{find_row, is_heap_table, read_index_rows};
+use super::catalog::{find_row, is_heap_table, read_index_rows, IndexRow};
 use super::graphs::{plan_graphs, GraphInfo, GraphPlan, GraphPlanInputs};
 use super::spill::SpillDir;
 use super::tids::{plan_tids, IndexAm, TidIndexInfo, TidPlan, TidPlanInputs};
 use super::toast::{plan_toast, ToastInfo, ToastPointers};
 use super::ExtendedConfig;
 use crate::catalog::attributes::Attribute;
-use crate::catalog::{tablespace_of_path, Catalog, FileKey, RelKind};
+use crate::catalog::{tablespace_of_path, Catalog, FileKey, RelKind, RelationInfo};
 use crate::check::order::{ordering_for, IndexOrdering, NotOrderChecked};
 use crate::check::standard::am_oid;
 use crate::format::control::DbState;
@@ -156,80 +156,16 @@ impl ExtendedPlan {
             control.max_align as usize,
             &version_dir,
         );
-        let fork_of_key = fork_keys(plan);
-        let key_of_oid: HashMap<(u32, u32), FileKey> = catalog
-            .relations
-            .iter()
-            .map(|(k, r)| ((k.0, r.oid), *k))
-            .collect();
+        let keys = Keys {
+            fork_of_key: fork_keys(plan),
+            key_of_oid: catalog
+                .relations
+                .iter()
+                .map(|(k, r)| ((k.0, r.oid), *k))
+                .collect(),
+        };
         let mut roles: Vec<Option<Role>> = vec![None; plan.dir.files.len()];
-        let mut indexes = HashMap::new();
-        let mut candidates = Vec::new();
-        for (key, &fork) in &fork_of_key {
-            let Some(rel) = catalog.relations.get(key) else {
-                continue;
-            };
-            if rel.kind != RelKind::Index || rel.relam != am_oid::BTREE {
-                continue;
-            }
-            let row = find_row(&rows, key.0, rel.oid);
-            if row.is_some_and(|r| !r.indisvalid) {
-                continue; // an invalid index may be incomplete: the server never reads it
-            }
-            let unique = row.filter(|r| r.indisunique).and_then(|r| {
-                let table = key_of_oid
-                    .get(&(key.0, r.indrelid))
-                    .or_else(|| key_of_oid.get(&(0, r.indrelid)))
-                    .filter(|t| is_heap_table(catalog, t))?;
-                Some(UniqueSpec {
-                    heap_fork: *fork_of_key.get(table)?,
-                    nkeyatts: r.indnkeyatts as usize,
-                    natts: r.indnatts as usize,
-                    nulls_not_distinct: r.indnullsnotdistinct,
-                    attributes: rel.attributes.clone(),
-                })
-            });
-            let database = catalog
-                .databases
-                .get(&key.0)
-                .map_or_else(|| format!("database {}", key.0), |d| d.name.clone());
-            let name = format!("{database}: {}", rel.name);
-            let table = row.and_then(|r| {
-                key_of_oid
-                    .get(&(key.0, r.indrelid))
-                    .or_else(|| key_of_oid.get(&(0, r.indrelid)))
-            });
-            candidates.push(Candidate {
-                name: name.clone(),
-                index_fork: fork,
-                other_table_am: table.is_some_and(|t| !is_heap_table(catalog, t)),
-                heap_fork: table.and_then(|t| fork_of_key.get(t).copied()),
-                meta: catalog.order.index(key.0, rel.oid).map(|(_, m)| m),
-                index_attrs: rel.attributes.as_ref(),
-                heap_attrs: table
-                    .and_then(|t| catalog.relations.get(t))
-                    .and_then(|t| t.attributes.as_ref()),
-                index_blocks: plan.fork_blocks[fork],
-                heap_blocks: table
-                    .and_then(|t| fork_of_key.get(t))
-                    .map_or(0, |&f| plan.fork_blocks[f]),
-                rows: table
-                    .and_then(|t| Some((catalog.relations.get(t)?, *fork_of_key.get(t)?)))
-                    .map_or_else(RowStats::default, |(t, f)| RowStats {
-                        relpages: t.relpages,
-                        reltuples: t.reltuples,
-                        heap_blocks: plan.fork_blocks[f],
-                    }),
-            });
-            let info = IndexInfo {
-                fork,
-                name,
-                ordering: ordering_for(catalog, key.0, rel),
-                unique,
-                all_indexed: None,
-            };
-            indexes.insert(fork, info);
-        }
+        let (mut indexes, candidates) = btree_indexes(plan, catalog, &rows, &keys);
         // Heap -> index state lives through the scan and the merge: half the budget, beside
         // the scan's runs (then the merge's buffers), which take the other half.
         let (all_indexed, all_indexed_skipped) =
@@ -243,9 +179,7 @@ impl ExtendedPlan {
             indexes.into_iter().map(|(k, v)| (k, Arc::new(v))).collect();
         let mut heaps: HashMap<usize, HeapInfo> = HashMap::new();
         for (&fork, info) in &indexes {
-            for i in plan.forks[fork].segments() {
-                roles[i] = Some(Role::Btree(info.clone()));
-            }
+            set_role(plan, &mut roles, fork, &Role::Btree(info.clone()));
             if let Some(u) = &info.unique {
                 heap_info(&mut heaps, u.heap_fork).live_roots = true;
             }
@@ -258,8 +192,8 @@ impl ExtendedPlan {
         let tids = plan_tids(&TidPlanInputs {
             catalog,
             rows: &rows,
-            fork_of_key: &fork_of_key,
-            key_of_oid: &key_of_oid,
+            fork_of_key: &keys.fork_of_key,
+            key_of_oid: &keys.key_of_oid,
             clean_shutdown: control.state == DbState::Shutdowned,
         });
         for info in tids.indexes.values() {
@@ -268,50 +202,19 @@ impl ExtendedPlan {
         let graphs = plan_graphs(&GraphPlanInputs {
             catalog,
             rows: &rows,
-            fork_of_key: &fork_of_key,
+            fork_of_key: &keys.fork_of_key,
             fork_blocks: &plan.fork_blocks,
             state: control.state,
         });
-        let mut others: Vec<usize> = tids
-            .indexes
-            .iter()
-            .filter(|(_, info)| info.am != IndexAm::Btree)
-            .map(|(&fork, _)| fork)
-            .chain(graphs.indexes.keys().copied())
-            .collect();
-        others.sort_unstable();
-        others.dedup();
-        for fork in others {
-            let role = Role::OtherIndex {
-                tids: tids.indexes.get(&fork).cloned(),
-                graph: graphs.indexes.get(&fork).cloned(),
-            };
-            for i in plan.forks[fork].segments() {
-                roles[i] = Some(role.clone());
-            }
-        }
-        let toasts = plan_toast(plan, catalog, &fork_of_key);
+        set_other_index_roles(plan, &tids, &graphs, &mut roles);
+        let toasts = plan_toast(plan, catalog, &keys.fork_of_key);
         for t in toasts.values() {
             heap_info(&mut heaps, t.main_fork).toast_pointers = Some(Arc::clone(&t.pointers));
             heap_info(&mut heaps, t.toast_fork).toast_chunks = true;
         }
-        let (vm, tables) = super::vm::VmPlan::build(plan, catalog, &fork_of_key);
-        for t in tables {
-            let info = heap_info(&mut heaps, t.fork);
-            info.hints = true;
-            info.visibility = vm.maps.contains_key(&t.fork);
-            info.relfrozenxid = t.relfrozenxid;
-        }
-        for (vm_fork, info) in vm.map_roles() {
-            for i in plan.forks[vm_fork].segments() {
-                roles[i] = Some(Role::Vm(info.clone()));
-            }
-        }
+        let vm = plan_maps(plan, catalog, &keys.fork_of_key, &mut heaps, &mut roles);
         for (fork, info) in heaps {
-            let info = Arc::new(info);
-            for i in plan.forks[fork].segments() {
-                roles[i] = Some(Role::Heap(info.clone()));
-            }
+            set_role(plan, &mut roles, fork, &Role::Heap(Arc::new(info)));
         }
         let jobs = jobs.max(1);
         Ok(ExtendedPlan {
@@ -397,6 +300,187 @@ pub(super) fn heap_info(heaps: &mut HashMap<usize, HeapInfo>, fork: usize) -> &m
         fork,
         ..HeapInfo::default()
     })
+}
+
+/// The catalog's relations by file and by OID, as the planners look them up.
+struct Keys {
+    /// The main fork of each relation in the plan.
+    fork_of_key: HashMap<FileKey, usize>,
+    /// The file key of each relation, by `(database, oid)`.
+    key_of_oid: HashMap<(u32, u32), FileKey>,
+}
+
+impl Keys {
+    /// The table of index `row` (a shared catalog's table: in database 0).
+    fn table_of(&self, db: u32, row: &IndexRow) -> Option<&FileKey> {
+        self.key_of_oid
+            .get(&(db, row.indrelid))
+            .or_else(|| self.key_of_oid.get(&(0, row.indrelid)))
+    }
+}
+
+/// Every valid B-tree index in the plan, by fork, and the candidates for heap -> index.
+fn btree_indexes<'c>(
+    plan: &Plan,
+    catalog: &'c Catalog,
+    rows: &HashMap<(u32, u32), IndexRow>,
+    keys: &Keys,
+) -> (HashMap<usize, IndexInfo>, Vec<Candidate<'c>>) {
+    let mut indexes = HashMap::new();
+    let mut candidates = Vec::new();
+    for (key, &fork) in &keys.fork_of_key {
+        let Some(rel) = catalog.relations.get(key) else {
+            continue;
+        };
+        if rel.kind != RelKind::Index || rel.relam != am_oid::BTREE {
+            continue;
+        }
+        let row = find_row(rows, key.0, rel.oid);
+        if row.is_some_and(|r| !r.indisvalid) {
+            continue; // an invalid index may be incomplete: the server never reads it
+        }
+        let unique = row
+            .filter(|r| r.indisunique)
+            .and_then(|r| unique_spec(catalog, keys, key.0, &r, rel));
+        let database = catalog
+            .databases
+            .get(&key.0)
+            .map_or_else(|| format!("database {}", key.0), |d| d.name.clone());
+        let name = format!("{database}: {}", rel.name);
+        let table = row.and_then(|r| keys.table_of(key.0, &r));
+        candidates.push(candidate(
+            plan,
+            catalog,
+            keys,
+            name.clone(),
+            fork,
+            key.0,
+            rel,
+            table,
+        ));
+        let info = IndexInfo {
+            fork,
+            name,
+            ordering: ordering_for(catalog, key.0, rel),
+            unique,
+            all_indexed: None,
+        };
+        indexes.insert(fork, info);
+    }
+    (indexes, candidates)
+}
+
+/// How a unique index's duplicates are checked: `None` when its table is not a heap table
+/// in the plan.
+fn unique_spec(
+    catalog: &Catalog,
+    keys: &Keys,
+    db: u32,
+    row: &IndexRow,
+    rel: &RelationInfo,
+) -> Option<UniqueSpec> {
+    let table = keys
+        .table_of(db, row)
+        .filter(|t| is_heap_table(catalog, t))?;
+    Some(UniqueSpec {
+        heap_fork: *keys.fork_of_key.get(table)?,
+        nkeyatts: row.indnkeyatts as usize,
+        natts: row.indnatts as usize,
+        nulls_not_distinct: row.indnullsnotdistinct,
+        attributes: rel.attributes.clone(),
+    })
+}
+
+/// A B-tree index as a candidate for heap -> index, with its table's sizes and statistics.
+#[allow(clippy::too_many_arguments)]
+fn candidate<'c>(
+    plan: &Plan,
+    catalog: &'c Catalog,
+    keys: &Keys,
+    name: String,
+    fork: usize,
+    db: u32,
+    rel: &'c RelationInfo,
+    table: Option<&FileKey>,
+) -> Candidate<'c> {
+    let table_fork = |t: &FileKey| keys.fork_of_key.get(t).copied();
+    Candidate {
+        name,
+        index_fork: fork,
+        other_table_am: table.is_some_and(|t| !is_heap_table(catalog, t)),
+        heap_fork: table.and_then(table_fork),
+        meta: catalog.order.index(db, rel.oid).map(|(_, m)| m),
+        index_attrs: rel.attributes.as_ref(),
+        heap_attrs: table
+            .and_then(|t| catalog.relations.get(t))
+            .and_then(|t| t.attributes.as_ref()),
+        index_blocks: plan.fork_blocks[fork],
+        heap_blocks: table
+            .and_then(table_fork)
+            .map_or(0, |f| plan.fork_blocks[f]),
+        rows: table
+            .and_then(|t| Some((catalog.relations.get(t)?, table_fork(t)?)))
+            .map_or_else(RowStats::default, |(t, f)| RowStats {
+                relpages: t.relpages,
+                reltuples: t.reltuples,
+                heap_blocks: plan.fork_blocks[f],
+            }),
+    }
+}
+
+/// Gives every segment file of `fork` the role `role`.
+fn set_role(plan: &Plan, roles: &mut [Option<Role>], fork: usize, role: &Role) {
+    for i in plan.forks[fork].segments() {
+        roles[i] = Some(role.clone());
+    }
+}
+
+/// The roles of the indexes of the other access methods: the TID check, the graph check, or
+/// both.
+fn set_other_index_roles(
+    plan: &Plan,
+    tids: &TidPlan,
+    graphs: &GraphPlan,
+    roles: &mut [Option<Role>],
+) {
+    let mut others: Vec<usize> = tids
+        .indexes
+        .iter()
+        .filter(|(_, info)| info.am != IndexAm::Btree)
+        .map(|(&fork, _)| fork)
+        .chain(graphs.indexes.keys().copied())
+        .collect();
+    others.sort_unstable();
+    others.dedup();
+    for fork in others {
+        let role = Role::OtherIndex {
+            tids: tids.indexes.get(&fork).cloned(),
+            graph: graphs.indexes.get(&fork).cloned(),
+        };
+        set_role(plan, roles, fork, &role);
+    }
+}
+
+/// Plans the visibility maps and hint bits: the heap flags of every table, the role of each
+/// `_vm` fork read.
+fn plan_maps(
+    plan: &Plan,
+    catalog: &Catalog,
+    fork_of_key: &HashMap<FileKey, usize>,
+    heaps: &mut HashMap<usize, HeapInfo>,
+    roles: &mut [Option<Role>],
+) -> super::vm::VmPlan {
+    let (vm, tables) = super::vm::VmPlan::build(plan, catalog, fork_of_key);
+    for t in tables {
+        let info = heap_info(heaps, t.fork);
+        info.hints = true;
+        info.visibility = vm.maps.contains_key(&t.fork);
+        info.relfrozenxid = t.relfrozenxid;
+    }
+    for (vm_fork, info) in vm.map_roles() {
+        set_role(plan, roles, vm_fork, &Role::Vm(info.clone()));
+    }
+    vm
 }
 
 /// The file key of every main fork in the plan.
