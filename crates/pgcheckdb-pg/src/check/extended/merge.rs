@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::btree::{IndexCheck, Problem};
+use super::btree::problem::Problem;
+use super::btree::IndexCheck;
 use super::plan::{ExtendedPlan, IndexInfo};
 use super::report::block_finding;
 use super::spill::Runs;

@@ -14,9 +14,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::json;
 
-use super::btree::block::Block;
+use super::btree::problem::Problem;
 use super::btree::records::RunRec;
-use super::btree::Problem;
 use super::facts::{Family, Reader, RunPlace};
 use super::heap::is_live;
 use crate::finding::FindingKind as K;
@@ -41,6 +40,16 @@ type RunId = (u32, u8);
 
 /// The runs of one unique index kept from the stream, joined across right siblings
 /// (union-find over the edge runs that join or hold two or more TIDs).
+/// The runs of equal keys met at one block of the stream: its own first run and the last runs
+/// of the pages that name it as their right sibling.
+pub struct RunsAt<'a, 'r> {
+    pub blkno: u32,
+    pub first_run: Option<&'a RunRec<'r>>,
+    pub last_runs: &'a [RunRec<'r>],
+    /// `btpo_prev` of the page at this block when it is a live leaf.
+    pub live_leaf_prev: Option<u32>,
+}
+
 #[derive(Debug, Default)]
 pub struct UniqueJoin {
     ids: HashMap<RunId, usize>,
@@ -70,15 +79,14 @@ impl UniqueJoin {
     /// The runs met at one block: the page's first run and the last runs of the pages naming
     /// it as right sibling; a last run joins the first run when both pages are live leaves,
     /// linked both ways, and the keys are equal.
-    pub(crate) fn block(&mut self, b: &Block<'_>) {
-        let first = b.first_run.as_ref().map(|f| ((b.blkno, 0u8), f));
+    pub(crate) fn block(&mut self, b: &RunsAt<'_, '_>) {
+        let first = b.first_run.map(|f| ((b.blkno, 0u8), f));
         if let Some((id, f)) = first {
             if f.tids.len() > 1 {
                 self.keep(id, f);
             }
         }
-        let page = b.live().filter(|p| p.btpo_level == 0);
-        for l in &b.last_runs {
+        for l in b.last_runs {
             let id = (l.blkno, (l.place != RunPlace::Whole) as u8);
             if l.place == RunPlace::Last && l.tids.len() > 1 {
                 self.keep(id, l);
@@ -86,8 +94,7 @@ impl UniqueJoin {
             let Some((fid, f)) = first else {
                 continue;
             };
-            let linked =
-                l.blkno != b.blkno && l.level == 0 && page.is_some_and(|p| p.btpo_prev == l.blkno);
+            let linked = l.blkno != b.blkno && l.level == 0 && b.live_leaf_prev == Some(l.blkno);
             if linked && f.key == l.key {
                 let a = self.keep(id, l);
                 let c = self.keep(fid, f);

@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::records::{DownlinkRec, LeftRec, PageRec, Record, RightRec, RunRec};
 use super::{IndexCheck, LevelCount, Phase, Where};
+use crate::check::extended::unique::RunsAt;
 use crate::finding::FindingKind as K;
 use crate::format::btree::{flags as bf, P_NONE};
 
@@ -103,7 +104,12 @@ impl IndexCheck<'_> {
         self.half_dead(&b);
         self.key_order(&b);
         self.count_level(&b);
-        self.unique.block(&b);
+        self.unique.block(&RunsAt {
+            blkno: b.blkno,
+            first_run: b.first_run.as_ref(),
+            last_runs: &b.last_runs,
+            live_leaf_prev: b.live().filter(|p| p.btpo_level == 0).map(|p| p.btpo_prev),
+        });
     }
 
     /// What a later decision needs from this block: whether a page other than its

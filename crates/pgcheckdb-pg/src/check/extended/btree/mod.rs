@@ -22,6 +22,7 @@ pub(crate) mod block;
 mod downlinks;
 mod links;
 mod order;
+pub mod problem;
 pub mod records;
 mod resolve;
 #[cfg(test)]
@@ -39,16 +40,8 @@ use super::unique::{Group, UniqueJoin};
 use crate::check::order::IndexOrdering;
 use crate::finding::FindingKind as K;
 use crate::format::btree::BTREE_VERSION;
+use problem::Problem;
 use records::Record;
-
-/// A finding of the merge, before it is placed in a file: block, kind, message, detail.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Problem {
-    pub blkno: u32,
-    pub kind: K,
-    pub message: String,
-    pub detail: Value,
-}
 
 /// What the merge of one index found and could not check.
 #[derive(Debug, Default)]

@@ -8,7 +8,8 @@ use std::collections::HashSet;
 use serde_json::json;
 
 use super::block::not_in_use;
-use super::{Candidate, IndexCheck, IndexOutcome, Phase, Problem, Unless, Where};
+use super::problem::Problem;
+use super::{Candidate, IndexCheck, IndexOutcome, Phase, Unless, Where};
 use crate::finding::FindingKind as K;
 use crate::format::btree::P_NONE;
 

@@ -3,7 +3,7 @@
 //! page alone, cannot see (hash bucket and overflow chains, GiST and SP-GiST child pages, GIN
 //! entry and posting trees, BRIN's range map against its regular pages).
 //!
-//! Flow, as for the B-tree ([`super::btree`]): [`plan_graphs`] picks the indexes (of a cluster
+//! Flow, as for the B-tree (`extended::btree`): [`plan_graphs`] picks the indexes (of a cluster
 //! shut down cleanly); during the
 //! block scan each sound page of such an index gives its facts through a [`Sink`] (one record
 //! per fact, in the index's unit and family [`Family::IndexGraph`]), and a page that failed its
