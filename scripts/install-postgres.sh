@@ -125,16 +125,29 @@ ensure_tools() {
 
 # The unstable root install_debian_experimental builds, unmounted and deleted on exit.
 DEBIAN_ROOT=""
+# mounts_under DIR: the mount points below DIR (debootstrap's and ours: proc), deepest first.
+mounts_under() {
+    awk -v dir="$1/" 'index($2, dir) == 1 { print $2 }' /proc/mounts | sort -r
+}
 cleanup_debian_root() {
     [[ -n "$DEBIAN_ROOT" && -d "$DEBIAN_ROOT" ]] || return 0
-    if mountpoint -q "$DEBIAN_ROOT/proc" 2>/dev/null; then
-        umount "$DEBIAN_ROOT/proc" || umount -l "$DEBIAN_ROOT/proc" || true
+    local m
+    while read -r m; do
+        [[ -n "$m" ]] && { umount "$m" || umount -l "$m" || true; }
+    done < <(mounts_under "$DEBIAN_ROOT")
+    if [[ -n "$(mounts_under "$DEBIAN_ROOT")" ]]; then
+        log "error: could not unmount everything below $DEBIAN_ROOT; not deleting it"
+        DEBIAN_ROOT=""
+        return 1
     fi
-    mountpoint -q "$DEBIAN_ROOT/proc" 2>/dev/null && die "could not unmount $DEBIAN_ROOT/proc; not deleting $DEBIAN_ROOT"
     rm -rf --one-file-system "$DEBIAN_ROOT"
     DEBIAN_ROOT=""
 }
 trap cleanup_debian_root EXIT
+# A signal exits through the EXIT trap too, so no mounted or half-made root is left behind.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 
 # newest_version ROOT PACKAGE: the highest version of PACKAGE that ROOT's apt sources offer
 # (experimental's or unstable's), or nothing.
@@ -177,7 +190,7 @@ install_debian_experimental() {
     [[ "$(id -u)" == 0 ]] || die "PostgreSQL $major comes from Debian packages installed with debootstrap: run as root"
     [[ "$(uname -m)" == x86_64 ]] || die "PostgreSQL $major: only x86_64 (amd64) machines are handled"
     local started=$SECONDS
-    ensure_tools debootstrap=debootstrap patchelf=patchelf mountpoint=util-linux
+    ensure_tools debootstrap=debootstrap patchelf=patchelf
 
     DEBIAN_ROOT="$CACHE_ROOT/.debian-root-$major"
     cleanup_debian_root
