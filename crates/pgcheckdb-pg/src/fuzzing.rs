@@ -321,15 +321,11 @@ pub fn enable(data: &[u8]) {
 }
 
 /// Offset of the control file's CRC for the version in `raw` (bytes 8..12), as the reader
-/// expects it: 292 for 1800, 288 otherwise.
+/// expects it (288 for a version it does not know).
 fn control_crc_offset(raw: &[u8]) -> usize {
-    match raw
-        .get(8..12)
-        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    {
-        Some(1800) => 292,
-        _ => 288,
-    }
+    crate::format::bytes::le_u32(raw, 8)
+        .and_then(crate::format::control::crc_offset_for)
+        .unwrap_or(288)
 }
 
 /// `bytes` with the CRC-32C at `crc_offset` recomputed, so mutations reach past the CRC check.

@@ -49,7 +49,8 @@ pub fn attribute_layout(major: u32) -> Option<PgAttributeLayout> {
     match major {
         14 | 15 => Some(PG_ATTRIBUTE_14),
         16 | 17 => Some(PG_ATTRIBUTE_16),
-        18 => Some(PG_ATTRIBUTE_18),
+        // 19's pg_attribute is 18's.
+        18 | 19 => Some(PG_ATTRIBUTE_18),
         _ => None,
     }
 }

@@ -122,7 +122,8 @@ pub fn layouts_for(major: u32) -> Option<CatalogLayouts> {
             pg_class: PG_CLASS_14,
             pg_database: PG_DATABASE_15,
         }),
-        18 => Some(CatalogLayouts {
+        // 19's pg_class and pg_database are 18's, column for column.
+        18 | 19 => Some(CatalogLayouts {
             pg_class: PG_CLASS_18,
             pg_database: PG_DATABASE_15,
         }),
@@ -243,7 +244,8 @@ pub fn order_layouts_for(major: u32) -> Option<OrderLayouts> {
             pg_collation: PG_COLLATION_14,
             pg_database: PG_DATABASE_LOCALE_14,
         }),
-        15..=18 => Some(OrderLayouts {
+        // 19's pg_index, pg_collation and pg_database are 18's.
+        15..=19 => Some(OrderLayouts {
             pg_index: PG_INDEX_ORDER_15,
             pg_collation: PG_COLLATION_15,
             pg_database: PG_DATABASE_LOCALE_15,

@@ -12,11 +12,7 @@ use pgcheckdb_scan::open::{file_type_name, not_regular};
 use serde_json::json;
 
 use crate::finding::{Finding, FindingKind, Severity};
-
-/// `CLOG_XACTS_PER_BYTE`: transactions per byte of a clog page (two status bits each).
-pub const CLOG_XACTS_PER_BYTE: u32 = 4;
-/// `SLRU_PAGES_PER_SEGMENT`: pages in one segment file of an SLRU directory.
-pub const SLRU_PAGES_PER_SEGMENT: u32 = 32;
+use crate::format::slru::{CLOG_XACTS_PER_BYTE, SLRU_PAGES_PER_SEGMENT};
 
 /// Largest `pg_xact` segment read: 32 pages of the largest block size (32 kB).
 const MAX_SEGMENT_LEN: u64 = SLRU_PAGES_PER_SEGMENT as u64 * 32768;

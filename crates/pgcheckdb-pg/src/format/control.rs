@@ -1,8 +1,9 @@
-//! `global/pg_control`: the cluster's control file (`ControlFileData`), for PostgreSQL 14–18.
+//! `global/pg_control`: the cluster's control file (`ControlFileData`), for PostgreSQL 14–19.
 //!
 //! Reads the fields pgcheckdb needs, checks the CRC-32C and the sanity rules, and can write the
 //! file back with a new `data_checksum_version` (used by `checksums enable|disable`).
 
+use crate::format::slru::SLRU_PAGES_PER_SEGMENT;
 use crate::format::toast::toast_max_chunk_size;
 use pgcheckdb_scan::open::read_regular;
 use std::fmt;
@@ -15,7 +16,8 @@ pub const CONTROL_FILE_DATA_SIZE: usize = 296;
 /// `floatFormat` must hold exactly this value (`FLOATFORMAT_VALUE`).
 const FLOATFORMAT_VALUE: f64 = 1_234_567.0;
 
-/// Byte offsets of the `ControlFileData` fields pgcheckdb reads (same in 14–18 except the CRC).
+/// Byte offsets of the `ControlFileData` fields before `checkPointCopy.nextXid`: the same in
+/// every supported version.
 mod offset {
     pub const SYSTEM_IDENTIFIER: usize = 0;
     pub const PG_CONTROL_VERSION: usize = 8;
@@ -24,56 +26,130 @@ mod offset {
     pub const TIME: usize = 24;
     pub const CHECKPOINT: usize = 32;
     pub const REDO: usize = 40;
-    pub const NEXT_XID: usize = 64;
-    pub const NEXT_OID: usize = 72;
-    pub const NEXT_MULTI: usize = 76;
-    pub const OLDEST_XID: usize = 84;
-    pub const OLDEST_MULTI: usize = 92;
-    pub const MIN_RECOVERY_POINT: usize = 136;
-    pub const MAX_ALIGN: usize = 204;
-    pub const FLOAT_FORMAT: usize = 208;
-    pub const BLCKSZ: usize = 216;
-    pub const RELSEG_SIZE: usize = 220;
-    pub const XLOG_BLCKSZ: usize = 224;
-    pub const XLOG_SEG_SIZE: usize = 228;
-    pub const NAME_DATA_LEN: usize = 232;
-    pub const INDEX_MAX_KEYS: usize = 236;
-    pub const TOAST_MAX_CHUNK_SIZE: usize = 240;
-    pub const LOBLKSIZE: usize = 244;
-    pub const FLOAT8_BY_VAL: usize = 248;
-    pub const DATA_CHECKSUM_VERSION: usize = 252;
 }
+
+/// Byte offsets of the later `ControlFileData` fields pgcheckdb reads, in one layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FieldOffsets {
+    next_xid: usize,
+    next_oid: usize,
+    next_multi: usize,
+    oldest_xid: usize,
+    oldest_multi: usize,
+    min_recovery_point: usize,
+    max_align: usize,
+    float_format: usize,
+    blcksz: usize,
+    relseg_size: usize,
+    /// `slru_pages_per_segment` (PostgreSQL 19+).
+    slru_pages_per_segment: Option<usize>,
+    xlog_blcksz: usize,
+    xlog_seg_size: usize,
+    name_data_len: usize,
+    index_max_keys: usize,
+    toast_max_chunk_size: usize,
+    loblksize: usize,
+    float8_by_val: usize,
+    data_checksum_version: usize,
+}
+
+/// PostgreSQL 13–18 (`pg_control_version` 1300, 1700, 1800).
+const FIELDS_13: FieldOffsets = FieldOffsets {
+    next_xid: 64,
+    next_oid: 72,
+    next_multi: 76,
+    oldest_xid: 84,
+    oldest_multi: 92,
+    min_recovery_point: 136,
+    max_align: 204,
+    float_format: 208,
+    blcksz: 216,
+    relseg_size: 220,
+    slru_pages_per_segment: None,
+    xlog_blcksz: 224,
+    xlog_seg_size: 228,
+    name_data_len: 232,
+    index_max_keys: 236,
+    toast_max_chunk_size: 240,
+    loblksize: 244,
+    float8_by_val: 248,
+    data_checksum_version: 252,
+};
+
+/// PostgreSQL 19 (`pg_control_version` 1905): `checkPointCopy` gained
+/// `logicalDecodingEnabled` and a 64-bit `nextMultiOffset`, the file gained
+/// `slru_pages_per_segment` and `data_checksum_version_init`; every field from `nextXid` on
+/// moved.
+const FIELDS_19: FieldOffsets = FieldOffsets {
+    next_xid: 72,
+    next_oid: 80,
+    next_multi: 84,
+    oldest_xid: 96,
+    oldest_multi: 104,
+    min_recovery_point: 144,
+    max_align: 212,
+    float_format: 216,
+    blcksz: 224,
+    relseg_size: 228,
+    slru_pages_per_segment: Some(232),
+    xlog_blcksz: 236,
+    xlog_seg_size: 240,
+    name_data_len: 244,
+    index_max_keys: 248,
+    toast_max_chunk_size: 252,
+    loblksize: 256,
+    float8_by_val: 260,
+    data_checksum_version: 268,
+};
 
 /// One supported layout of the control file, keyed by `pg_control_version`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct ControlLayout {
     pg_control_version: u32,
     crc_offset: usize,
+    fields: FieldOffsets,
 }
 
-/// Layouts pgcheckdb can read: 1300 (PostgreSQL 13–16), 1700 (17) and 1800 (18).
-const LAYOUTS: [ControlLayout; 3] = [
+/// Layouts pgcheckdb can read: 1300 (PostgreSQL 13–16), 1700 (17), 1800 (18) and 1905 (19).
+const LAYOUTS: [ControlLayout; 4] = [
     ControlLayout {
         pg_control_version: 1300,
         crc_offset: 288,
+        fields: FIELDS_13,
     },
     ControlLayout {
         pg_control_version: 1700,
         crc_offset: 288,
+        fields: FIELDS_13,
     },
     ControlLayout {
         pg_control_version: 1800,
         crc_offset: 292,
+        fields: FIELDS_13,
+    },
+    ControlLayout {
+        pg_control_version: 1905,
+        crc_offset: 308,
+        fields: FIELDS_19,
     },
 ];
 
+/// The offset of the CRC in the layout of `pg_control_version`, if pgcheckdb reads it.
+pub fn crc_offset_for(pg_control_version: u32) -> Option<usize> {
+    LAYOUTS
+        .iter()
+        .find(|l| l.pg_control_version == pg_control_version)
+        .map(|l| l.crc_offset)
+}
+
 /// Catalog versions of the released majors; they tell 14, 15 and 16 apart (all 1300).
-const CATALOG_VERSIONS: [(u32, u32); 5] = [
+const CATALOG_VERSIONS: [(u32, u32); 6] = [
     (202107181, 14),
     (202209061, 15),
     (202307071, 16),
     (202406281, 17),
     (202506291, 18),
+    (202610061, 19),
 ];
 
 /// `DBState`: what the server last recorded about itself.
@@ -180,11 +256,15 @@ pub enum ControlFileError {
     /// is said once.
     #[error("could not read control file \"{path}\": {error}")]
     Io { path: String, error: std::io::Error },
-    #[error("control file \"{path}\" is too short ({len} bytes, need at least {CONTROL_FILE_DATA_SIZE})")]
-    TooShort { path: String, len: usize },
+    #[error("control file \"{path}\" is too short ({len} bytes, need at least {need})")]
+    TooShort {
+        path: String,
+        len: usize,
+        need: usize,
+    },
     #[error("control file \"{path}\" has the wrong byte order (pg_control_version {version:#x})")]
     ByteOrder { path: String, version: u32 },
-    #[error("control file \"{path}\" has unsupported pg_control_version {version} (pgcheckdb reads PostgreSQL 14-18)")]
+    #[error("control file \"{path}\" has unsupported pg_control_version {version} (pgcheckdb reads PostgreSQL 14-19)")]
     UnsupportedVersion { path: String, version: u32 },
     #[error("control file \"{path}\" is corrupt: CRC is {stored:#010x}, calculated {calculated:#010x} (torn or damaged pg_control)")]
     Crc {
@@ -202,6 +282,7 @@ pub struct ControlFile {
     /// The file as read (at least `CONTROL_FILE_DATA_SIZE` bytes); kept for rewriting.
     raw: Vec<u8>,
     crc_offset: usize,
+    fields: FieldOffsets,
     pub system_identifier: u64,
     pub pg_control_version: u32,
     pub catalog_version_no: u32,
@@ -236,6 +317,8 @@ pub struct ControlFile {
     pub loblksize: u32,
     /// `float8ByVal`, a bool stored in one byte.
     pub float8_by_val: u8,
+    /// `slru_pages_per_segment` (PostgreSQL 19+; before, the build's `SLRU_PAGES_PER_SEGMENT`).
+    pub slru_pages_per_segment: Option<u32>,
     pub data_checksum_version: u32,
 }
 
@@ -283,6 +366,7 @@ impl ControlFile {
             return Err(ControlFileError::TooShort {
                 path,
                 len: raw.len(),
+                need: CONTROL_FILE_DATA_SIZE,
             });
         }
         let version = read_u32(&raw, offset::PG_CONTROL_VERSION);
@@ -296,6 +380,13 @@ impl ControlFile {
                 path: path.clone(),
                 version,
             })?;
+        if raw.len() < layout.crc_offset + 4 {
+            return Err(ControlFileError::TooShort {
+                path,
+                len: raw.len(),
+                need: layout.crc_offset + 4,
+            });
+        }
         let stored = read_u32(&raw, layout.crc_offset);
         let calculated = crc32c::crc32c(&raw[..layout.crc_offset]);
         if stored != calculated {
@@ -306,8 +397,10 @@ impl ControlFile {
             });
         }
         let catalog_version_no = read_u32(&raw, offset::CATALOG_VERSION_NO);
+        let f = layout.fields;
         let control = ControlFile {
             crc_offset: layout.crc_offset,
+            fields: f,
             system_identifier: read_u64(&raw, offset::SYSTEM_IDENTIFIER),
             pg_control_version: version,
             catalog_version_no,
@@ -316,23 +409,24 @@ impl ControlFile {
             time: read_u64(&raw, offset::TIME) as i64,
             checkpoint: read_u64(&raw, offset::CHECKPOINT),
             redo: read_u64(&raw, offset::REDO),
-            next_xid: read_u64(&raw, offset::NEXT_XID),
-            next_oid: read_u32(&raw, offset::NEXT_OID),
-            next_multi: read_u32(&raw, offset::NEXT_MULTI),
-            oldest_xid: read_u32(&raw, offset::OLDEST_XID),
-            oldest_multi: read_u32(&raw, offset::OLDEST_MULTI),
-            min_recovery_point: read_u64(&raw, offset::MIN_RECOVERY_POINT),
-            max_align: read_u32(&raw, offset::MAX_ALIGN),
-            blcksz: read_u32(&raw, offset::BLCKSZ),
-            relseg_size: read_u32(&raw, offset::RELSEG_SIZE),
-            xlog_blcksz: read_u32(&raw, offset::XLOG_BLCKSZ),
-            xlog_seg_size: read_u32(&raw, offset::XLOG_SEG_SIZE),
-            name_data_len: read_u32(&raw, offset::NAME_DATA_LEN),
-            index_max_keys: read_u32(&raw, offset::INDEX_MAX_KEYS),
-            toast_max_chunk_size: read_u32(&raw, offset::TOAST_MAX_CHUNK_SIZE),
-            loblksize: read_u32(&raw, offset::LOBLKSIZE),
-            float8_by_val: raw[offset::FLOAT8_BY_VAL],
-            data_checksum_version: read_u32(&raw, offset::DATA_CHECKSUM_VERSION),
+            next_xid: read_u64(&raw, f.next_xid),
+            next_oid: read_u32(&raw, f.next_oid),
+            next_multi: read_u32(&raw, f.next_multi),
+            oldest_xid: read_u32(&raw, f.oldest_xid),
+            oldest_multi: read_u32(&raw, f.oldest_multi),
+            min_recovery_point: read_u64(&raw, f.min_recovery_point),
+            max_align: read_u32(&raw, f.max_align),
+            blcksz: read_u32(&raw, f.blcksz),
+            relseg_size: read_u32(&raw, f.relseg_size),
+            xlog_blcksz: read_u32(&raw, f.xlog_blcksz),
+            xlog_seg_size: read_u32(&raw, f.xlog_seg_size),
+            name_data_len: read_u32(&raw, f.name_data_len),
+            index_max_keys: read_u32(&raw, f.index_max_keys),
+            toast_max_chunk_size: read_u32(&raw, f.toast_max_chunk_size),
+            loblksize: read_u32(&raw, f.loblksize),
+            float8_by_val: raw[f.float8_by_val],
+            slru_pages_per_segment: f.slru_pages_per_segment.map(|o| read_u32(&raw, o)),
+            data_checksum_version: read_u32(&raw, f.data_checksum_version),
             raw,
         };
         control
@@ -347,7 +441,7 @@ impl ControlFile {
     /// it, so that one forged or flipped field is caught rather than read as page damage.
     fn check_sanity(&self) -> Result<(), String> {
         let float = f64::from_le_bytes(
-            self.raw[offset::FLOAT_FORMAT..offset::FLOAT_FORMAT + 8]
+            self.raw[self.fields.float_format..self.fields.float_format + 8]
                 .try_into()
                 .map_err(|_| "floatFormat unreadable".to_string())?,
         );
@@ -425,7 +519,12 @@ impl ControlFile {
         if self.float8_by_val > 1 {
             return Err(format!("float8ByVal {} is not a bool", self.float8_by_val));
         }
-        Ok(())
+        match self.slru_pages_per_segment {
+            Some(pages) if pages != SLRU_PAGES_PER_SEGMENT => Err(format!(
+                "slru_pages_per_segment {pages} is not {SLRU_PAGES_PER_SEGMENT} (pgcheckdb reads pg_xact and pg_multixact of builds with the default SLRU_PAGES_PER_SEGMENT)"
+            )),
+            _ => Ok(()),
+        }
     }
 
     pub fn checksum_state(&self) -> ChecksumState {
@@ -449,8 +548,8 @@ impl ControlFile {
         let mut out = vec![0u8; PG_CONTROL_FILE_SIZE];
         let n = self.crc_offset + 4;
         out[..n].copy_from_slice(&self.raw[..n]);
-        out[offset::DATA_CHECKSUM_VERSION..offset::DATA_CHECKSUM_VERSION + 4]
-            .copy_from_slice(&version.to_le_bytes());
+        let at = self.fields.data_checksum_version;
+        out[at..at + 4].copy_from_slice(&version.to_le_bytes());
         out[offset::TIME..offset::TIME + 8].copy_from_slice(&now.to_le_bytes());
         let crc = crc32c::crc32c(&out[..self.crc_offset]);
         out[self.crc_offset..self.crc_offset + 4].copy_from_slice(&crc.to_le_bytes());
@@ -469,12 +568,13 @@ fn major_for(pg_control_version: u32, catalog_version_no: u32) -> Option<u32> {
     match pg_control_version {
         1700 => Some(17),
         1800 => Some(18),
+        1905 => Some(19),
         _ => None,
     }
 }
 
 /// The major versions pgcheckdb knows the on-disk formats of.
-pub const SUPPORTED_MAJORS: std::ops::RangeInclusive<u32> = 14..=18;
+pub const SUPPORTED_MAJORS: std::ops::RangeInclusive<u32> = 14..=19;
 
 impl ControlFile {
     /// The cluster's major version when pgcheckdb supports it; otherwise why not, in one
@@ -524,25 +624,35 @@ pub fn read_pg_version(datadir: &Path) -> Option<u32> {
 pub(crate) mod tests {
     use super::*;
 
-    /// A control file image with the given version, CRC at the layout's offset.
+    /// A control file image with the given version, its fields and CRC where the version's
+    /// layout has them.
     pub(crate) fn image(version: u32, catversion: u32, checksum: u32) -> Vec<u8> {
+        let layout = LAYOUTS
+            .iter()
+            .find(|l| l.pg_control_version == version)
+            .unwrap_or(&LAYOUTS[0]);
+        let f = layout.fields;
         let mut b = vec![0u8; PG_CONTROL_FILE_SIZE];
-        b[8..12].copy_from_slice(&version.to_le_bytes());
-        b[12..16].copy_from_slice(&catversion.to_le_bytes());
-        b[16..20].copy_from_slice(&1u32.to_le_bytes());
-        b[204..208].copy_from_slice(&8u32.to_le_bytes());
-        b[208..216].copy_from_slice(&FLOATFORMAT_VALUE.to_le_bytes());
-        b[216..220].copy_from_slice(&8192u32.to_le_bytes());
-        b[220..224].copy_from_slice(&131072u32.to_le_bytes());
-        b[224..228].copy_from_slice(&8192u32.to_le_bytes());
-        b[228..232].copy_from_slice(&(16u32 << 20).to_le_bytes());
-        b[232..236].copy_from_slice(&64u32.to_le_bytes());
-        b[236..240].copy_from_slice(&32u32.to_le_bytes());
-        b[240..244].copy_from_slice(&1996u32.to_le_bytes());
-        b[244..248].copy_from_slice(&2048u32.to_le_bytes());
-        b[248] = 1;
-        b[252..256].copy_from_slice(&checksum.to_le_bytes());
-        let crc_off = if version == 1800 { 292 } else { 288 };
+        let mut put = |at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        put(8, version);
+        put(12, catversion);
+        put(16, 1);
+        put(f.max_align, 8);
+        put(f.blcksz, 8192);
+        put(f.relseg_size, 131072);
+        put(f.xlog_blcksz, 8192);
+        put(f.xlog_seg_size, 16 << 20);
+        put(f.name_data_len, 64);
+        put(f.index_max_keys, 32);
+        put(f.toast_max_chunk_size, 1996);
+        put(f.loblksize, 2048);
+        put(f.data_checksum_version, checksum);
+        if let Some(at) = f.slru_pages_per_segment {
+            put(at, 32);
+        }
+        b[f.float_format..f.float_format + 8].copy_from_slice(&FLOATFORMAT_VALUE.to_le_bytes());
+        b[f.float8_by_val] = 1;
+        let crc_off = layout.crc_offset;
         let crc = crc32c::crc32c(&b[..crc_off]);
         b[crc_off..crc_off + 4].copy_from_slice(&crc.to_le_bytes());
         b
@@ -560,12 +670,58 @@ pub(crate) mod tests {
             (1300, 202307071, 16),
             (1700, 202406281, 17),
             (1800, 202506291, 18),
+            (1905, 202610061, 19),
         ] {
             let c = ControlFile::parse(image(v, cat, 1), "x").expect("valid image");
             assert_eq!(c.major, Some(major));
+            assert_eq!(
+                (c.blcksz, c.relseg_size, c.toast_max_chunk_size),
+                (8192, 131072, 1996)
+            );
             assert_eq!(c.checksum_state(), ChecksumState::On);
             assert_eq!(c.state, DbState::Shutdowned);
         }
+    }
+
+    #[test]
+    fn nineteen_has_its_own_offsets_and_slru_segment_size() {
+        let c = ControlFile::parse(image(1905, 202610061, 0), "x").expect("valid image");
+        assert_eq!(c.slru_pages_per_segment, Some(32));
+        assert_eq!(c.checksum_state(), ChecksumState::Off);
+        // Switching writes data_checksum_version at 268 and the CRC at 308; the rest stays.
+        let on = c.with_checksum_version(1, 7);
+        assert_eq!(&on[268..272], &1u32.to_le_bytes());
+        assert_eq!(
+            &on[264..268],
+            &[0; 4],
+            "data_checksum_version_init is left alone"
+        );
+        let again = ControlFile::parse(on, "x").expect("rewritten image parses");
+        assert_eq!((again.checksum_state(), again.time), (ChecksumState::On, 7));
+        let mut b = image(1905, 202610061, 0);
+        b[232..236].copy_from_slice(&16u32.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..308]);
+        b[308..312].copy_from_slice(&crc.to_le_bytes());
+        let err = ControlFile::parse(b, "x").expect_err("16 pages per SLRU segment");
+        assert!(
+            err.to_string().contains("slru_pages_per_segment 16"),
+            "{err}"
+        );
+        let short = image(1905, 202610061, 0)[..300].to_vec();
+        assert!(matches!(
+            ControlFile::parse(short, "x"),
+            Err(ControlFileError::TooShort { need: 312, .. })
+        ));
+    }
+
+    #[test]
+    fn a_newer_version_than_19_is_refused() {
+        let b = image(2000, 202710011, 0);
+        let err = ControlFile::parse(b, "x").expect_err("20 is not known");
+        assert!(
+            err.to_string().contains("pgcheckdb reads PostgreSQL 14-19"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -609,17 +765,17 @@ pub(crate) mod tests {
     #[test]
     fn each_start_up_rule_names_its_field() {
         for (off, value, field) in [
-            (offset::XLOG_BLCKSZ, 1, "xlog_blcksz"),
-            (offset::BLCKSZ, 4096, "loblksize"),
-            (offset::BLCKSZ, 8000, "blcksz"),
-            (offset::RELSEG_SIZE, 0, "relseg_size"),
-            (offset::XLOG_SEG_SIZE, 12345, "xlog_seg_size"),
-            (offset::NAME_DATA_LEN, 32, "nameDataLen"),
-            (offset::INDEX_MAX_KEYS, 64, "indexMaxKeys"),
-            (offset::TOAST_MAX_CHUNK_SIZE, 2000, "toast_max_chunk_size"),
-            (offset::LOBLKSIZE, 4096, "loblksize"),
+            (FIELDS_13.xlog_blcksz, 1, "xlog_blcksz"),
+            (FIELDS_13.blcksz, 4096, "loblksize"),
+            (FIELDS_13.blcksz, 8000, "blcksz"),
+            (FIELDS_13.relseg_size, 0, "relseg_size"),
+            (FIELDS_13.xlog_seg_size, 12345, "xlog_seg_size"),
+            (FIELDS_13.name_data_len, 32, "nameDataLen"),
+            (FIELDS_13.index_max_keys, 64, "indexMaxKeys"),
+            (FIELDS_13.toast_max_chunk_size, 2000, "toast_max_chunk_size"),
+            (FIELDS_13.loblksize, 4096, "loblksize"),
             (offset::STATE, 99, "state"),
-            (offset::MAX_ALIGN, 2, "maxAlign"),
+            (FIELDS_13.max_align, 2, "maxAlign"),
         ] {
             match ControlFile::parse(with_field(1800, off, value), "x") {
                 Err(ControlFileError::Insane { what, .. }) => {
@@ -629,7 +785,7 @@ pub(crate) mod tests {
             }
         }
         let mut b = image(1300, 202209061, 1);
-        b[offset::FLOAT8_BY_VAL] = 7;
+        b[FIELDS_13.float8_by_val] = 7;
         let crc = crc32c::crc32c(&b[..288]);
         b[288..292].copy_from_slice(&crc.to_le_bytes());
         assert!(matches!(
@@ -641,9 +797,9 @@ pub(crate) mod tests {
     #[test]
     fn a_consistent_other_block_size_is_read() {
         let mut b = image(1800, 202506291, 1);
-        b[offset::BLCKSZ..offset::BLCKSZ + 4].copy_from_slice(&4096u32.to_le_bytes());
-        b[offset::LOBLKSIZE..offset::LOBLKSIZE + 4].copy_from_slice(&1024u32.to_le_bytes());
-        b[offset::TOAST_MAX_CHUNK_SIZE..offset::TOAST_MAX_CHUNK_SIZE + 4]
+        b[FIELDS_13.blcksz..FIELDS_13.blcksz + 4].copy_from_slice(&4096u32.to_le_bytes());
+        b[FIELDS_13.loblksize..FIELDS_13.loblksize + 4].copy_from_slice(&1024u32.to_le_bytes());
+        b[FIELDS_13.toast_max_chunk_size..FIELDS_13.toast_max_chunk_size + 4]
             .copy_from_slice(&972u32.to_le_bytes());
         let crc = crc32c::crc32c(&b[..292]);
         b[292..296].copy_from_slice(&crc.to_le_bytes());

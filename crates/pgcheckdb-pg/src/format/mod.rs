@@ -20,6 +20,7 @@ pub mod lsn;
 pub mod oids;
 pub mod page;
 pub mod relfile;
+pub mod slru;
 pub mod special;
 pub mod spgist;
 pub mod toast;

@@ -35,11 +35,9 @@ use std::path::Path;
 
 use super::xids::later;
 use super::ClusterFacts;
-use crate::catalog::xact::{CLOG_XACTS_PER_BYTE, SLRU_PAGES_PER_SEGMENT};
 use crate::finding::Severity;
 use crate::format::control::{ControlFile, DbState};
-/// `sizeof(MultiXactOffset)`: one offset per multixact.
-const MULTIXACT_OFFSET_SIZE: u64 = 4;
+use crate::format::slru::{multixact_offset_size, CLOG_XACTS_PER_BYTE, SLRU_PAGES_PER_SEGMENT};
 
 /// Builds the cluster facts of the standard level from `pg_control` and the files that bound
 /// the transaction and multixact ids.
@@ -80,7 +78,7 @@ fn newest_ids(control: &ControlFile, datadir: &Path) -> (u32, u32) {
         xid = later(xid, wal_xid.wrapping_add(1));
     }
     let mut multi = control.next_multi;
-    let multis_per_page = blcksz / MULTIXACT_OFFSET_SIZE;
+    let multis_per_page = blcksz / multixact_offset_size(control.major.unwrap_or(0));
     let offsets = datadir.join("pg_multixact").join("offsets");
     if let Some(end) = slru_extent_end(&offsets, blcksz, multis_per_page, multi) {
         multi = later(multi, end);

@@ -105,7 +105,7 @@ use stamp::Stamper;
 pub enum Refusal {
     #[error("{0}; stop the server cleanly (pg_ctl stop -m fast) and try again")]
     Running(RunningReason),
-    #[error("unknown PostgreSQL version (pg_control_version {pg_control_version}, catalog version {catalog_version}); pgcheckdb only switches checksums of PostgreSQL 14-18")]
+    #[error("unknown PostgreSQL version (pg_control_version {pg_control_version}, catalog version {catalog_version}); pgcheckdb only switches checksums of PostgreSQL 14-19")]
     UnknownVersion {
         pg_control_version: u32,
         catalog_version: u32,
