@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use pgcheckdb_pg::control::{ChecksumState, ControlFile};
 use pgcheckdb_testkit::fixture::{standard_cluster, StandardCluster};
+use pgcheckdb_testkit::guard::mkfifo;
 use pgcheckdb_testkit::{Cluster, ClusterOptions, RunAs};
 
 fn bin() -> &'static Path {
@@ -493,12 +494,6 @@ fn version_dir(tablespace_dir: &Path) -> PathBuf {
 
 fn chmod(path: &Path, mode: u32) {
     fs::set_permissions(path, fs::Permissions::from_mode(mode)).expect("chmod");
-}
-
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
-    // SAFETY: a valid C string.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
 }
 
 #[test]
