@@ -11,6 +11,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use pgcheckdb_testkit::asserts::{assert_problems, assert_status, key};
 use pgcheckdb_testkit::run::{self, Run};
 use pgcheckdb_testkit::{Cluster, ClusterOptions};
 use serde_json::Value;
@@ -115,7 +116,7 @@ fn clean_under_load(major: u32) {
         let dir = backup_under_load(&c, &format!("bk{i}"), &[]);
         for level in ["physical", "standard", "extended"] {
             let run = verify_backup(&c, &dir, level);
-            common::assert_status(&run, 0, &format!("PG {major} backup {i} at {level}"));
+            assert_status(&run, 0, &format!("PG {major} backup {i} at {level}"));
             assert!(run.problems().is_empty(), "PG {major} backup {i}: {run}");
             let b = backup_summary(&run);
             assert_eq!(b["rule"], "wal_block_set", "{run}");
@@ -168,7 +169,7 @@ fn clean_under_load(major: u32) {
         &["verify", "-D", &d, "--no-progress"],
         c.user(),
     );
-    common::assert_status(&text, 0, "text output");
+    assert_status(&text, 0, "text output");
     let line = text
         .stdout
         .lines()
@@ -186,7 +187,7 @@ fn clean_under_load(major: u32) {
         .unwrap_or_else(|| panic!("bk0 holds no page of {written:?} changed after its start"));
     damage(&bk0, &rel, block);
     let run = verify_backup(&c, &bk0, "standard");
-    common::assert_status(&run, 0, "torn replayed page");
+    assert_status(&run, 0, "torn replayed page");
     assert!(run.problems().is_empty(), "{run}");
     let b = backup_summary(&run);
     // At least the damaged page: the copy may hold other pages replay rewrites (torn, or an
@@ -199,11 +200,11 @@ fn clean_under_load(major: u32) {
     // manifest sees the file changed; pg_verifybackup agrees the copy is not intact.
     damage(&last, &cold, 1);
     let run = verify_backup(&c, &last, "physical");
-    common::assert_status(&run, 2, "damaged backup");
+    assert_status(&run, 2, "damaged backup");
     let mut expected = std::collections::BTreeSet::new();
-    expected.insert(common::key("checksum_mismatch", &cold, 1));
+    expected.insert(key("checksum_mismatch", &cold, 1));
     expected.insert(run::Key::new("backup_manifest_mismatch", &cold, None));
-    common::assert_problems(&run, &expected, "damaged backup");
+    assert_problems(&run, &expected, "damaged backup");
     assert!(
         !pg_verifybackup(&c, &last, &[]),
         "pg_verifybackup must fail too"
@@ -216,20 +217,20 @@ fn clean_under_load(major: u32) {
     text.extend_from_slice(b"\n");
     std::fs::write(&pgv, &text).expect("write PG_VERSION");
     let run = verify_backup(&c, &last, "physical");
-    common::assert_status(&run, 2, "grown file");
+    assert_status(&run, 2, "grown file");
     let mut expected = std::collections::BTreeSet::new();
     expected.insert(run::Key::new(
         "backup_manifest_mismatch",
         "PG_VERSION",
         None,
     ));
-    common::assert_problems(&run, &expected, "grown file");
+    assert_problems(&run, &expected, "grown file");
 
     // No WAL in the backup (taken under load): the page-LSN rule, stated. A damaged page
     // changed during the backup (pd_lsn past the start) is counted; the cold page is reported.
     let (dir, changed, changed_block) = nowal_backup_with_changed_page(&c, &written);
     let run = verify_backup(&c, &dir, "physical");
-    common::assert_status(&run, 0, "-X none backup");
+    assert_status(&run, 0, "-X none backup");
     let b = backup_summary(&run);
     assert_eq!(b["rule"], "page_lsn", "{run}");
     assert!(b["note"].as_str().unwrap_or("").contains("pd_lsn"), "{run}");
@@ -238,10 +239,10 @@ fn clean_under_load(major: u32) {
     damage(&dir, &changed, changed_block);
     damage(&dir, &cold, 1);
     let run = verify_backup(&c, &dir, "physical");
-    common::assert_status(&run, 2, "-X none, damaged");
+    assert_status(&run, 2, "-X none, damaged");
     let mut expected = std::collections::BTreeSet::new();
-    expected.insert(common::key("checksum_mismatch", &cold, 1));
-    common::assert_problems(&run, &expected, "-X none, damaged");
+    expected.insert(key("checksum_mismatch", &cold, 1));
+    assert_problems(&run, &expected, "-X none, damaged");
     let unverified = backup_summary(&run)["replayed_blocks_unverified"].as_u64();
     assert!(unverified >= Some(1), "{run}");
     c.stop().expect("stop");
@@ -334,11 +335,11 @@ fn running_and_crashed_clusters_are_refused_naming_online() {
     let mut c = Cluster::init_temp(&ClusterOptions::new(16, true)).expect("initdb");
     c.start().expect("start");
     let run = common::verify_as(c.datadir(), 1, c.user());
-    common::assert_status(&run, 1, "running cluster");
+    assert_status(&run, 1, "running cluster");
     assert!(run.stderr.contains("--online"), "{run}");
     c.stop_immediate().expect("crash");
     let run = common::verify_as(c.datadir(), 1, c.user());
-    common::assert_status(&run, 1, "crashed cluster");
+    assert_status(&run, 1, "crashed cluster");
     assert!(run.stderr.contains("--online"), "{run}");
     assert!(run.stderr.contains("not shut down cleanly"), "{run}");
 }

@@ -31,10 +31,12 @@ use pgcheckdb_pg::control::ControlFile;
 use pgcheckdb_pg::corrupt;
 use pgcheckdb_pg::layout::itemid::line_pointers;
 use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_testkit::asserts::{assert_problems, assert_status, finding, key};
+use pgcheckdb_testkit::locale::ensure_libc_locale;
 use pgcheckdb_testkit::run::{self, Run};
 use pgcheckdb_testkit::BLCKSZ;
 
-use common::{bin, ensure_libc_locale};
+use common::bin;
 
 /// The libc locale whose order differs from byte order.
 const LIBC_LOCALE: &str = "en_US.utf8";
@@ -540,8 +542,8 @@ fn comparators(major: u32, checksums: bool) {
         }
     }
     let run = verify_standard(c.datadir());
-    common::assert_status(&run, 0, &format!("PG {major}: healthy cluster"));
-    common::assert_problems(
+    assert_status(&run, 0, &format!("PG {major}: healthy cluster"));
+    assert_problems(
         &run,
         &BTreeSet::new(),
         &format!("PG {major}: healthy cluster"),
@@ -703,7 +705,7 @@ fn injected(major: u32, checksums: bool) {
     }
     c.stop().expect("stop");
     let healthy = verify_standard(c.datadir());
-    common::assert_status(&healthy, 0, &format!("PG {major}: before the damage"));
+    assert_status(&healthy, 0, &format!("PG {major}: before the damage"));
     let mut last_item = 0;
     for ((idx, _, _), path) in DAMAGED.iter().zip(&paths) {
         if *idx == HIGH_KEY_INDEX {
@@ -713,12 +715,12 @@ fn injected(major: u32, checksums: bool) {
         }
     }
     let run = verify_standard(c.datadir());
-    common::assert_status(&run, 2, &format!("PG {major}: swapped line pointers"));
+    assert_status(&run, 2, &format!("PG {major}: swapped line pointers"));
     let expected: BTreeSet<_> = paths
         .iter()
-        .map(|p| common::key("btree_order_invalid", p, BLOCK))
+        .map(|p| key("btree_order_invalid", p, BLOCK))
         .collect();
-    common::assert_problems(
+    assert_problems(
         &run,
         &expected,
         &format!("PG {major}: swapped line pointers"),
@@ -739,7 +741,7 @@ fn injected(major: u32, checksums: bool) {
             );
             continue;
         }
-        let f = common::finding(&run, &common::key("btree_order_invalid", path, BLOCK));
+        let f = finding(&run, &key("btree_order_invalid", path, BLOCK));
         assert_eq!(f["offset"], SWAP.1, "PG {major} {idx}: {f}");
         assert_eq!(f["detail"]["other_offset"], SWAP.0, "PG {major} {idx}: {f}");
         assert_eq!(f["relation"]["name"], format!("public.{idx}"), "{f}");

@@ -18,9 +18,12 @@ use pgcheckdb_pg::corrupt;
 use pgcheckdb_pg::layout::btree::{BtPageOpaque, P_NONE};
 use pgcheckdb_pg::layout::itemid::line_pointers;
 use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_testkit::amcheck;
+use pgcheckdb_testkit::asserts::assert_clean;
+use pgcheckdb_testkit::loaded_cluster;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
-use common::{amcheck_heapallindexed, assert_clean, edit, loaded_cluster, verify_extended};
+use common::{edit, verify_extended};
 
 #[test]
 fn heap_to_index_pg14_checksums() {
@@ -413,7 +416,7 @@ fn scenario(major: u32, checksums: bool) {
 
     // pg_amcheck --heapallindexed on a started copy of the damaged cluster.
     fx.cluster.start().expect("start");
-    let (_, text) = amcheck_heapallindexed(&fx.cluster);
+    let (_, text) = amcheck::heapallindexed(&fx.cluster);
     fx.cluster.stop().expect("stop");
     eprintln!("PostgreSQL {major} (checksums {checksums}): case | pgcheckdb | pg_amcheck --heapallindexed");
     for c in &cases {

@@ -19,10 +19,14 @@ use std::path::{Path, PathBuf};
 use pgcheckdb_pg::corrupt;
 use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
 use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_testkit::amcheck;
+use pgcheckdb_testkit::asserts::{assert_clean, graph_finding};
+use pgcheckdb_testkit::bytes::{u16_at, u32_at};
+use pgcheckdb_testkit::loaded_cluster;
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
-use common::{assert_clean, edit, loaded_cluster, u16_at, u32_at, verify_extended};
+use common::{edit, verify_extended};
 
 #[test]
 fn gin_graph_pg14_checksums() {
@@ -420,7 +424,7 @@ fn scenario(major: u32, checksums: bool) {
     };
     for c in &cases {
         let rel = file_of(c.index);
-        let hit = common::graph_finding(&run, &rel, u64::from(c.block), c.says);
+        let hit = graph_finding(&run, &rel, u64::from(c.block), c.says);
         let f = hit.unwrap_or_else(|| {
             panic!(
                 "PostgreSQL {major}: \"{}\" not found at {rel} block {}\n{run}",
@@ -472,7 +476,7 @@ fn print_graph_findings(run: &Run) {
 /// `gin_index_check` on `index`, stops it; what they said.
 fn amcheck_verdict(fx: &mut Fixture, major: u32, index: &str) -> String {
     fx.cluster.start().expect("start damaged cluster");
-    let (ok, text) = common::amcheck_heapallindexed(&fx.cluster);
+    let (ok, text) = amcheck::heapallindexed(&fx.cluster);
     let rel = format!("public.{index}\"");
     let pg_amcheck = match text.lines().find(|l| l.contains(&rel)) {
         Some(line) => format!("pg_amcheck: yes ({})", line.trim()),

@@ -17,10 +17,14 @@ use std::path::{Path, PathBuf};
 
 use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
 use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_testkit::amcheck;
+use pgcheckdb_testkit::asserts::{assert_clean, graph_finding};
+use pgcheckdb_testkit::bytes::{u16_at, u32_at};
+use pgcheckdb_testkit::loaded_cluster;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
 use common::read_block as block;
-use common::{assert_clean, edit, loaded_cluster, u16_at, u32_at, verify_extended};
+use common::{edit, verify_extended};
 
 #[test]
 fn gist_spgist_graphs_pg14_checksums() {
@@ -480,7 +484,7 @@ fn scenario(major: u32, checksums: bool) {
     assert_eq!(run.status, 2, "PostgreSQL {major}: damaged\n{run}");
     for c in &cases {
         let rel = &fx.rels[c.index];
-        let hit = common::graph_finding(&run, rel, c.block, c.says);
+        let hit = graph_finding(&run, rel, c.block, c.says);
         let f = hit.unwrap_or_else(|| {
             panic!(
                 "PostgreSQL {major}: \"{}\" not found at {} block {} ({})\n{run}",
@@ -528,7 +532,7 @@ fn scenario(major: u32, checksums: bool) {
 /// pgcheckdb's runs): what it said about each damaged index, by name.
 fn amcheck_verdicts(fx: &mut Fixture) -> BTreeMap<&'static str, String> {
     fx.cluster.start().expect("start damaged cluster");
-    let (ok, text) = common::amcheck_heapallindexed(&fx.cluster);
+    let (ok, text) = amcheck::heapallindexed(&fx.cluster);
     fx.cluster.stop().expect("stop");
     eprintln!("--- pg_amcheck (success: {ok}) ---\n{text}--- end ---");
     let mut out = BTreeMap::new();

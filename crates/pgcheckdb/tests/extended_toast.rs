@@ -19,10 +19,12 @@ use pgcheckdb_pg::corrupt;
 use pgcheckdb_pg::layout::heap::HeapTupleHeader;
 use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
 use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_testkit::amcheck;
+use pgcheckdb_testkit::asserts::assert_clean;
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ};
 
-use common::{amcheck_heapallindexed, assert_clean, edit, verify_extended};
+use common::{edit, verify_extended};
 
 #[test]
 fn toast_pg14_checksums() {
@@ -541,7 +543,7 @@ fn amcheck_hits(mut fx: Fixture, cases: &[Case]) -> BTreeSet<&'static str> {
     fx.cluster
         .start()
         .expect("start damaged cluster for pg_amcheck");
-    let (_, text) = amcheck_heapallindexed(&fx.cluster);
+    let (_, text) = amcheck::heapallindexed(&fx.cluster);
     fx.cluster.stop().expect("stop");
     eprintln!("--- pg_amcheck {} output ---\n{text}--- end ---", fx.major);
     cases

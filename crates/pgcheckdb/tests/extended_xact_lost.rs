@@ -19,12 +19,13 @@ use std::path::Path;
 use pgcheckdb_pg::layout::heap::infomask as im;
 use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
 use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_testkit::amcheck;
+use pgcheckdb_testkit::asserts::{assert_clean, assert_status};
+use pgcheckdb_testkit::control::set_db_state;
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{Cluster, ClusterOptions, MAJORS};
 
-use common::{
-    amcheck_heapallindexed, assert_clean, assert_status, read_block, set_db_state, verify_extended,
-};
+use common::{read_block, verify_extended};
 
 /// Table `h`: five inserting transactions of 150 rows (several pages each). Table `d`: ten rows
 /// on one page (free enough that no reader prunes it), three deleted by one transaction. A
@@ -234,7 +235,7 @@ fn scenario(major: u32) {
     // amcheck's heap check trusts a set commit hint: the same damage passes it (on 14-18).
     set_db_state(&datadir, 1);
     cluster.start().expect("start the damaged cluster");
-    let (ok, out) = amcheck_heapallindexed(&cluster);
+    let (ok, out) = amcheck::heapallindexed(&cluster);
     println!("{what}: pg_amcheck --heapallindexed --parent-check:\n{out}");
     assert!(ok, "{what}: pg_amcheck found the damage too:\n{out}");
     cluster.stop().expect("stop");

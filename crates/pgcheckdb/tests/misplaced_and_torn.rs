@@ -12,10 +12,12 @@ use std::path::{Path, PathBuf};
 
 use pgcheckdb_pg::checksum::pg_checksum_page;
 use pgcheckdb_pg::corrupt::{self, Damage};
+use pgcheckdb_testkit::asserts::{assert_problems, assert_status, finding, key};
+use pgcheckdb_testkit::loaded_cluster;
 use pgcheckdb_testkit::run::{self, Run};
 use pgcheckdb_testkit::{pg_checksums, Cluster, BLCKSZ};
 
-use common::{assert_problems, assert_status, bin, finding, key, verify};
+use common::{bin, verify};
 
 /// Blocks of the large table with checksums.
 const WIDE_BLOCKS: u64 = 3000;
@@ -71,7 +73,7 @@ fn detectable_mask(page: &[u8], block: u64, offset: usize, mask: u8) -> u8 {
 
 /// A stopped cluster loaded with `sql`, and the data-directory-relative paths of `tables`.
 fn cluster(major: u32, checksums: bool, sql: &str, tables: &[&str]) -> (Cluster, Vec<String>) {
-    common::loaded_cluster(major, checksums, sql, tables)
+    loaded_cluster(major, checksums, sql, tables)
 }
 
 fn swap_blocks(path: &Path, a: u64, b: u64) {

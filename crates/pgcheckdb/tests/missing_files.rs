@@ -13,10 +13,11 @@ mod common;
 use std::collections::BTreeSet;
 use std::fs;
 
+use pgcheckdb_testkit::asserts::assert_status;
 use pgcheckdb_testkit::{standard_cluster, StandardCluster, BLCKSZ};
 use serde_json::Value;
 
-use common::{assert_status, verify};
+use common::verify;
 
 #[test]
 fn missing_files_pg14() {

@@ -12,6 +12,7 @@ use std::path::Path;
 
 use pgcheckdb_pg::corrupt::{self, Damage, HeaderDamage};
 use pgcheckdb_pg::page::PageHeader;
+use pgcheckdb_testkit::asserts::{assert_problems, assert_status, finding, key};
 use pgcheckdb_testkit::fixture::BIG_ROWS;
 use pgcheckdb_testkit::run::Key;
 use pgcheckdb_testkit::snapshot::{differences, snapshot};
@@ -19,7 +20,7 @@ use pgcheckdb_testkit::{
     pg_checksums, standard_cluster_with, FixtureOptions, StandardCluster, BLCKSZ, RELSEG_SIZE,
 };
 
-use common::{assert_problems, assert_status, finding, key, verify};
+use common::verify;
 
 /// Block of `big` damaged in segment 1 (counted inside segment 1).
 const BIG_BLOCK_IN_SEG1: u64 = 100;

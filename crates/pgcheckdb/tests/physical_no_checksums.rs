@@ -10,9 +10,10 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
 use pgcheckdb_pg::corrupt::{self, Damage, HeaderDamage};
+use pgcheckdb_testkit::asserts::{assert_problems, assert_status, key};
 use pgcheckdb_testkit::{standard_cluster, StandardCluster, BLCKSZ};
 
-use common::{assert_problems, assert_status, key, verify, verify_as};
+use common::{verify, verify_as};
 
 #[test]
 fn no_checksums_pg14() {

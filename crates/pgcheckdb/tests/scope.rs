@@ -12,11 +12,12 @@ use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use pgcheckdb_pg::corrupt::{self, Damage};
+use pgcheckdb_testkit::asserts::assert_status;
 use pgcheckdb_testkit::run::{pgcheckdb, Run};
 use pgcheckdb_testkit::{standard_cluster, StandardCluster, BLCKSZ};
 use serde_json::Value;
 
-use common::{assert_status, bin};
+use common::bin;
 
 /// `pgcheckdb verify -D <datadir> --format json --no-progress <args>`.
 fn verify_with(datadir: &Path, args: &[&str]) -> Run {

@@ -24,64 +24,36 @@ use pgcheckdb_pg::corrupt;
 use pgcheckdb_pg::layout::heap::{infomask as im, infomask2 as im2, HeapTupleHeader};
 use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
 use pgcheckdb_pg::page::PageHeader;
-use pgcheckdb_testkit::{require_binaries, run, Cluster, ClusterOptions, BLCKSZ};
+use pgcheckdb_testkit::asserts::assert_only_on;
+use pgcheckdb_testkit::bytes::{put_u16, put_u32, u32_at};
+use pgcheckdb_testkit::{amcheck, require_binaries, run, Cluster, ClusterOptions, BLCKSZ};
 use serde_json::Value;
 
 use common::bin;
 
-#[test]
-fn damage_pg14() {
-    damage_scenario(14);
-}
-#[test]
-fn damage_pg15() {
-    damage_scenario(15);
-}
-#[test]
-fn damage_pg16() {
-    damage_scenario(16);
-}
-#[test]
-fn damage_pg17() {
-    damage_scenario(17);
-}
-#[test]
-fn damage_pg18() {
-    damage_scenario(18);
+pgcheckdb_testkit::version_tests! {
+    damage_scenario;
+    damage_pg14(14),
+    damage_pg15(15),
+    damage_pg16(16),
+    damage_pg17(17),
+    damage_pg18(18),
 }
 
-#[test]
-fn aborted_update_truncated_pg14() {
-    aborted_update_scenario(14);
-}
-#[test]
-fn aborted_update_truncated_pg16() {
-    aborted_update_scenario(16);
-}
-#[test]
-fn aborted_update_truncated_pg18() {
-    aborted_update_scenario(18);
+pgcheckdb_testkit::version_tests! {
+    aborted_update_scenario;
+    aborted_update_truncated_pg14(14),
+    aborted_update_truncated_pg16(16),
+    aborted_update_truncated_pg18(18),
 }
 
-#[test]
-fn standby_pg14() {
-    standby_scenario(14);
-}
-#[test]
-fn standby_pg15() {
-    standby_scenario(15);
-}
-#[test]
-fn standby_pg16() {
-    standby_scenario(16);
-}
-#[test]
-fn standby_pg17() {
-    standby_scenario(17);
-}
-#[test]
-fn standby_pg18() {
-    standby_scenario(18);
+pgcheckdb_testkit::version_tests! {
+    standby_scenario;
+    standby_pg14(14),
+    standby_pg15(15),
+    standby_pg16(16),
+    standby_pg17(17),
+    standby_pg18(18),
 }
 
 /// A prepared transaction holds back the pruning horizon, so the HOT chains stay on the pages
@@ -152,30 +124,8 @@ impl Damaged {
 
     /// Reads a block, lets `change` edit it, writes it back and recomputes its checksum.
     fn edit<R>(&self, rel: &str, block: u64, change: impl FnOnce(&mut [u8]) -> R) -> R {
-        let path = self.cluster.datadir().join(self.rel(rel));
-        edit_block(&path, block, change)
+        common::edit(&self.cluster.datadir().join(self.rel(rel)), block, change)
     }
-}
-
-fn edit_block<R>(path: &Path, block: u64, change: impl FnOnce(&mut [u8]) -> R) -> R {
-    let mut page = corrupt::read_block(path, block, BLCKSZ)
-        .unwrap_or_else(|e| panic!("read {} block {block}: {e}", path.display()));
-    let r = change(&mut page);
-    corrupt::write_block(path, block, &page).expect("write block");
-    corrupt::recompute_checksum(path, block, BLCKSZ, block).expect("recompute checksum");
-    r
-}
-
-fn put_u16(page: &mut [u8], at: usize, v: u16) {
-    page[at..at + 2].copy_from_slice(&v.to_le_bytes());
-}
-
-fn put_u32(page: &mut [u8], at: usize, v: u32) {
-    page[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
-
-fn u32_at(page: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([page[at], page[at + 1], page[at + 2], page[at + 3]])
 }
 
 /// Byte offset of line pointer `offnum`'s word and of its item.
@@ -546,7 +496,12 @@ fn damage_scenario(major: u32) {
             "{f}"
         );
     }
-    no_collateral(&run.findings, &d, &cases, major);
+    let damaged: BTreeSet<(String, u64)> = cases
+        .iter()
+        .map(|c| (d.rel(c.relation).to_string(), c.block))
+        .collect();
+    let what = format!("PostgreSQL {major}: finding on an undamaged block");
+    assert_only_on(&run, &damaged, |f| f["severity"] != "info", &what);
     let mut d = d;
     let seen = amcheck_hits(&mut d.cluster, &cases);
     eprintln!("PostgreSQL {major}: case | pgcheckdb | pg_amcheck");
@@ -576,50 +531,17 @@ fn damage_scenario(major: u32) {
     }
 }
 
-/// Every error is on a damaged block.
-fn no_collateral(findings: &[Value], d: &Damaged, cases: &[Case], major: u32) {
-    let damaged: BTreeSet<(String, u64)> = cases
-        .iter()
-        .map(|c| (d.rel(c.relation).to_string(), c.block))
-        .collect();
-    for f in findings.iter().filter(|f| f["severity"] != "info") {
-        let key = (
-            f["file"].as_str().unwrap_or_default().to_string(),
-            f["block"].as_u64().unwrap_or(u64::MAX),
-        );
-        assert!(
-            damaged.contains(&key),
-            "PostgreSQL {major}: finding on an undamaged block: {f}"
-        );
-    }
-}
-
 /// Runs `pg_amcheck --heapallindexed --parent-check` (with `--checkunique` on 17+) and returns
 /// the cases it reported (by relation and block).
 fn amcheck_hits(cluster: &mut Cluster, cases: &[Case]) -> BTreeSet<&'static str> {
-    cluster.start().expect("start damaged cluster");
-    cluster
-        .psql("postgres", "CREATE EXTENSION IF NOT EXISTS amcheck;")
-        .expect("amcheck");
-    let sock = cluster.work_dir().join("sock").display().to_string();
-    let mut args = vec!["-h", sock.as_str(), "-U", "postgres", "-d", "postgres"];
-    args.extend(["--heapallindexed", "--parent-check", "--no-dependent-toast"]);
-    if cluster.major() >= 17 {
-        args.push("--checkunique");
-    }
-    let out = cluster
-        .command("pg_amcheck")
-        .args(&args)
-        .output()
-        .expect("pg_amcheck");
-    cluster.stop().expect("stop");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    eprintln!("--- pg_amcheck ---\n{text}--- end ---");
+    let mut args = amcheck::HEAPALLINDEXED.to_vec();
+    args.push("--no-dependent-toast");
+    args.extend(amcheck::checkunique(cluster.major()));
+    let text = amcheck::on_stopped(cluster, &args);
     cases
         .iter()
         .filter(|c| {
-            let rel = format!("\"postgres.public.{}\"", c.relation);
+            let rel = amcheck::quoted(c.relation);
             text.lines().any(|l| {
                 l.contains(&rel)
                     && c.offset
@@ -678,7 +600,7 @@ fn aborted_update_scenario(major: u32) {
         "PostgreSQL {major}: no warning expected\n{run}"
     );
     let target = beyond[0];
-    edit_block(&path, 0, |p| {
+    common::edit(&path, 0, |p| {
         let (_, off) = lp(p, target);
         let m = infomask(p, off);
         put_u16(
@@ -853,7 +775,7 @@ fn standby_scenario(major: u32) {
         )
     });
     eprintln!("PostgreSQL {major}: standby nextXid {next}, damaging {rel} block {block} offset {offnum} (xmin {xmin})");
-    edit_block(&path, block, |p| {
+    common::edit(&path, block, |p| {
         let (_, off) = lp(p, offnum);
         put_u16(p, off + 18, (infomask2(p, off) & !0x07FF) | 7);
     });

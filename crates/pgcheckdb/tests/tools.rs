@@ -9,6 +9,7 @@ use std::path::Path;
 
 use pgcheckdb_pg::control::{ChecksumState, ControlFile};
 use pgcheckdb_pg::corrupt;
+use pgcheckdb_testkit::loaded_cluster;
 use pgcheckdb_testkit::run::{self, Run};
 use pgcheckdb_testkit::{require_binaries, Cluster, BLCKSZ};
 
@@ -17,7 +18,7 @@ use common::bin;
 /// A stopped cluster without data checksums loaded with `sql`, and the data-directory-relative
 /// paths of `tables` (database `postgres`).
 fn cluster(major: u32, sql: &str, tables: &[&str]) -> (Cluster, Vec<String>) {
-    common::loaded_cluster(major, false, sql, tables)
+    loaded_cluster(major, false, sql, tables)
 }
 
 fn pgcheckdb(args: &[&str]) -> Run {
