@@ -2,6 +2,9 @@
 //! for docs/CHECKS.md: its checker `pg_amcheck` (the `amcheck` extension created first) and
 //! which relations its output names, and whether a query read through an index fails.
 
+use std::collections::BTreeSet;
+use std::fmt::Display;
+
 use pgcheckdb_cluster::Cluster;
 
 /// The arguments of the heap and B-tree check that also looks for every heap tuple in its
@@ -43,6 +46,50 @@ pub fn on_stopped(cluster: &mut Cluster, args: &[&str]) -> String {
         .unwrap_or_else(|e| panic!("stop after pg_amcheck: {e}"));
     eprintln!("--- pg_amcheck output ---\n{text}--- end ---");
     text
+}
+
+/// Prints a cross-check table for docs/CHECKS.md: `heading`, then one line per row, its first
+/// column (the case) padded to `width`, the others after it, separated by ` | `.
+pub fn print_table<A: Display, B: Display, C: Display>(
+    heading: &str,
+    width: usize,
+    rows: impl IntoIterator<Item = (A, B, C)>,
+) {
+    eprintln!("{heading}");
+    for (case, ours, theirs) in rows {
+        eprintln!("  {:<width$} | {ours} | {theirs}", case.to_string());
+    }
+}
+
+/// "yes" or "no".
+pub fn yes_no(yes: bool) -> &'static str {
+    if yes {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+/// The B-tree checks alone on database `postgres` (`--no-dependent-toast
+/// --exclude-toast-pointers`), with `bt_index_parent_check` (`--parent-check`) when `parent`.
+pub fn btree_only(parent: bool) -> Vec<&'static str> {
+    let mut args = vec!["-d", "postgres"];
+    if parent {
+        args.push("--parent-check");
+    }
+    args.extend(["--no-dependent-toast", "--exclude-toast-pointers"]);
+    args
+}
+
+/// [`on_stopped`] with `args`: the names among `relations` (of schema `public` in database
+/// `postgres`) that its output names.
+pub fn reported_among<'a>(
+    cluster: &mut Cluster,
+    args: &[&str],
+    relations: impl IntoIterator<Item = &'a str>,
+) -> BTreeSet<&'a str> {
+    let text = on_stopped(cluster, args);
+    relations.into_iter().filter(|r| names(&text, r)).collect()
 }
 
 /// `--checkunique` where `pg_amcheck` has it (PostgreSQL 17 and later), else nothing.

@@ -4,6 +4,7 @@
 //! one-finding verdict of an injected index graph damage.
 
 use std::collections::BTreeSet;
+use std::fmt::Display;
 
 use serde_json::Value;
 
@@ -45,6 +46,15 @@ pub fn finding<'a>(run: &'a Run, key: &Key) -> &'a Value {
         .iter()
         .find(|f| key_of(f) == *key)
         .unwrap_or_else(|| panic!("no finding {key}\n{run}"))
+}
+
+/// Asserts that finding `f`'s message names `n` (the block or offset number it is about).
+pub fn assert_message_names(f: &Value, n: impl Display) {
+    let n = n.to_string();
+    assert!(
+        f["message"].as_str().unwrap_or("").contains(&n),
+        "the message does not name {n}: {f}"
+    );
 }
 
 /// Asserts that the extended level's facts spilled to disk (`spill_files` > 0).

@@ -3,6 +3,9 @@
 //! a TID: block number, then offset number). The caller knows the layout; an offset past the
 //! page is a bug in the test and panics.
 
+/// A change to one page's bytes, kept to be applied (and undone) later.
+pub type Edit = Box<dyn Fn(&mut [u8])>;
+
 /// The `u16` at byte `at`.
 pub fn u16_at(p: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([p[at], p[at + 1]])

@@ -43,14 +43,53 @@ pub fn loaded_cluster(
     tables: &[&str],
 ) -> (Cluster, Vec<String>) {
     let mut c = started(major, checksums);
-    c.psql("postgres", sql)
+    let paths = load_and_stop(&mut c, sql, tables);
+    (c, paths)
+}
+
+/// A started cluster made with `opts`, its database `postgres` initialized by
+/// `pgbench -i -q -s <scale>`, then loaded with `sql`: a primary for load while it runs.
+pub fn pgbench_primary(opts: &ClusterOptions, scale: u32, sql: &str) -> Cluster {
+    let c = started_with(opts);
+    c.pgbench("postgres", &["-i", "-q", "-s", &scale.to_string()])
+        .expect("pgbench -i");
+    c.psql("postgres", sql).expect("load");
+    c
+}
+
+/// [`loaded_cluster`] with one relation of interest: the stopped cluster, the relation's file
+/// relative to the data directory, and its absolute path.
+pub fn loaded_relation(
+    major: u32,
+    checksums: bool,
+    sql: &str,
+    relation: &str,
+) -> (Cluster, String, PathBuf) {
+    let (cluster, mut paths) = loaded_cluster(major, checksums, sql, &[relation]);
+    let file = paths.remove(0);
+    let path = cluster.datadir().join(&file);
+    (cluster, file, path)
+}
+
+/// Runs `sql` in database `postgres` of the started `cluster`, looks up the
+/// data-directory-relative paths of `tables`, and stops it; the paths.
+pub fn load_and_stop(cluster: &mut Cluster, sql: &str, tables: &[&str]) -> Vec<String> {
+    let major = cluster.major();
+    cluster
+        .psql("postgres", sql)
         .unwrap_or_else(|e| panic!("load {major}: {e}"));
     let paths = tables
         .iter()
-        .map(|t| c.relation_filepath("postgres", t).expect("relation path"))
+        .map(|t| {
+            cluster
+                .relation_filepath("postgres", t)
+                .expect("relation path")
+        })
         .collect();
-    c.stop().unwrap_or_else(|e| panic!("stop {major}: {e}"));
-    (c, paths)
+    cluster
+        .stop()
+        .unwrap_or_else(|e| panic!("stop {major}: {e}"));
+    paths
 }
 
 /// The main fork's path of relation `name` of database `postgres`, relative to the data

@@ -87,6 +87,22 @@ impl Run {
             .unwrap_or_else(|| panic!("no summary line in the output of pgcheckdb\n{self}"))
     }
 
+    /// The first stdout line as JSON (the object of a command that prints one); panics with the
+    /// run when there is none or it is not JSON.
+    pub fn first_json(&self) -> Value {
+        self.json_line(self.stdout.lines().next())
+    }
+
+    /// The last stdout line as JSON (a summary); panics as [`Run::first_json`] does.
+    pub fn last_json(&self) -> Value {
+        self.json_line(self.stdout.lines().last())
+    }
+
+    fn json_line(&self, line: Option<&str>) -> Value {
+        line.and_then(|l| serde_json::from_str(l).ok())
+            .unwrap_or_else(|| panic!("no JSON line where one was expected\n{self}"))
+    }
+
     /// Non-empty stderr lines.
     pub fn stderr_lines(&self) -> Vec<&str> {
         self.stderr
@@ -106,11 +122,27 @@ impl Run {
         self.findings.iter().filter(|f| f["kind"] == kind).collect()
     }
 
+    /// The first finding of `kind` in `file` (any block).
+    pub fn find_in(&self, kind: &str, file: &str) -> Option<&Value> {
+        self.findings
+            .iter()
+            .find(|f| f["kind"] == kind && f["file"] == file)
+    }
+
     /// The first finding of `kind` at block `block` of `file`.
     pub fn find_at(&self, kind: &str, file: &str, block: u64) -> Option<&Value> {
         self.findings
             .iter()
             .find(|f| f["kind"] == kind && f["file"] == file && f["block"] == block)
+    }
+
+    /// [`place_of`] every error and warning finding but those of kind `except`.
+    pub fn problem_places_except(&self, except: &str) -> BTreeSet<Place> {
+        self.problems()
+            .into_iter()
+            .filter(|f| f["kind"] != except)
+            .map(place_of)
+            .collect()
     }
 
     /// [`place_of`] every finding whose kind is one of `kinds`.
