@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use pgcheckdb_testkit::asserts::{assert_problems, assert_status, key};
 use pgcheckdb_testkit::run::{self, Run};
-use pgcheckdb_testkit::{Cluster, ClusterOptions};
+use pgcheckdb_testkit::{loaded, Cluster, ClusterOptions};
 use serde_json::Value;
 
 const BLCKSZ: u64 = 8192;
@@ -24,17 +24,9 @@ fn loaded_primary(major: u32) -> Cluster {
     let opts = ClusterOptions::new(major, true)
         .setting("checkpoint_timeout", "30s")
         .setting("max_wal_size", "256MB");
-    let mut c = Cluster::init_temp(&opts).expect("initdb");
-    c.start().expect("start");
-    c.pgbench("postgres", &["-i", "-q", "-s", "10"])
-        .expect("pgbench -i");
-    c.psql(
-        "postgres",
-        "CREATE TABLE cold AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 5000) g; \
-         VACUUM FREEZE cold; CHECKPOINT;",
-    )
-    .expect("cold table");
-    c
+    let cold = "CREATE TABLE cold AS SELECT g AS id, repeat('x', 200) AS pad \
+                FROM generate_series(1, 5000) g; VACUUM FREEZE cold; CHECKPOINT;";
+    loaded::pgbench_primary(&opts, 10, cold)
 }
 
 /// `pg_basebackup -D <work>/<name> -Fp -c fast` plus `extra` options.
@@ -305,29 +297,13 @@ fn page_lsn(path: &Path, blkno: u64) -> u64 {
     (xlogid << 32) | xrecoff
 }
 
-#[test]
-fn backups_under_load_pg14() {
-    clean_under_load(14);
-}
-
-#[test]
-fn backups_under_load_pg15() {
-    clean_under_load(15);
-}
-
-#[test]
-fn backups_under_load_pg16() {
-    clean_under_load(16);
-}
-
-#[test]
-fn backups_under_load_pg17() {
-    clean_under_load(17);
-}
-
-#[test]
-fn backups_under_load_pg18() {
-    clean_under_load(18);
+pgcheckdb_testkit::version_tests! {
+    clean_under_load;
+    backups_under_load_pg14(14),
+    backups_under_load_pg15(15),
+    backups_under_load_pg16(16),
+    backups_under_load_pg17(17),
+    backups_under_load_pg18(18),
 }
 
 #[test]

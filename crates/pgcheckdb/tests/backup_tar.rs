@@ -660,27 +660,11 @@ fn forged_members_are_bounded_and_staged_privately(c: &Cluster, backup: &Path) {
     assert_eq!(f["detail"]["size"], 2 << 20, "{run}");
 }
 
-#[test]
-fn tar_backups_pg14() {
-    tar_backups(14);
-}
-
-#[test]
-fn tar_backups_pg15() {
-    tar_backups(15);
-}
-
-#[test]
-fn tar_backups_pg16() {
-    tar_backups(16);
-}
-
-#[test]
-fn tar_backups_pg17() {
-    tar_backups(17);
-}
-
-#[test]
-fn tar_backups_pg18() {
-    tar_backups(18);
+pgcheckdb_testkit::version_tests! {
+    tar_backups;
+    tar_backups_pg14(14),
+    tar_backups_pg15(15),
+    tar_backups_pg16(16),
+    tar_backups_pg17(17),
+    tar_backups_pg18(18),
 }

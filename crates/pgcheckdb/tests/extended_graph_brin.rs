@@ -18,8 +18,8 @@ use pgcheckdb_pg::page::PageHeader;
 use pgcheckdb_testkit::amcheck::index_verdicts;
 use pgcheckdb_testkit::asserts::assert_healthy_extended;
 use pgcheckdb_testkit::asserts::{assert_clean, assert_only_graph_finding};
-use pgcheckdb_testkit::bytes::{put_tid, tid_at};
-use pgcheckdb_testkit::loaded::pgbench_scripts;
+use pgcheckdb_testkit::bytes::{put_tid, tid_at, Edit};
+use pgcheckdb_testkit::loaded::{loaded_relation, pgbench_scripts};
 use pgcheckdb_testkit::loaded_cluster;
 use pgcheckdb_testkit::BLCKSZ;
 
@@ -105,9 +105,6 @@ fn set_tid(k: usize, blk: u32, off: u16) -> Edit {
     Box::new(move |p: &mut [u8]| put_tid(p, REVMAP_TIDS + 6 * k, blk, off))
 }
 
-/// A change to one page's bytes.
-type Edit = Box<dyn Fn(&mut [u8])>;
-
 /// One damage: the block it edits, and the words of its finding (always at the revmap page).
 struct Case {
     name: &'static str,
@@ -117,10 +114,8 @@ struct Case {
 }
 
 fn scenario(major: u32, checksums: bool) {
-    let (mut cluster, paths) = loaded_cluster(major, checksums, SCHEMA, &["b_idx"]);
+    let (mut cluster, file, path) = loaded_relation(major, checksums, SCHEMA, "b_idx");
     let datadir = cluster.datadir().to_path_buf();
-    let file = paths[0].clone();
-    let path = datadir.join(&file);
 
     let clean = common::verify_extended(&datadir, &[]);
     assert_healthy_extended(&clean, major, &[("index_graphs_checked", 1)]);

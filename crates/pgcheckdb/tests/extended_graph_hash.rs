@@ -19,8 +19,8 @@ use pgcheckdb_pg::page::PageHeader;
 use pgcheckdb_testkit::amcheck::index_verdicts;
 use pgcheckdb_testkit::asserts::assert_healthy_extended;
 use pgcheckdb_testkit::asserts::{assert_clean, assert_only_graph_finding};
-use pgcheckdb_testkit::bytes::{u16_at, u32_at};
-use pgcheckdb_testkit::loaded::pgbench_scripts;
+use pgcheckdb_testkit::bytes::{u16_at, u32_at, Edit};
+use pgcheckdb_testkit::loaded::{loaded_relation, pgbench_scripts};
 use pgcheckdb_testkit::loaded_cluster;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
@@ -145,9 +145,6 @@ fn bitmap_bit(cluster: &Cluster, blkno: u64) -> (u64, u64) {
     (a.parse().expect("block"), b.parse().expect("bit"))
 }
 
-/// A change to one page's bytes.
-type Edit = Box<dyn Fn(&mut [u8])>;
-
 /// One damage: the blocks it edits (to undo it), and the block and words of its finding.
 struct Case {
     name: &'static str,
@@ -157,10 +154,8 @@ struct Case {
 }
 
 fn scenario(major: u32, checksums: bool) {
-    let (mut cluster, paths) = loaded_cluster(major, checksums, SCHEMA, &["h_k"]);
+    let (mut cluster, file, path) = loaded_relation(major, checksums, SCHEMA, "h_k");
     let datadir = cluster.datadir().to_path_buf();
-    let file = paths[0].clone();
-    let path = datadir.join(&file);
 
     let clean = common::verify_extended(&datadir, &[]);
     assert_healthy_extended(&clean, major, &[("index_graphs_checked", 2)]);

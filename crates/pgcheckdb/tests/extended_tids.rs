@@ -525,15 +525,13 @@ fn scenario(major: u32, checksums: bool) {
     );
 
     let hits = amcheck_hits(&mut fx, &cases);
-    eprintln!("PostgreSQL {major} (checksums {checksums}): case | pgcheckdb | pg_amcheck");
-    for c in &cases {
-        eprintln!(
-            "  {:<58} | yes ({}) | {}",
-            c.name,
-            c.kind,
-            hits.get(c.name).map_or("no", String::as_str)
-        );
-    }
+    let heading =
+        format!("PostgreSQL {major} (checksums {checksums}): case | pgcheckdb | pg_amcheck");
+    let rows = cases.iter().map(|c| {
+        let theirs = hits.get(c.name).map_or("no", String::as_str);
+        (c.name, format!("yes ({})", c.kind), theirs)
+    });
+    amcheck::print_table(&heading, 58, rows);
 
     // An index left invalid (as a failed CREATE INDEX CONCURRENTLY leaves it) may be built in
     // part: its graph is counted as not checked, with the reason.

@@ -17,16 +17,14 @@ use std::path::{Path, PathBuf};
 
 use pgcheckdb_pg::corrupt;
 use pgcheckdb_pg::layout::heap::infomask as im;
-use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
-use pgcheckdb_pg::page::PageHeader;
 use pgcheckdb_testkit::amcheck;
-use pgcheckdb_testkit::asserts::assert_healthy_extended;
+use pgcheckdb_testkit::asserts::{assert_healthy_extended, assert_message_names};
 use pgcheckdb_testkit::bytes::{put_u16, u16_at, u32_at};
 use pgcheckdb_testkit::control::set_db_state;
 use pgcheckdb_testkit::loaded_cluster;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
-use common::{edit, verify_extended, verify_spilled};
+use common::{edit, normal_items, verify_extended, verify_spilled};
 
 pgcheckdb_testkit::version_tests! {
     scenario;
@@ -98,10 +96,8 @@ struct Tuple {
 }
 
 fn tuples(page: &[u8]) -> Vec<Tuple> {
-    let h = PageHeader::parse(page).expect("heap page header");
-    line_pointers(page, &h)
+    normal_items(page)
         .iter()
-        .filter(|lp| lp.lp_flags == LpFlags::Normal)
         .map(|lp| {
             let at = lp.lp_off as usize;
             let hoff = page[at + T_HOFF] as usize;
@@ -396,13 +392,7 @@ fn scenario(major: u32, checksums: bool) {
         assert_eq!(f["severity"], "error", "{f}");
         if let Some(off) = c.offset {
             assert_eq!(f["offset"], off, "{}: {f}", c.name);
-            assert!(
-                f["message"]
-                    .as_str()
-                    .unwrap_or("")
-                    .contains(&off.to_string()),
-                "{f}"
-            );
+            assert_message_names(f, off);
         }
         if let Some((key, value)) = c.detail {
             assert_eq!(f["detail"][key], value, "{}: {f}", c.name);
@@ -455,11 +445,7 @@ fn scenario(major: u32, checksums: bool) {
             .all(|f| f["kind"] != "visibility_map_wrong"),
         "PostgreSQL {major}: shut down in recovery\n{standby}"
     );
-    let hints = standby
-        .findings
-        .iter()
-        .filter(|f| f["kind"] == "hint_bit_invalid")
-        .count();
+    let hints = standby.of_kind("hint_bit_invalid").len();
     assert_eq!(
         hints, 4,
         "PostgreSQL {major}: shut down in recovery\n{standby}"

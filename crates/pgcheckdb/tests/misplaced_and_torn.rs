@@ -26,34 +26,18 @@ const FLIPS: u64 = 200;
 /// The two pages swapped in the large table (never among the flipped ones).
 const SWAP: (u64, u64) = (1000, 2000);
 
-#[test]
-fn precision_pg14() {
-    with_checksums(14);
-    without_checksums(14);
+pgcheckdb_testkit::version_tests! {
+    precision;
+    precision_pg14(14),
+    precision_pg15(15),
+    precision_pg16(16),
+    precision_pg17(17),
+    precision_pg18(18),
 }
 
-#[test]
-fn precision_pg15() {
-    with_checksums(15);
-    without_checksums(15);
-}
-
-#[test]
-fn precision_pg16() {
-    with_checksums(16);
-    without_checksums(16);
-}
-
-#[test]
-fn precision_pg17() {
-    with_checksums(17);
-    without_checksums(17);
-}
-
-#[test]
-fn precision_pg18() {
-    with_checksums(18);
-    without_checksums(18);
+fn precision(major: u32) {
+    with_checksums(major);
+    without_checksums(major);
 }
 
 /// `mask`, or the next odd mask after it, whichever changes the page's data checksum: a 16-bit

@@ -442,17 +442,10 @@ fn amcheck_reported(text: &str, c: &Case) -> bool {
 }
 
 fn report(major: u32, cases: &[Case], amcheck: &BTreeSet<&str>) {
-    eprintln!("PostgreSQL {major}: case | pgcheckdb | pg_amcheck");
-    for c in cases {
-        eprintln!(
-            "  {:<40} | yes ({}) | {}",
-            c.name,
-            c.kind,
-            if amcheck.contains(c.name) {
-                "yes"
-            } else {
-                "no"
-            }
-        );
-    }
+    let heading = format!("PostgreSQL {major}: case | pgcheckdb | pg_amcheck");
+    let rows = cases.iter().map(|c| {
+        let theirs = amcheck::yes_no(amcheck.contains(c.name));
+        (c.name, format!("yes ({})", c.kind), theirs)
+    });
+    amcheck::print_table(&heading, 40, rows);
 }

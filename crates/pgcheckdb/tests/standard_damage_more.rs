@@ -22,14 +22,13 @@ use pgcheckdb_pg::catalog::xact::{CommitLog, XidStatus};
 use pgcheckdb_pg::control::{ControlFile, DbState};
 use pgcheckdb_pg::corrupt;
 use pgcheckdb_pg::layout::heap::{infomask as im, infomask2 as im2, HeapTupleHeader};
-use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
+use pgcheckdb_pg::layout::itemid::line_pointers;
 use pgcheckdb_pg::page::PageHeader;
 use pgcheckdb_testkit::asserts::assert_only_on;
 use pgcheckdb_testkit::bytes::{put_u16, put_u32, u32_at};
 use pgcheckdb_testkit::{amcheck, require_binaries, run, Cluster, ClusterOptions, BLCKSZ};
-use serde_json::Value;
 
-use common::bin;
+use common::{bin, normal_items};
 
 pgcheckdb_testkit::version_tests! {
     damage_scenario;
@@ -110,14 +109,7 @@ impl Damaged {
         (start..blocks)
             .find(|&b| {
                 let page = corrupt::read_block(&path, b, BLCKSZ).expect("read");
-                let Some(h) = PageHeader::parse(&page).filter(|h| !h.is_new()) else {
-                    return false;
-                };
-                let normal = line_pointers(&page, &h)
-                    .iter()
-                    .filter(|i| i.lp_flags == LpFlags::Normal && i.lp_len > 0)
-                    .count();
-                normal >= 2 && pred(&page)
+                normal_items(&page).len() >= 2 && pred(&page)
             })
             .unwrap_or_else(|| panic!("no suitable block in {rel}"))
     }
@@ -137,10 +129,8 @@ fn lp(page: &[u8], offnum: u16) -> (usize, usize) {
 
 /// Normal tuples of a heap page: (offnum, byte offset, header).
 fn tuples(page: &[u8]) -> Vec<(u16, usize, HeapTupleHeader)> {
-    let h = PageHeader::parse(page).expect("header");
-    line_pointers(page, &h)
+    normal_items(page)
         .into_iter()
-        .filter(|i| i.lp_flags == LpFlags::Normal)
         .map(|i| {
             let off = i.lp_off as usize;
             let t = HeapTupleHeader::parse(&page[off..off + i.lp_len as usize]).expect("tuple");
@@ -504,11 +494,12 @@ fn damage_scenario(major: u32) {
     assert_only_on(&run, &damaged, |f| f["severity"] != "info", &what);
     let mut d = d;
     let seen = amcheck_hits(&mut d.cluster, &cases);
-    eprintln!("PostgreSQL {major}: case | pgcheckdb | pg_amcheck");
-    for c in &cases {
-        let yes = if seen.contains(c.name) { "yes" } else { "no" };
-        eprintln!("  {:<42} | yes ({}) | {yes}", c.name, c.kind);
-    }
+    let heading = format!("PostgreSQL {major}: case | pgcheckdb | pg_amcheck");
+    let rows = cases.iter().map(|c| {
+        let theirs = amcheck::yes_no(seen.contains(c.name));
+        (c.name, format!("yes ({})", c.kind), theirs)
+    });
+    amcheck::print_table(&heading, 42, rows);
     // verify_heapam of 16+ follows update chains and checks xmax against relfrozenxid.
     let amcheck_sees: &[&str] = if major >= 16 {
         &[
@@ -718,11 +709,7 @@ fn standby_scenario(major: u32) {
         &["verify", "--format", "json", "-D", &datadir],
         None,
     );
-    let xid_findings: Vec<&Value> = run
-        .findings
-        .iter()
-        .filter(|f| f["kind"] == "xid_invalid")
-        .collect();
+    let xid_findings = run.of_kind("xid_invalid");
     assert!(
         xid_findings.is_empty(),
         "PostgreSQL {major}: {} xid findings on a healthy standby\n{run}",

@@ -32,21 +32,16 @@ fn run(args: &[&str], limits: Guard<'_>) -> Run {
     guard::run(&bin(), args, HANG, limits)
 }
 
-fn verify_json(datadir: &Path, limits: Guard<'_>) -> Run {
+/// `verify -D <datadir> --format json --no-progress <extra...>`, guarded.
+fn verify_json_with(datadir: &Path, extra: &[&str], limits: Guard<'_>) -> Run {
     let d = datadir.to_string_lossy();
-    run(
-        &[
-            "verify",
-            "-D",
-            &d,
-            "--format",
-            "json",
-            "--no-progress",
-            "-j",
-            "2",
-        ],
-        limits,
-    )
+    let mut args = vec!["verify", "-D", &d, "--format", "json", "--no-progress"];
+    args.extend_from_slice(extra);
+    run(&args, limits)
+}
+
+fn verify_json(datadir: &Path, limits: Guard<'_>) -> Run {
+    verify_json_with(datadir, &["-j", "2"], limits)
 }
 
 fn verify(datadir: &Path) -> Run {
@@ -138,9 +133,7 @@ fn unprivileged(sc: &StandardCluster) -> &RunAs {
 /// `pg_class` of database "postgres": a mapped catalog whose file number is its oid, 1259,
 /// until a `VACUUM FULL` of it (the fixture runs none).
 fn pg_class_file(sc: &StandardCluster) -> String {
-    let rel = Path::new(sc.rel("postgres", "accounts"));
-    let db = rel.parent().expect("database directory");
-    format!("{}/1259", db.display())
+    format!("{}/1259", sc.rel_dir("postgres", "accounts").display())
 }
 
 #[test]
@@ -233,11 +226,7 @@ fn permission_problems_are_tool_errors(sc: &StandardCluster) {
         user: Some(user),
         ..Guard::default()
     };
-    let db = sc.datadir().join(
-        Path::new(sc.rel("postgres", "accounts"))
-            .parent()
-            .expect("database directory"),
-    );
+    let db = sc.datadir().join(sc.rel_dir("postgres", "accounts"));
     let run = with_mode(&db, 0o000, || verify_json(sc.datadir(), as_user));
     assert_tool_error(&run, "ermission denied", "unreadable database directory");
     assert!(
@@ -318,11 +307,7 @@ fn hostile_sizes_stay_bounded(sc: &StandardCluster) {
         address_space: Some(256 << 20),
         ..Guard::default()
     };
-    let db = sc.datadir().join(
-        Path::new(sc.rel("postgres", "accounts"))
-            .parent()
-            .expect("database directory"),
-    );
+    let db = sc.datadir().join(sc.rel_dir("postgres", "accounts"));
     let hostile = db.join("99990.4000000000");
     fs::write(&hostile, vec![0u8; 8192]).expect("write hostile file");
     let run = verify_json(sc.datadir(), capped);
@@ -363,9 +348,8 @@ fn fifos_never_hang(sc: &StandardCluster) {
     let d = sc.datadir().to_string_lossy().into_owned();
     let class = pg_class_file(sc);
     let rel = sc.rel("postgres", "accounts").to_string();
-    let db_dir = Path::new(&rel)
-        .parent()
-        .expect("db dir")
+    let db_dir = sc
+        .rel_dir("postgres", "accounts")
         .to_string_lossy()
         .into_owned();
     // (file, expected exit status of verify, what must be said)
@@ -422,22 +406,13 @@ fn fifos_never_hang(sc: &StandardCluster) {
 /// Item 13c: SIGINT and SIGTERM during the scan (slowed by --max-rate) stop verify with one
 /// line saying where it was, exit 130 / 143, and a JSON summary with the error.
 fn signals_stop_with_a_summary(sc: &StandardCluster) {
-    let d = sc.datadir().to_string_lossy().into_owned();
     for (sig, code, name) in [
         (libc::SIGINT, 130, "SIGINT"),
         (libc::SIGTERM, 143, "SIGTERM"),
     ] {
-        let run = run(
-            &[
-                "verify",
-                "-D",
-                &d,
-                "--format",
-                "json",
-                "--no-progress",
-                "--max-rate",
-                "1",
-            ],
+        let run = verify_json_with(
+            sc.datadir(),
+            &["--max-rate", "1"],
             Guard {
                 signal: Some((sig, Duration::from_secs(2))),
                 ..Guard::default()

@@ -71,6 +71,19 @@ pub fn write_block(path: &Path, block: u64, page: &[u8], checksum: bool) {
     }
 }
 
+/// The normal line pointers (with storage) of an initialized page, in offset order; none for
+/// a new (all-zero) page.
+pub fn normal_items(page: &[u8]) -> Vec<pgcheckdb_pg::layout::itemid::ItemId> {
+    use pgcheckdb_pg::layout::itemid::{line_pointers, LpFlags};
+    let Some(h) = pgcheckdb_pg::page::PageHeader::parse(page).filter(|h| !h.is_new()) else {
+        return Vec::new();
+    };
+    line_pointers(page, &h)
+        .into_iter()
+        .filter(|lp| lp.lp_flags == LpFlags::Normal && lp.lp_len > 0)
+        .collect()
+}
+
 /// Block `b` of relation file `path`.
 pub fn read_block(path: &Path, b: u64) -> Vec<u8> {
     pgcheckdb_pg::corrupt::read_block(path, b, pgcheckdb_testkit::BLCKSZ).expect("read block")
