@@ -128,7 +128,6 @@ fn block(path: &Path, b: u32) -> Vec<u8> {
     corrupt::read_block(path, b as u64, BLCKSZ).expect("read block")
 }
 
-/// A `BlockIdData` (`bi_hi`, `bi_lo`) at `at`.
 /// An entry-tree leaf page other than `leaf`.
 fn other_entry_leaf(pages: &[GinPage], leaf: u32) -> u32 {
     pages

@@ -65,7 +65,6 @@ fn nblocks(path: &Path) -> u64 {
     std::fs::metadata(path).expect("file").len() / BLCKSZ as u64
 }
 
-/// The block of the item pointer at byte `at` (`bi_hi`, `bi_lo`).
 /// Normal items of a page: (offset number, lp_off, lp_len).
 fn items(page: &[u8]) -> Vec<(u16, usize, usize)> {
     normal_items(page)

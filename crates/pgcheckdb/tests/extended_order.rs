@@ -245,8 +245,8 @@ fn scenario(major: u32, checksums: bool) {
                 allowed.insert((rel.clone(), *block, kind.to_string()));
             }
         }
-        // `index_entry_missing` is left out: a changed key also leaves its row without an entry with
-        // its real key (heap -> index, tested in extended_allindexed.rs).
+        // `index_entry_missing` is left out: a changed key also leaves its row without an entry
+        // with its real key (heap -> index, tested in extended_allindexed.rs).
         let got = run.problem_places_except("index_entry_missing");
         let missing: Vec<_> = expected.difference(&got).collect();
         let extra: Vec<_> = got
