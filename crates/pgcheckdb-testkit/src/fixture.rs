@@ -202,6 +202,14 @@ impl StandardCluster {
             })
     }
 
+    /// The directory of relation `name`'s file relative to the data directory (`base/5`: the
+    /// database's directory for a relation in the default tablespace).
+    pub fn rel_dir(&self, db: &str, name: &str) -> &Path {
+        Path::new(self.rel(db, name))
+            .parent()
+            .unwrap_or(Path::new(""))
+    }
+
     /// A fork's segment file relative to the data directory: fork `main|fsm|vm|init`, segment `segno`.
     pub fn fork_rel(&self, db: &str, name: &str, fork: &str, segno: u64) -> String {
         let base = self.rel(db, name);

@@ -1,5 +1,6 @@
 //! Runs the `pgcheckdb` binary and parses its JSON Lines output (docs/OUTPUT.md, "JSON Lines"): finding
-//! objects, then one summary.
+//! objects, then one summary; and the questions tests ask of a run's findings (by kind, by
+//! place).
 
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
@@ -86,6 +87,22 @@ impl Run {
             .unwrap_or_else(|| panic!("no summary line in the output of pgcheckdb\n{self}"))
     }
 
+    /// The first stdout line as JSON (the object of a command that prints one); panics with the
+    /// run when there is none or it is not JSON.
+    pub fn first_json(&self) -> Value {
+        self.json_line(self.stdout.lines().next())
+    }
+
+    /// The last stdout line as JSON (a summary); panics as [`Run::first_json`] does.
+    pub fn last_json(&self) -> Value {
+        self.json_line(self.stdout.lines().last())
+    }
+
+    fn json_line(&self, line: Option<&str>) -> Value {
+        line.and_then(|l| serde_json::from_str(l).ok())
+            .unwrap_or_else(|| panic!("no JSON line where one was expected\n{self}"))
+    }
+
     /// Non-empty stderr lines.
     pub fn stderr_lines(&self) -> Vec<&str> {
         self.stderr
@@ -93,6 +110,62 @@ impl Run {
             .filter(|l| !l.trim().is_empty())
             .collect()
     }
+
+    /// The summary's `extended` object (the extended level's counters); panics with the
+    /// output when there is no summary.
+    pub fn extended(&self) -> &Value {
+        &self.summary()["extended"]
+    }
+
+    /// The findings of `kind` (any severity), in output order.
+    pub fn of_kind(&self, kind: &str) -> Vec<&Value> {
+        self.findings.iter().filter(|f| f["kind"] == kind).collect()
+    }
+
+    /// The first finding of `kind` in `file` (any block).
+    pub fn find_in(&self, kind: &str, file: &str) -> Option<&Value> {
+        self.findings
+            .iter()
+            .find(|f| f["kind"] == kind && f["file"] == file)
+    }
+
+    /// The first finding of `kind` at block `block` of `file`.
+    pub fn find_at(&self, kind: &str, file: &str, block: u64) -> Option<&Value> {
+        self.findings
+            .iter()
+            .find(|f| f["kind"] == kind && f["file"] == file && f["block"] == block)
+    }
+
+    /// [`place_of`] every error and warning finding but those of kind `except`.
+    pub fn problem_places_except(&self, except: &str) -> BTreeSet<Place> {
+        self.problems()
+            .into_iter()
+            .filter(|f| f["kind"] != except)
+            .map(place_of)
+            .collect()
+    }
+
+    /// [`place_of`] every finding whose kind is one of `kinds`.
+    pub fn places_of(&self, kinds: &[&str]) -> BTreeSet<Place> {
+        self.findings
+            .iter()
+            .filter(|f| kinds.iter().any(|k| f["kind"] == *k))
+            .map(place_of)
+            .collect()
+    }
+}
+
+/// Where a finding is and what it is: (file, block, kind).
+pub type Place = (String, u64, String);
+
+/// The [`Place`] of one finding object: `?` for a missing file or kind, `u64::MAX` for a
+/// finding without a block.
+pub fn place_of(f: &Value) -> Place {
+    (
+        f["file"].as_str().unwrap_or("?").to_string(),
+        f["block"].as_u64().unwrap_or(u64::MAX),
+        f["kind"].as_str().unwrap_or("?").to_string(),
+    )
 }
 
 impl fmt::Display for Run {
@@ -132,29 +205,52 @@ pub fn pgcheckdb<S: AsRef<OsStr>>(bin: &Path, args: &[S], user: Option<&RunAs>) 
 /// A finished run's output: its status, and stdout parsed as JSON Lines when every line is
 /// JSON.
 pub fn parse(out: std::process::Output) -> Run {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let mut run = Run {
-        status: out.status.code().unwrap_or(-1),
-        stdout,
-        stderr,
-        findings: Vec::new(),
-        summary: None,
-    };
+    let mut run = unparsed(out);
     let parsed: Option<Vec<Value>> = run
         .stdout
         .lines()
         .filter(|l| !l.is_empty())
         .map(|l| serde_json::from_str(l).ok())
         .collect();
-    for value in parsed.unwrap_or_default() {
-        match value["type"].as_str() {
-            Some("finding") => run.findings.push(value),
-            Some("summary") => run.summary = Some(value),
-            _ => {}
+    run.keep(parsed.unwrap_or_default());
+    run
+}
+
+/// A finished run's output with every stdout line that is JSON parsed, the others (text,
+/// a line cut short by a kill) passed over.
+pub fn parse_lenient(out: std::process::Output) -> Run {
+    let mut run = unparsed(out);
+    let parsed: Vec<Value> = run
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    run.keep(parsed);
+    run
+}
+
+/// Status and output of a finished run, nothing parsed yet.
+fn unparsed(out: std::process::Output) -> Run {
+    Run {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        findings: Vec::new(),
+        summary: None,
+    }
+}
+
+impl Run {
+    /// Keeps the `finding` and `summary` objects of `values`, in order.
+    fn keep(&mut self, values: Vec<Value>) {
+        for value in values {
+            match value["type"].as_str() {
+                Some("finding") => self.findings.push(value),
+                Some("summary") => self.summary = Some(value),
+                _ => {}
+            }
         }
     }
-    run
 }
 
 /// `pgcheckdb verify -D <datadir> --format json --level physical --no-progress -j <jobs>`.
@@ -173,4 +269,41 @@ pub fn verify(bin: &Path, datadir: &Path, jobs: u32, user: Option<&RunAs>) -> Ru
         jobs.as_ref(),
     ];
     pgcheckdb(bin, &args, user)
+}
+
+/// `verify <target...> --level <level> --format json --no-progress -j 2 <extra...>`, run as
+/// `user`: `target` says what is verified (`["-D", dir]`, `["--backup", dir]`, ...).
+pub fn verify_json(
+    bin: &Path,
+    target: &[&str],
+    level: &str,
+    extra: &[&str],
+    user: Option<&RunAs>,
+) -> Run {
+    let mut args = vec!["verify"];
+    args.extend_from_slice(target);
+    args.extend_from_slice(&[
+        "--level",
+        level,
+        "--format",
+        "json",
+        "--no-progress",
+        "-j",
+        "2",
+    ]);
+    args.extend_from_slice(extra);
+    pgcheckdb(bin, &args, user)
+}
+
+/// `verify --level extended` of `datadir` with `--memory <memory>` and a fresh `--temp-dir`,
+/// asserting that the facts spilled to disk; the run, and the spill directory (to check that
+/// nothing was left in it).
+pub fn verify_spilled(bin: &Path, datadir: &Path, memory: &str) -> (Run, tempfile::TempDir) {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let dir = datadir.display().to_string();
+    let temp_arg = temp.path().display().to_string();
+    let extra = ["--memory", memory, "--temp-dir", &temp_arg];
+    let run = verify_json(bin, &["-D", &dir], "extended", &extra, None);
+    crate::asserts::assert_spilled(&run);
+    (run, temp)
 }

@@ -11,8 +11,9 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use pgcheckdb_testkit::asserts::{assert_problems, assert_status, key};
 use pgcheckdb_testkit::run::{self, Run};
-use pgcheckdb_testkit::{Cluster, ClusterOptions};
+use pgcheckdb_testkit::{loaded, Cluster, ClusterOptions};
 use serde_json::Value;
 
 const BLCKSZ: u64 = 8192;
@@ -23,17 +24,9 @@ fn loaded_primary(major: u32) -> Cluster {
     let opts = ClusterOptions::new(major, true)
         .setting("checkpoint_timeout", "30s")
         .setting("max_wal_size", "256MB");
-    let mut c = Cluster::init_temp(&opts).expect("initdb");
-    c.start().expect("start");
-    c.pgbench("postgres", &["-i", "-q", "-s", "10"])
-        .expect("pgbench -i");
-    c.psql(
-        "postgres",
-        "CREATE TABLE cold AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 5000) g; \
-         VACUUM FREEZE cold; CHECKPOINT;",
-    )
-    .expect("cold table");
-    c
+    let cold = "CREATE TABLE cold AS SELECT g AS id, repeat('x', 200) AS pad \
+                FROM generate_series(1, 5000) g; VACUUM FREEZE cold; CHECKPOINT;";
+    loaded::pgbench_primary(&opts, 10, cold)
 }
 
 /// `pg_basebackup -D <work>/<name> -Fp -c fast` plus `extra` options.
@@ -115,7 +108,7 @@ fn clean_under_load(major: u32) {
         let dir = backup_under_load(&c, &format!("bk{i}"), &[]);
         for level in ["physical", "standard", "extended"] {
             let run = verify_backup(&c, &dir, level);
-            common::assert_status(&run, 0, &format!("PG {major} backup {i} at {level}"));
+            assert_status(&run, 0, &format!("PG {major} backup {i} at {level}"));
             assert!(run.problems().is_empty(), "PG {major} backup {i}: {run}");
             let b = backup_summary(&run);
             assert_eq!(b["rule"], "wal_block_set", "{run}");
@@ -168,7 +161,7 @@ fn clean_under_load(major: u32) {
         &["verify", "-D", &d, "--no-progress"],
         c.user(),
     );
-    common::assert_status(&text, 0, "text output");
+    assert_status(&text, 0, "text output");
     let line = text
         .stdout
         .lines()
@@ -186,7 +179,7 @@ fn clean_under_load(major: u32) {
         .unwrap_or_else(|| panic!("bk0 holds no page of {written:?} changed after its start"));
     damage(&bk0, &rel, block);
     let run = verify_backup(&c, &bk0, "standard");
-    common::assert_status(&run, 0, "torn replayed page");
+    assert_status(&run, 0, "torn replayed page");
     assert!(run.problems().is_empty(), "{run}");
     let b = backup_summary(&run);
     // At least the damaged page: the copy may hold other pages replay rewrites (torn, or an
@@ -199,11 +192,11 @@ fn clean_under_load(major: u32) {
     // manifest sees the file changed; pg_verifybackup agrees the copy is not intact.
     damage(&last, &cold, 1);
     let run = verify_backup(&c, &last, "physical");
-    common::assert_status(&run, 2, "damaged backup");
+    assert_status(&run, 2, "damaged backup");
     let mut expected = std::collections::BTreeSet::new();
-    expected.insert(common::key("checksum_mismatch", &cold, 1));
+    expected.insert(key("checksum_mismatch", &cold, 1));
     expected.insert(run::Key::new("backup_manifest_mismatch", &cold, None));
-    common::assert_problems(&run, &expected, "damaged backup");
+    assert_problems(&run, &expected, "damaged backup");
     assert!(
         !pg_verifybackup(&c, &last, &[]),
         "pg_verifybackup must fail too"
@@ -216,20 +209,20 @@ fn clean_under_load(major: u32) {
     text.extend_from_slice(b"\n");
     std::fs::write(&pgv, &text).expect("write PG_VERSION");
     let run = verify_backup(&c, &last, "physical");
-    common::assert_status(&run, 2, "grown file");
+    assert_status(&run, 2, "grown file");
     let mut expected = std::collections::BTreeSet::new();
     expected.insert(run::Key::new(
         "backup_manifest_mismatch",
         "PG_VERSION",
         None,
     ));
-    common::assert_problems(&run, &expected, "grown file");
+    assert_problems(&run, &expected, "grown file");
 
     // No WAL in the backup (taken under load): the page-LSN rule, stated. A damaged page
     // changed during the backup (pd_lsn past the start) is counted; the cold page is reported.
     let (dir, changed, changed_block) = nowal_backup_with_changed_page(&c, &written);
     let run = verify_backup(&c, &dir, "physical");
-    common::assert_status(&run, 0, "-X none backup");
+    assert_status(&run, 0, "-X none backup");
     let b = backup_summary(&run);
     assert_eq!(b["rule"], "page_lsn", "{run}");
     assert!(b["note"].as_str().unwrap_or("").contains("pd_lsn"), "{run}");
@@ -238,10 +231,10 @@ fn clean_under_load(major: u32) {
     damage(&dir, &changed, changed_block);
     damage(&dir, &cold, 1);
     let run = verify_backup(&c, &dir, "physical");
-    common::assert_status(&run, 2, "-X none, damaged");
+    assert_status(&run, 2, "-X none, damaged");
     let mut expected = std::collections::BTreeSet::new();
-    expected.insert(common::key("checksum_mismatch", &cold, 1));
-    common::assert_problems(&run, &expected, "-X none, damaged");
+    expected.insert(key("checksum_mismatch", &cold, 1));
+    assert_problems(&run, &expected, "-X none, damaged");
     let unverified = backup_summary(&run)["replayed_blocks_unverified"].as_u64();
     assert!(unverified >= Some(1), "{run}");
     c.stop().expect("stop");
@@ -304,29 +297,13 @@ fn page_lsn(path: &Path, blkno: u64) -> u64 {
     (xlogid << 32) | xrecoff
 }
 
-#[test]
-fn backups_under_load_pg14() {
-    clean_under_load(14);
-}
-
-#[test]
-fn backups_under_load_pg15() {
-    clean_under_load(15);
-}
-
-#[test]
-fn backups_under_load_pg16() {
-    clean_under_load(16);
-}
-
-#[test]
-fn backups_under_load_pg17() {
-    clean_under_load(17);
-}
-
-#[test]
-fn backups_under_load_pg18() {
-    clean_under_load(18);
+pgcheckdb_testkit::version_tests! {
+    clean_under_load;
+    backups_under_load_pg14(14),
+    backups_under_load_pg15(15),
+    backups_under_load_pg16(16),
+    backups_under_load_pg17(17),
+    backups_under_load_pg18(18),
 }
 
 #[test]
@@ -334,11 +311,11 @@ fn running_and_crashed_clusters_are_refused_naming_online() {
     let mut c = Cluster::init_temp(&ClusterOptions::new(16, true)).expect("initdb");
     c.start().expect("start");
     let run = common::verify_as(c.datadir(), 1, c.user());
-    common::assert_status(&run, 1, "running cluster");
+    assert_status(&run, 1, "running cluster");
     assert!(run.stderr.contains("--online"), "{run}");
     c.stop_immediate().expect("crash");
     let run = common::verify_as(c.datadir(), 1, c.user());
-    common::assert_status(&run, 1, "crashed cluster");
+    assert_status(&run, 1, "crashed cluster");
     assert!(run.stderr.contains("--online"), "{run}");
     assert!(run.stderr.contains("not shut down cleanly"), "{run}");
 }

@@ -12,6 +12,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use pgcheckdb_testkit::asserts::{assert_clean, assert_problems, assert_status, finding, key};
 use pgcheckdb_testkit::run::{self, Key, Run};
 use pgcheckdb_testkit::{Cluster, ClusterOptions};
 
@@ -333,7 +334,7 @@ fn tar_backups(major: u32) {
         for level in levels {
             let run = verify(&c, dir, level);
             let what = format!("PG {major} {} backup at {level}", f.name);
-            common::assert_clean(&run, &what);
+            assert_clean(&run, &what);
             let b = &run.summary()["backup"];
             let rule = if f.name == "nowal" {
                 "page_lsn"
@@ -387,19 +388,19 @@ fn tar_backups(major: u32) {
         );
         let run = verify(&c, &damaged, "standard");
         let what = format!("PG {major} damaged {} backup", f.name);
-        common::assert_status(&run, 2, &what);
+        assert_status(&run, 2, &what);
         let expected: BTreeSet<Key> = [
-            common::key("checksum_mismatch", &cold, 1),
+            key("checksum_mismatch", &cold, 1),
             Key::new("backup_manifest_mismatch", &cold, None),
-            common::key("checksum_mismatch", &far, 0),
+            key("checksum_mismatch", &far, 0),
             Key::new("backup_manifest_mismatch", &far, None),
         ]
         .into_iter()
         .collect();
-        common::assert_problems(&run, &expected, &what);
-        let m = common::finding(&run, &Key::new("backup_manifest_mismatch", &cold, None));
+        assert_problems(&run, &expected, &what);
+        let m = finding(&run, &Key::new("backup_manifest_mismatch", &cold, None));
         assert!(m["detail"]["calculated"].is_string(), "{what}\n{run}");
-        let page = common::finding(&run, &common::key("checksum_mismatch", &cold, 1));
+        let page = finding(&run, &key("checksum_mismatch", &cold, 1));
         assert_eq!(page["relation"]["name"], "public.cold", "{what}\n{run}");
         if major >= 18 {
             assert!(
@@ -425,11 +426,9 @@ fn tar_backups(major: u32) {
         std::fs::remove_file(torn.join("backup_manifest")).expect("rm manifest");
         let run = verify(&c, &torn, "standard");
         let what = format!("PG {major} {name} backup, torn replayed page");
-        common::assert_status(&run, 2, &what);
-        let expected: BTreeSet<Key> = [common::key("checksum_mismatch", &cold, 1)]
-            .into_iter()
-            .collect();
-        common::assert_problems(&run, &expected, &what);
+        assert_status(&run, 2, &what);
+        let expected: BTreeSet<Key> = [key("checksum_mismatch", &cold, 1)].into_iter().collect();
+        assert_problems(&run, &expected, &what);
         // At least the flipped page (the copy may hold other torn pages replay rewrites).
         let unverified = run.summary()["backup"]["replayed_blocks_unverified"].as_u64();
         assert!(unverified >= Some(1), "{what}\n{run}");
@@ -444,10 +443,10 @@ fn tar_backups(major: u32) {
     };
     copy_with(tar_dir, &resized, &[("base", &shrink)]);
     let run = verify(&c, &resized, "physical");
-    common::assert_status(&run, 2, "resized member");
+    assert_status(&run, 2, "resized member");
     let key = Key::new("backup_manifest_mismatch", "PG_VERSION", None);
-    common::assert_problems(&run, &[key.clone()].into_iter().collect(), "resized member");
-    assert_eq!(common::finding(&run, &key)["detail"]["expected_size"], 3);
+    assert_problems(&run, &[key.clone()].into_iter().collect(), "resized member");
+    assert_eq!(finding(&run, &key)["detail"]["expected_size"], 3);
 
     // The plain backup's SHA-256 checksums are verified too: a changed byte is a mismatch.
     let plain = dirs.last().expect("plain backup");
@@ -456,14 +455,14 @@ fn tar_backups(major: u32) {
     hba[0] ^= 0x20;
     std::fs::write(&conf, &hba).expect("write pg_hba.conf");
     let run = verify(&c, plain, "physical");
-    common::assert_status(&run, 2, "plain, changed byte");
+    assert_status(&run, 2, "plain, changed byte");
     let key = Key::new("backup_manifest_mismatch", "pg_hba.conf", None);
-    common::assert_problems(
+    assert_problems(
         &run,
         &[key.clone()].into_iter().collect(),
         "plain, changed byte",
     );
-    assert_eq!(common::finding(&run, &key)["detail"]["algorithm"], "SHA256");
+    assert_eq!(finding(&run, &key)["detail"]["algorithm"], "SHA256");
 
     // Broken archives are tool errors with one line: a truncated compressed stream, a bad
     // header.
@@ -478,7 +477,7 @@ fn tar_backups(major: u32) {
         .and_then(|f| f.set_len(len / 2))
         .expect("truncate");
     let run = verify(&c, &broken, "physical");
-    common::assert_status(&run, 1, "truncated gzip");
+    assert_status(&run, 1, "truncated gzip");
     let lines = run.stderr_lines();
     assert!(
         lines.len() == 1 && lines[0].contains("could not read archive"),
@@ -491,7 +490,7 @@ fn tar_backups(major: u32) {
     };
     copy_with(tar_dir, &bad_header, &[("base", &scribble)]);
     let run = verify(&c, &bad_header, "physical");
-    common::assert_status(&run, 1, "bad tar header");
+    assert_status(&run, 1, "bad tar header");
     assert!(
         run.stderr.contains("bad tar header") && run.stderr_lines().len() == 1,
         "{run}"
@@ -499,14 +498,14 @@ fn tar_backups(major: u32) {
 
     // The extended level is refused clearly; -D on a tar backup names --backup.
     let run = verify(&c, tar_dir, "extended");
-    common::assert_status(&run, 1, "extended on tar");
+    assert_status(&run, 1, "extended on tar");
     assert!(
         run.stderr.contains("extended level is not available"),
         "{run}"
     );
     let d = tar_dir.display().to_string();
     let run = run::pgcheckdb(&common::bin(), &["verify", "-D", &d], c.user());
-    common::assert_status(&run, 1, "-D on tar");
+    assert_status(&run, 1, "-D on tar");
     assert!(run.stderr.contains("--backup"), "{run}");
 
     let gz = formats
@@ -644,7 +643,7 @@ fn forged_members_are_bounded_and_staged_privately(c: &Cluster, backup: &Path) {
             rel.display()
         );
     }
-    common::assert_status(&run, 2, "forged gz backup");
+    assert_status(&run, 2, "forged gz backup");
     let expected: BTreeSet<Key> = [
         Key::new("backup_file_oversized", "pg_xact/0FFF", None),
         Key::new("backup_file_unexpected", "pg_xact/0FFF", None),
@@ -653,35 +652,19 @@ fn forged_members_are_bounded_and_staged_privately(c: &Cluster, backup: &Path) {
     ]
     .into_iter()
     .collect();
-    common::assert_problems(&run, &expected, "forged gz backup");
-    let f = common::finding(
+    assert_problems(&run, &expected, "forged gz backup");
+    let f = finding(
         &run,
         &Key::new("backup_file_oversized", "pg_xact/0FFF", None),
     );
     assert_eq!(f["detail"]["size"], 2 << 20, "{run}");
 }
 
-#[test]
-fn tar_backups_pg14() {
-    tar_backups(14);
-}
-
-#[test]
-fn tar_backups_pg15() {
-    tar_backups(15);
-}
-
-#[test]
-fn tar_backups_pg16() {
-    tar_backups(16);
-}
-
-#[test]
-fn tar_backups_pg17() {
-    tar_backups(17);
-}
-
-#[test]
-fn tar_backups_pg18() {
-    tar_backups(18);
+pgcheckdb_testkit::version_tests! {
+    tar_backups;
+    tar_backups_pg14(14),
+    tar_backups_pg15(15),
+    tar_backups_pg16(16),
+    tar_backups_pg17(17),
+    tar_backups_pg18(18),
 }

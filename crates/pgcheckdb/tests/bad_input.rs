@@ -3,9 +3,10 @@
 
 mod common;
 
+use pgcheckdb_testkit::asserts::assert_status;
 use pgcheckdb_testkit::run::{self, Run};
 
-use common::{assert_status, bin};
+use common::bin;
 
 fn pgcheckdb(args: &[&str]) -> Run {
     run::pgcheckdb(&bin(), args, None)

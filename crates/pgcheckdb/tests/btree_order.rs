@@ -31,10 +31,13 @@ use pgcheckdb_pg::format::control::ControlFile;
 use pgcheckdb_pg::format::itemid::line_pointers;
 use pgcheckdb_pg::format::page::PageHeader;
 use pgcheckdb_pg::ops::corrupt;
-use pgcheckdb_testkit::run::{self, Run};
-use pgcheckdb_testkit::BLCKSZ;
+use pgcheckdb_testkit::amcheck::{print_table, yes_no};
+use pgcheckdb_testkit::asserts::{assert_problems, assert_status, finding, key};
+use pgcheckdb_testkit::locale::ensure_libc_locale;
+use pgcheckdb_testkit::run::Run;
+use pgcheckdb_testkit::{amcheck, loaded, BLCKSZ};
 
-use common::{bin, ensure_libc_locale};
+use common::{bin, verify_level, write_block};
 
 /// The libc locale whose order differs from byte order.
 const LIBC_LOCALE: &str = "en_US.utf8";
@@ -420,9 +423,7 @@ fn heap_tid(item: &[u8]) -> (u32, u16) {
 fn make_cluster(major: u32, checksums: bool) -> Cluster {
     pgcheckdb_testkit::require_binaries(major);
     ensure_libc_locale();
-    let opts = ClusterOptions::new(major, checksums).throwaway();
-    let mut c = Cluster::init_temp(&opts).expect("initdb");
-    c.start().expect("start");
+    let c = loaded::started_with(&ClusterOptions::new(major, checksums).throwaway());
     c.psql(
         "postgres",
         &format!(
@@ -435,23 +436,7 @@ fn make_cluster(major: u32, checksums: bool) -> Cluster {
 }
 
 fn verify_standard(datadir: &Path) -> Run {
-    let d = datadir.display().to_string();
-    run::pgcheckdb(
-        &bin(),
-        &[
-            "verify",
-            "-D",
-            &d,
-            "--level",
-            "standard",
-            "--format",
-            "json",
-            "--no-progress",
-            "-j",
-            "2",
-        ],
-        None,
-    )
+    verify_level(datadir, "standard")
 }
 
 fn comparators(major: u32, checksums: bool) {
@@ -540,37 +525,21 @@ fn comparators(major: u32, checksums: bool) {
         }
     }
     let run = verify_standard(c.datadir());
-    common::assert_status(&run, 0, &format!("PG {major}: healthy cluster"));
-    common::assert_problems(
+    assert_status(&run, 0, &format!("PG {major}: healthy cluster"));
+    assert_problems(
         &run,
         &BTreeSet::new(),
         &format!("PG {major}: healthy cluster"),
     );
 }
 
-#[test]
-fn comparators_pg14() {
-    comparators(14, true);
-}
-
-#[test]
-fn comparators_pg15() {
-    comparators(15, false);
-}
-
-#[test]
-fn comparators_pg16() {
-    comparators(16, true);
-}
-
-#[test]
-fn comparators_pg17() {
-    comparators(17, false);
-}
-
-#[test]
-fn comparators_pg18() {
-    comparators(18, true);
+pgcheckdb_testkit::version_tests! {
+    comparators;
+    comparators_pg14(14, true),
+    comparators_pg15(15, false),
+    comparators_pg16(16, true),
+    comparators_pg17(17, false),
+    comparators_pg18(18, true),
 }
 
 /// The damaged indexes: `(index, table definition and rows, index definition)`. Each has
@@ -634,10 +603,7 @@ fn swap_line_pointers(path: &Path, checksums: bool) {
     let word_a: [u8; 4] = page[a..a + 4].try_into().expect("4 bytes");
     page.copy_within(b..b + 4, a);
     page[b..b + 4].copy_from_slice(&word_a);
-    corrupt::write_block(path, BLOCK, &page).expect("write block");
-    if checksums {
-        corrupt::recompute_checksum(path, BLOCK, BLCKSZ, BLOCK).expect("recompute checksum");
-    }
+    write_block(path, BLOCK, &page, checksums);
 }
 
 /// The high key's item whose key is lowered to that of `HIGH_KEY_FROM`: every item from there
@@ -658,39 +624,15 @@ fn lower_high_key(path: &Path, checksums: bool) -> u16 {
         .expect("4 bytes");
     let at = key_of(1);
     page[at..at + 4].copy_from_slice(&value);
-    corrupt::write_block(path, BLOCK, &page).expect("write block");
-    if checksums {
-        corrupt::recompute_checksum(path, BLOCK, BLCKSZ, BLOCK).expect("recompute checksum");
-    }
+    write_block(path, BLOCK, &page, checksums);
     items.len() as u16
 }
 
 /// Runs `pg_amcheck` (B-tree checks: `bt_index_check`) on a started cluster; returns the
 /// indexes it reports.
-fn amcheck_reports(c: &mut Cluster) -> BTreeSet<String> {
-    c.start().expect("start damaged cluster");
-    c.psql("postgres", "CREATE EXTENSION IF NOT EXISTS amcheck;")
-        .expect("create extension amcheck");
-    let out = c
-        .command("pg_amcheck")
-        .args(c.conn_args())
-        .args([
-            "-d",
-            "postgres",
-            "--no-dependent-toast",
-            "--exclude-toast-pointers",
-        ])
-        .output()
-        .expect("run pg_amcheck");
-    c.stop().expect("stop");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    eprintln!("--- pg_amcheck output ---\n{text}--- end ---");
-    DAMAGED
-        .iter()
-        .filter(|(idx, _, _)| text.contains(&format!("\"postgres.public.{idx}\"")))
-        .map(|(idx, _, _)| idx.to_string())
-        .collect()
+fn amcheck_reports(c: &mut Cluster) -> BTreeSet<&'static str> {
+    let indexes = DAMAGED.iter().map(|(idx, _, _)| *idx);
+    amcheck::reported_among(c, &amcheck::btree_only(false), indexes)
 }
 
 fn injected(major: u32, checksums: bool) {
@@ -703,7 +645,7 @@ fn injected(major: u32, checksums: bool) {
     }
     c.stop().expect("stop");
     let healthy = verify_standard(c.datadir());
-    common::assert_status(&healthy, 0, &format!("PG {major}: before the damage"));
+    assert_status(&healthy, 0, &format!("PG {major}: before the damage"));
     let mut last_item = 0;
     for ((idx, _, _), path) in DAMAGED.iter().zip(&paths) {
         if *idx == HIGH_KEY_INDEX {
@@ -713,12 +655,12 @@ fn injected(major: u32, checksums: bool) {
         }
     }
     let run = verify_standard(c.datadir());
-    common::assert_status(&run, 2, &format!("PG {major}: swapped line pointers"));
+    assert_status(&run, 2, &format!("PG {major}: swapped line pointers"));
     let expected: BTreeSet<_> = paths
         .iter()
-        .map(|p| common::key("btree_order_invalid", p, BLOCK))
+        .map(|p| key("btree_order_invalid", p, BLOCK))
         .collect();
-    common::assert_problems(
+    assert_problems(
         &run,
         &expected,
         &format!("PG {major}: swapped line pointers"),
@@ -739,49 +681,33 @@ fn injected(major: u32, checksums: bool) {
             );
             continue;
         }
-        let f = common::finding(&run, &common::key("btree_order_invalid", path, BLOCK));
+        let f = finding(&run, &key("btree_order_invalid", path, BLOCK));
         assert_eq!(f["offset"], SWAP.1, "PG {major} {idx}: {f}");
         assert_eq!(f["detail"]["other_offset"], SWAP.0, "PG {major} {idx}: {f}");
         assert_eq!(f["relation"]["name"], format!("public.{idx}"), "{f}");
         assert_eq!(f["severity"], "error", "{f}");
     }
     let amcheck = amcheck_reports(&mut c);
-    eprintln!("PostgreSQL {major} (checksums {checksums}): index | pgcheckdb | pg_amcheck");
+    let heading =
+        format!("PostgreSQL {major} (checksums {checksums}): index | pgcheckdb | pg_amcheck");
+    let rows = DAMAGED
+        .iter()
+        .map(|(idx, _, _)| (idx, "yes", yes_no(amcheck.contains(*idx))));
+    print_table(&heading, 16, rows);
     for (idx, _, _) in DAMAGED {
         let found = amcheck.contains(*idx);
-        eprintln!("  {idx:<16} | yes | {}", if found { "yes" } else { "no" });
         assert!(found, "PG {major}: pg_amcheck was expected to report {idx}");
     }
 }
 
-#[test]
-fn injected_pg14() {
-    injected(14, true);
-}
-
-#[test]
-fn injected_pg15() {
-    injected(15, false);
-}
-
-#[test]
-fn injected_pg16() {
-    injected(16, true);
-}
-
-#[test]
-fn injected_pg17() {
-    injected(17, false);
-}
-
-#[test]
-fn injected_pg18() {
-    injected(18, true);
-}
-
-#[test]
-fn injected_pg18_no_checksums() {
-    injected(18, false);
+pgcheckdb_testkit::version_tests! {
+    injected;
+    injected_pg14(14, true),
+    injected_pg15(15, false),
+    injected_pg16(16, true),
+    injected_pg17(17, false),
+    injected_pg18(18, true),
+    injected_pg18_no_checksums(18, false),
 }
 
 /// A libc locale the machine running pgcheckdb lacks (hidden with `LOCPATH`): one warning line

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use pgcheckdb_pg::format::control::{ChecksumState, ControlFile};
 use pgcheckdb_testkit::fixture::{standard_cluster, StandardCluster};
+use pgcheckdb_testkit::guard::mkfifo;
 use pgcheckdb_testkit::{Cluster, ClusterOptions, RunAs};
 
 fn bin() -> &'static Path {
@@ -253,29 +254,13 @@ fn server_cannot_start_while_enable_runs(major: u32) {
     assert_starts_intact(&mut sc.cluster, "on", &before, "after enable");
 }
 
-#[test]
-fn server_cannot_start_while_enable_runs_pg14() {
-    server_cannot_start_while_enable_runs(14);
-}
-
-#[test]
-fn server_cannot_start_while_enable_runs_pg15() {
-    server_cannot_start_while_enable_runs(15);
-}
-
-#[test]
-fn server_cannot_start_while_enable_runs_pg16() {
-    server_cannot_start_while_enable_runs(16);
-}
-
-#[test]
-fn server_cannot_start_while_enable_runs_pg17() {
-    server_cannot_start_while_enable_runs(17);
-}
-
-#[test]
-fn server_cannot_start_while_enable_runs_pg18() {
-    server_cannot_start_while_enable_runs(18);
+pgcheckdb_testkit::version_tests! {
+    server_cannot_start_while_enable_runs;
+    server_cannot_start_while_enable_runs_pg14(14),
+    server_cannot_start_while_enable_runs_pg15(15),
+    server_cannot_start_while_enable_runs_pg16(16),
+    server_cannot_start_while_enable_runs_pg17(17),
+    server_cannot_start_while_enable_runs_pg18(18),
 }
 
 /// Starts `args` holding the lock for a while, tries to start the server meanwhile, and
@@ -495,12 +480,6 @@ fn chmod(path: &Path, mode: u32) {
     fs::set_permissions(path, fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
-    // SAFETY: a valid C string.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
-}
-
 #[test]
 fn unreadable_directories_files_and_tablespaces_are_refused_by_path() {
     let (mut sc, before) = build(17);
@@ -513,8 +492,7 @@ fn unreadable_directories_files_and_tablespaces_are_refused_by_path() {
     let user = owner.as_ref();
 
     // chmod 000 on a database directory, enable run as the non-root owner.
-    let other = sc.rel("second", "other").to_string();
-    let db_dir = datadir.join(Path::new(&other).parent().expect("db dir"));
+    let db_dir = datadir.join(sc.rel_dir("second", "other"));
     let db_rel = db_dir
         .strip_prefix(&datadir)
         .expect("rel")
@@ -571,11 +549,7 @@ fn fifos_are_refused_by_enable_and_hang_no_command() {
     let (mut sc, before) = build(17);
     let datadir = sc.datadir().to_path_buf();
     let accounts = sc.rel("postgres", "accounts").to_string();
-    let postgres_db = Path::new(&accounts)
-        .parent()
-        .expect("db")
-        .display()
-        .to_string();
+    let postgres_db = sc.rel_dir("postgres", "accounts").display().to_string();
     let map = format!("{postgres_db}/pg_filenode.map");
     let control = control_bytes(&datadir);
     let places = [

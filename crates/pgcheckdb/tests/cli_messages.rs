@@ -10,10 +10,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use pgcheckdb_testkit::asserts::assert_status;
 use pgcheckdb_testkit::run::{self, Run};
 use pgcheckdb_testkit::{Cluster, ClusterOptions, BLCKSZ};
 
-use common::{assert_status, bin, edit};
+use common::{bin, edit};
 
 fn pgcheckdb(args: &[&str]) -> Run {
     run::pgcheckdb(&bin(), args, None)

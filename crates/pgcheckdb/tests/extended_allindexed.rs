@@ -18,33 +18,21 @@ use pgcheckdb_pg::format::btree::{BtPageOpaque, P_NONE};
 use pgcheckdb_pg::format::itemid::line_pointers;
 use pgcheckdb_pg::format::page::PageHeader;
 use pgcheckdb_pg::ops::corrupt;
+use pgcheckdb_testkit::amcheck;
+use pgcheckdb_testkit::amcheck::{print_table, yes_no};
+use pgcheckdb_testkit::asserts::assert_clean;
+use pgcheckdb_testkit::loaded_cluster;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
-use common::{amcheck_heapallindexed, assert_clean, edit, loaded_cluster, verify_extended};
+use common::{edit, verify_extended};
 
-#[test]
-fn heap_to_index_pg14_checksums() {
-    scenario(14, true);
-}
-
-#[test]
-fn heap_to_index_pg15_no_checksums() {
-    scenario(15, false);
-}
-
-#[test]
-fn heap_to_index_pg16_checksums() {
-    scenario(16, true);
-}
-
-#[test]
-fn heap_to_index_pg17_no_checksums() {
-    scenario(17, false);
-}
-
-#[test]
-fn heap_to_index_pg18_checksums() {
-    scenario(18, true);
+pgcheckdb_testkit::version_tests! {
+    scenario;
+    heap_to_index_pg14_checksums(14, true),
+    heap_to_index_pg15_no_checksums(15, false),
+    heap_to_index_pg16_checksums(16, true),
+    heap_to_index_pg17_no_checksums(17, false),
+    heap_to_index_pg18_checksums(18, true),
 }
 
 const SCHEMA: &str = "
@@ -413,17 +401,19 @@ fn scenario(major: u32, checksums: bool) {
 
     // pg_amcheck --heapallindexed on a started copy of the damaged cluster.
     fx.cluster.start().expect("start");
-    let (_, text) = amcheck_heapallindexed(&fx.cluster);
+    let (_, text) = amcheck::heapallindexed(&fx.cluster);
     fx.cluster.stop().expect("stop");
-    eprintln!("PostgreSQL {major} (checksums {checksums}): case | pgcheckdb | pg_amcheck --heapallindexed");
-    for c in &cases {
-        let amcheck = text.contains(&format!("\"postgres.public.{}\"", c.index))
-            && text.contains("lacks matching index tuple");
-        eprintln!(
-            "  {:<32} | yes | {}",
+    let heading = format!(
+        "PostgreSQL {major} (checksums {checksums}): case | pgcheckdb | pg_amcheck --heapallindexed"
+    );
+    let lacking = text.contains("lacks matching index tuple");
+    let rows = cases.iter().map(|c| {
+        (
             c.name,
-            if amcheck { "yes" } else { "no" }
-        );
-    }
+            "yes",
+            yes_no(amcheck::names(&text, c.index) && lacking),
+        )
+    });
+    print_table(&heading, 32, rows);
     let _ = fx.major;
 }

@@ -13,43 +13,28 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use pgcheckdb_pg::format::btree::{flags as bf, BtMetaPage, BtPageOpaque, P_NONE};
-use pgcheckdb_pg::format::itemid::line_pointers;
+use pgcheckdb_pg::format::btree::{flags as bf, BtPageOpaque, P_NONE};
 use pgcheckdb_pg::format::page::PageHeader;
 use pgcheckdb_pg::ops::corrupt;
-use pgcheckdb_testkit::run::Run;
-use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ};
+use pgcheckdb_testkit::amcheck::yes_no;
+use pgcheckdb_testkit::asserts::{assert_healthy_extended, assert_message_names, assert_spilled};
+use pgcheckdb_testkit::bytes::{put_u16, put_u32};
+use pgcheckdb_testkit::loaded::{self, relation_path};
+use pgcheckdb_testkit::loaded_cluster;
+use pgcheckdb_testkit::run::{self, Place, Run};
+use pgcheckdb_testkit::{amcheck, require_binaries, Cluster, BLCKSZ};
 
-use common::{assert_clean, bin, edit, loaded_cluster, verify_extended};
+use common::btree::{meta, pages, Page};
+use common::{bin, edit, verify_extended, verify_spilled};
 
-#[test]
-fn extended_pg14_checksums() {
-    scenario(14, true);
-}
-
-#[test]
-fn extended_pg15_no_checksums() {
-    scenario(15, false);
-}
-
-#[test]
-fn extended_pg16_checksums() {
-    scenario(16, true);
-}
-
-#[test]
-fn extended_pg17_no_checksums() {
-    scenario(17, false);
-}
-
-#[test]
-fn extended_pg18_checksums() {
-    scenario(18, true);
-}
-
-#[test]
-fn extended_pg18_no_checksums() {
-    scenario(18, false);
+pgcheckdb_testkit::version_tests! {
+    scenario;
+    extended_pg14_checksums(14, true),
+    extended_pg15_no_checksums(15, false),
+    extended_pg16_checksums(16, true),
+    extended_pg17_no_checksums(17, false),
+    extended_pg18_checksums(18, true),
+    extended_pg18_no_checksums(18, false),
 }
 
 /// Indexes damaged one class each, all `ON t (k)`: 300-byte keys give three levels.
@@ -96,99 +81,12 @@ impl Fixture {
     }
 
     fn rel(&mut self, name: &str) -> String {
-        let was_running = self.cluster.is_running();
-        if !was_running {
-            self.cluster.start().expect("start");
-        }
-        let r = self
-            .cluster
-            .relation_filepath("postgres", name)
-            .expect("relation path");
-        if !was_running {
-            self.cluster.stop().expect("stop");
-        }
-        r
+        relation_path(&mut self.cluster, name)
     }
 
     fn path(&self, rel: &str) -> PathBuf {
         self.cluster.datadir().join(rel)
     }
-}
-
-/// One B-tree page as the test sees it.
-#[derive(Debug, Clone)]
-struct Page {
-    blkno: u64,
-    opaque: BtPageOpaque,
-    bytes: Vec<u8>,
-}
-
-impl Page {
-    fn items(&self) -> Vec<(usize, usize, usize)> {
-        let h = PageHeader::parse(&self.bytes).expect("header");
-        line_pointers(&self.bytes, &h)
-            .iter()
-            .map(|lp| {
-                (
-                    24 + 4 * (lp.offnum as usize - 1),
-                    lp.lp_off as usize,
-                    lp.lp_len as usize,
-                )
-            })
-            .collect()
-    }
-
-    fn first_data(&self) -> usize {
-        if self.opaque.btpo_next == P_NONE {
-            1
-        } else {
-            2
-        }
-    }
-
-    /// Downlink block of item `offnum` (1-based) of an internal page.
-    fn downlink(&self, offnum: usize) -> u32 {
-        let (_, off, _) = self.items()[offnum - 1];
-        let hi = u16::from_le_bytes([self.bytes[off], self.bytes[off + 1]]) as u32;
-        let lo = u16::from_le_bytes([self.bytes[off + 2], self.bytes[off + 3]]) as u32;
-        (hi << 16) | lo
-    }
-
-    fn live(&self) -> bool {
-        self.opaque.btpo_flags & (bf::BTP_DELETED | bf::BTP_HALF_DEAD) == 0
-    }
-}
-
-fn pages(path: &Path) -> Vec<Page> {
-    let len = std::fs::metadata(path).expect("index file").len();
-    (1..len / BLCKSZ as u64)
-        .filter_map(|b| {
-            let bytes = corrupt::read_block(path, b, BLCKSZ).ok()?;
-            let h = PageHeader::parse(&bytes)?;
-            if h.is_new() {
-                return None;
-            }
-            let opaque = BtPageOpaque::parse(&bytes, h.pd_special as usize)?;
-            Some(Page {
-                blkno: b,
-                opaque,
-                bytes,
-            })
-        })
-        .collect()
-}
-
-fn meta(path: &Path) -> BtMetaPage {
-    let bytes = corrupt::read_block(path, 0, BLCKSZ).expect("metapage");
-    BtMetaPage::parse(&bytes).expect("metapage")
-}
-
-fn put_u16(page: &mut [u8], at: usize, v: u16) {
-    page[at..at + 2].copy_from_slice(&v.to_le_bytes());
-}
-
-fn put_u32(page: &mut [u8], at: usize, v: u32) {
-    page[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
 
 /// Offset of the opaque data (special space) of a B-tree page.
@@ -285,7 +183,7 @@ fn inject(fx: &mut Fixture) -> Vec<Case> {
     let p = internal(&pages(&path));
     let at = p.first_data() + 1;
     let (original, wrong) = (p.downlink(at), p.downlink(at + 1));
-    let (_, off, _) = p.items()[at - 1];
+    let (off, _) = p.items()[at - 1];
     edit(&path, p.blkno, |pg| {
         put_u16(pg, off, (wrong >> 16) as u16);
         put_u16(pg, off + 2, wrong as u16);
@@ -335,7 +233,7 @@ fn inject(fx: &mut Fixture) -> Vec<Case> {
     let rel = fx.rel("t_k_half");
     let path = fx.path(&rel);
     let (a, _, _) = leaf_chain(&pages(&path));
-    let (_, hikey, _) = a.items()[0];
+    let (hikey, _) = a.items()[0];
     edit(&path, a.blkno, |pg| {
         put_u16(pg, FLAGS, bf::BTP_LEAF | bf::BTP_HALF_DEAD);
         put_u16(pg, hikey, 0xFFFF);
@@ -381,8 +279,8 @@ fn inject_duplicate(fx: &mut Fixture) -> Case {
     {
         let items = pg.items();
         for i in pg.first_data()..items.len() {
-            let (_, o1, l1) = items[i - 1];
-            let (_, o2, l2) = items[i];
+            let (o1, l1) = items[i - 1];
+            let (o2, l2) = items[i];
             let t_info = |o: usize| u16::from_le_bytes([pg.bytes[o + 6], pg.bytes[o + 7]]);
             if l1 != 16 || l2 != 16 || t_info(o1) & 0xE000 != 0 || t_info(o2) & 0xE000 != 0 {
                 continue;
@@ -409,29 +307,14 @@ fn inject_duplicate(fx: &mut Fixture) -> Case {
 }
 
 /// The extended findings (kinds `btree_*` of this level) as (file, block, kind).
-fn extended_findings(run: &Run) -> BTreeSet<(String, u64, String)> {
-    run.findings
-        .iter()
-        .filter(|f| {
-            matches!(
-                f["kind"].as_str(),
-                Some(
-                    "btree_link_invalid"
-                        | "btree_downlink_invalid"
-                        | "btree_level_invalid"
-                        | "btree_order_invalid"
-                        | "btree_unique_violation"
-                )
-            )
-        })
-        .map(|f| {
-            (
-                f["file"].as_str().unwrap_or("?").to_string(),
-                f["block"].as_u64().unwrap_or(u64::MAX),
-                f["kind"].as_str().unwrap_or("?").to_string(),
-            )
-        })
-        .collect()
+fn extended_findings(run: &Run) -> BTreeSet<Place> {
+    run.places_of(&[
+        "btree_link_invalid",
+        "btree_downlink_invalid",
+        "btree_level_invalid",
+        "btree_order_invalid",
+        "btree_unique_violation",
+    ])
 }
 
 fn scenario(major: u32, checksums: bool) {
@@ -440,19 +323,13 @@ fn scenario(major: u32, checksums: bool) {
 
     // Healthy and churned: nothing to report, and the level really ran.
     let clean = verify_extended(&datadir, &[]);
-    assert_clean(&clean, &format!("PostgreSQL {major}: healthy cluster"));
-    let summary = clean.summary.clone().expect("summary");
-    assert_eq!(summary["level"], "extended", "{summary}");
-    let ext = &summary["extended"];
-    assert!(
-        ext["indexes_checked"].as_u64().unwrap_or(0) >= 9,
-        "{summary}"
-    );
-    assert!(
-        ext["unique_indexes_checked"].as_u64().unwrap_or(0) >= 1,
-        "{summary}"
-    );
-    assert!(ext["facts"].as_u64().unwrap_or(0) > 1000, "{summary}");
+    let minimums = [
+        ("indexes_checked", 9),
+        ("unique_indexes_checked", 1),
+        ("facts", 1001),
+    ];
+    assert_healthy_extended(&clean, major, &minimums);
+    assert_eq!(clean.summary()["level"], "extended", "{clean}");
     assert!(
         !clean.stderr.contains("not implemented"),
         "{}",
@@ -466,11 +343,7 @@ fn scenario(major: u32, checksums: bool) {
     let mut allowed = BTreeSet::new();
     for c in &cases {
         let rel = fx.rel(&c.index);
-        let f = run
-            .findings
-            .iter()
-            .find(|f| f["kind"] == c.kind && f["file"] == rel.as_str() && f["block"] == c.block)
-            .unwrap_or_else(|| {
+        let f = run.find_at(c.kind, &rel, c.block).unwrap_or_else(|| {
                 panic!(
                     "PostgreSQL {major}: \"{}\" not found: expected {} at {rel} block {}\nextended findings: {found:#?}",
                     c.name, c.kind, c.block
@@ -481,13 +354,7 @@ fn scenario(major: u32, checksums: bool) {
         if let Some(other) = c.other {
             assert_eq!(f["detail"]["other_block"], other, "{}: {f}", c.name);
             if other != c.block {
-                assert!(
-                    f["message"]
-                        .as_str()
-                        .unwrap_or("")
-                        .contains(&other.to_string()),
-                    "{f}"
-                );
+                assert_message_names(f, other);
             }
         }
         allowed.insert((rel.clone(), c.block, c.kind.to_string()));
@@ -523,15 +390,8 @@ fn scenario(major: u32, checksums: bool) {
     }
 
     // The same findings when the facts spill to disk; the spill files are removed.
-    let temp = tempfile::tempdir().expect("temp dir");
-    let temp_arg = temp.path().display().to_string();
-    let small = verify_extended(&datadir, &["--memory", "256k", "--temp-dir", &temp_arg]);
+    let (small, temp) = verify_spilled(&datadir, "256k");
     assert_eq!(small.status, 2, "{small}");
-    let spilled = &small.summary.as_ref().expect("summary")["extended"];
-    assert!(
-        spilled["spill_files"].as_u64().unwrap_or(0) > 0,
-        "no spill: {spilled}"
-    );
     assert_eq!(
         extended_findings(&small),
         found,
@@ -550,54 +410,28 @@ fn scenario(major: u32, checksums: bool) {
     );
 
     let hits = amcheck_hits(&mut fx, &cases);
-    eprintln!("PostgreSQL {major} (checksums {checksums}): case | pgcheckdb | pg_amcheck");
-    for c in &cases {
-        eprintln!(
-            "  {:<58} | yes ({}) | {}",
+    let heading =
+        format!("PostgreSQL {major} (checksums {checksums}): case | pgcheckdb | pg_amcheck");
+    let rows = cases.iter().map(|c| {
+        (
             c.name,
-            c.kind,
-            if hits.contains(c.name) { "yes" } else { "no" }
-        );
-    }
+            format!("yes ({})", c.kind),
+            yes_no(hits.contains(c.name)),
+        )
+    });
+    amcheck::print_table(&heading, 58, rows);
 }
 
 /// Runs `pg_amcheck --heapallindexed --parent-check` (and `--checkunique` on 17+) on a started
 /// copy; returns the cases whose index it reported.
 fn amcheck_hits(fx: &mut Fixture, cases: &[Case]) -> BTreeSet<&'static str> {
-    fx.cluster
-        .start()
-        .expect("start damaged cluster for pg_amcheck");
-    fx.cluster
-        .psql("postgres", "CREATE EXTENSION IF NOT EXISTS amcheck;")
-        .expect("create extension amcheck");
-    let sock = fx.cluster.socket_dir().display().to_string();
-    let mut args = vec![
-        "-h",
-        &sock,
-        "-U",
-        "postgres",
-        "-d",
-        "postgres",
-        "--heapallindexed",
-        "--parent-check",
-        "--no-dependent-toast",
-    ];
-    if fx.major >= 17 {
-        args.push("--checkunique");
-    }
-    let out = fx
-        .cluster
-        .command("pg_amcheck")
-        .args(&args)
-        .output()
-        .expect("run pg_amcheck");
-    fx.cluster.stop().expect("stop");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    eprintln!("--- pg_amcheck output ---\n{text}--- end ---");
+    let mut args = amcheck::HEAPALLINDEXED.to_vec();
+    args.push("--no-dependent-toast");
+    args.extend(amcheck::checkunique(fx.major));
+    let text = amcheck::on_stopped(&mut fx.cluster, &args);
     cases
         .iter()
-        .filter(|c| text.contains(&format!("\"postgres.public.{}\"", c.index)))
+        .filter(|c| amcheck::names(&text, &c.index))
         .map(|c| c.name)
         .collect()
 }
@@ -609,25 +443,13 @@ fn amcheck_hits(fx: &mut Fixture, cases: &[Case]) -> BTreeSet<&'static str> {
 #[test]
 fn extended_memory_does_not_grow_with_the_index_pg17() {
     require_binaries(17);
-    let opts = ClusterOptions::new(17, true)
-        .throwaway()
-        .setting("autovacuum", "off")
-        .setting("maintenance_work_mem", "256MB");
-    let mut cluster = Cluster::init_temp(&opts).expect("initdb");
-    cluster.start().expect("start");
+    let opts = loaded::options(17, true).setting("maintenance_work_mem", "256MB");
+    let mut cluster = loaded::started_with(&opts);
     // 352-byte keys (below the size at which index keys are compressed): ~20 per leaf page.
-    cluster
-        .psql(
-            "postgres",
-            "CREATE TABLE w (id int, s text COLLATE \"C\");
-             INSERT INTO w SELECT g, repeat(md5(g::text), 11) FROM generate_series(1, 650000) g;
-             CREATE INDEX w_s ON w (s);",
-        )
-        .expect("load");
-    let rel = cluster
-        .relation_filepath("postgres", "w_s")
-        .expect("relation path");
-    cluster.stop().expect("stop");
+    let sql = "CREATE TABLE w (id int, s text COLLATE \"C\");
+               INSERT INTO w SELECT g, repeat(md5(g::text), 11) FROM generate_series(1, 650000) g;
+               CREATE INDEX w_s ON w (s);";
+    let rel = loaded::load_and_stop(&mut cluster, sql, &["w_s"]).remove(0);
     let datadir = cluster.datadir().to_path_buf();
     let path = datadir.join(&rel);
     let index_bytes = std::fs::metadata(&path).expect("index file").len();
@@ -654,11 +476,7 @@ fn extended_memory_does_not_grow_with_the_index_pg17() {
     for run in [&small, &large] {
         assert_eq!(run.status, 2, "{run}");
     }
-    let spilled = &small.summary.as_ref().expect("summary")["extended"];
-    assert!(
-        spilled["spill_files"].as_u64().unwrap_or(0) > 0,
-        "{spilled}"
-    );
+    assert_spilled(&small);
     let found = extended_findings(&small);
     assert!(
         found.contains(&(rel.clone(), a, "btree_link_invalid".to_string())),
@@ -739,27 +557,10 @@ fn verify_measured(datadir: &Path, memory: &str, temp: &Path) -> (Run, i64) {
     let pid = child.id() as libc::pid_t;
     let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(waited, pid, "wait4: {}", std::io::Error::last_os_error());
-    let stdout = std::fs::read_to_string(out.path()).expect("read stdout");
-    let stderr = std::fs::read_to_string(err.path()).expect("read stderr");
-    let code = std::process::ExitStatus::from_raw(status)
-        .code()
-        .unwrap_or(-1);
-    let mut run = Run {
-        status: code,
-        stdout,
-        stderr,
-        findings: Vec::new(),
-        summary: None,
+    let output = std::process::Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: std::fs::read(out.path()).expect("read stdout"),
+        stderr: std::fs::read(err.path()).expect("read stderr"),
     };
-    for line in run.stdout.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        match v["type"].as_str() {
-            Some("finding") => run.findings.push(v),
-            Some("summary") => run.summary = Some(v),
-            _ => {}
-        }
-    }
-    (run, usage.ru_maxrss)
+    (run::parse_lenient(output), usage.ru_maxrss)
 }

@@ -16,37 +16,24 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use pgcheckdb_pg::format::itemid::{line_pointers, LpFlags};
 use pgcheckdb_pg::format::page::PageHeader;
 use pgcheckdb_pg::ops::corrupt;
+use pgcheckdb_testkit::amcheck;
+use pgcheckdb_testkit::asserts::{assert_clean, graph_finding};
+use pgcheckdb_testkit::bytes::{block_id_at, put_block_id, u16_at, u32_at};
+use pgcheckdb_testkit::loaded_cluster;
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
-use common::{assert_clean, edit, loaded_cluster, u16_at, u32_at, verify_extended};
+use common::{edit, normal_items, verify_extended};
 
-#[test]
-fn gin_graph_pg14_checksums() {
-    scenario(14, true);
-}
-
-#[test]
-fn gin_graph_pg15_no_checksums() {
-    scenario(15, false);
-}
-
-#[test]
-fn gin_graph_pg16_checksums() {
-    scenario(16, true);
-}
-
-#[test]
-fn gin_graph_pg17_no_checksums() {
-    scenario(17, false);
-}
-
-#[test]
-fn gin_graph_pg18_checksums() {
-    scenario(18, true);
+pgcheckdb_testkit::version_tests! {
+    scenario;
+    gin_graph_pg14_checksums(14, true),
+    gin_graph_pg15_no_checksums(15, false),
+    gin_graph_pg16_checksums(16, true),
+    gin_graph_pg17_no_checksums(17, false),
+    gin_graph_pg18_checksums(18, true),
 }
 
 /// A cluster crashed (immediate stop) while GIN indexes of both kinds take inserts, then
@@ -141,14 +128,13 @@ fn block(path: &Path, b: u32) -> Vec<u8> {
     corrupt::read_block(path, b as u64, BLCKSZ).expect("read block")
 }
 
-/// A `BlockIdData` (`bi_hi`, `bi_lo`) at `at`.
-fn block_id(p: &[u8], at: usize) -> u32 {
-    ((u16_at(p, at) as u32) << 16) | u16_at(p, at + 2) as u32
-}
-
-fn put_block_id(p: &mut [u8], at: usize, b: u32) {
-    p[at..at + 2].copy_from_slice(&((b >> 16) as u16).to_le_bytes());
-    p[at + 2..at + 4].copy_from_slice(&(b as u16).to_le_bytes());
+/// An entry-tree leaf page other than `leaf`.
+fn other_entry_leaf(pages: &[GinPage], leaf: u32) -> u32 {
+    pages
+        .iter()
+        .find(|p| p.entry() && p.leaf() && p.blkno != leaf)
+        .expect("another entry leaf")
+        .blkno
 }
 
 fn gin_pages(path: &Path) -> Vec<GinPage> {
@@ -173,10 +159,8 @@ fn gin_pages(path: &Path) -> Vec<GinPage> {
 
 /// The byte offsets of the tuples of an entry page.
 fn tuples(page: &[u8]) -> Vec<usize> {
-    let h = PageHeader::parse(page).expect("header");
-    line_pointers(page, &h)
+    normal_items(page)
         .iter()
-        .filter(|lp| lp.lp_flags == LpFlags::Normal && lp.lp_len > 0)
         .map(|lp| lp.lp_off as usize)
         .collect()
 }
@@ -269,7 +253,7 @@ fn inject_g_a(path: &Path, cases: &mut Vec<Case>) {
             let roots: Vec<(usize, u32)> = tuples(&page)
                 .into_iter()
                 .filter(|&t| u16_at(&page, t + 4) == 0xFFFF)
-                .map(|t| (t, block_id(&page, t)))
+                .map(|t| (t, block_id_at(&page, t)))
                 .collect();
             (roots.len() >= 2).then_some((p.blkno, roots))
         })
@@ -294,11 +278,7 @@ fn inject_g_a(path: &Path, cases: &mut Vec<Case>) {
         bent,
     });
     // Key 0's posting-tree root named at another entry-tree leaf page.
-    let other_leaf = pages
-        .iter()
-        .find(|p| p.entry() && p.leaf() && p.blkno != leaf)
-        .expect("another entry leaf")
-        .blkno;
+    let other_leaf = other_entry_leaf(&pages, leaf);
     let bent = bend(path, leaf, |p| put_block_id(p, at, other_leaf));
     cases.push(Case {
         name: "GIN posting-tree root at an entry-tree page",
@@ -318,7 +298,7 @@ fn inject_g_a(path: &Path, cases: &mut Vec<Case>) {
         bent,
     });
     // Key 1's root's first downlink key (1,1): below its child's heap TIDs.
-    let child = block_id(&block(path, r1.blkno), DATA_START);
+    let child = block_id_at(&block(path, r1.blkno), DATA_START);
     let bent = bend(path, r1.blkno, |p| {
         put_block_id(p, DATA_START + 4, 1);
         p[DATA_START + 8..DATA_START + 10].copy_from_slice(&1u16.to_le_bytes());
@@ -359,7 +339,7 @@ fn inject_g_w(path: &Path, cases: &mut Vec<Case>) {
     // The root's second downlink the same as its first.
     let root = block(path, 1);
     let t = tuples(&root);
-    let first_child = block_id(&root, t[0]);
+    let first_child = block_id_at(&root, t[0]);
     let bent = bend(path, 1, |p| put_block_id(p, t[1], first_child));
     cases.push(Case {
         name: "GIN second downlink to one entry-tree page",
@@ -369,11 +349,7 @@ fn inject_g_w(path: &Path, cases: &mut Vec<Case>) {
         bent,
     });
     // The pending list's head at an entry-tree leaf.
-    let other_leaf = pages
-        .iter()
-        .find(|p| p.entry() && p.leaf() && p.blkno != leaf)
-        .expect("another entry leaf")
-        .blkno;
+    let other_leaf = other_entry_leaf(&pages, leaf);
     let bent = bend(path, 0, |p| {
         p[24..28].copy_from_slice(&other_leaf.to_le_bytes())
     });
@@ -420,7 +396,7 @@ fn scenario(major: u32, checksums: bool) {
     };
     for c in &cases {
         let rel = file_of(c.index);
-        let hit = common::graph_finding(&run, &rel, u64::from(c.block), c.says);
+        let hit = graph_finding(&run, &rel, u64::from(c.block), c.says);
         let f = hit.unwrap_or_else(|| {
             panic!(
                 "PostgreSQL {major}: \"{}\" not found at {rel} block {}\n{run}",
@@ -472,7 +448,7 @@ fn print_graph_findings(run: &Run) {
 /// `gin_index_check` on `index`, stops it; what they said.
 fn amcheck_verdict(fx: &mut Fixture, major: u32, index: &str) -> String {
     fx.cluster.start().expect("start damaged cluster");
-    let (ok, text) = common::amcheck_heapallindexed(&fx.cluster);
+    let (ok, text) = amcheck::heapallindexed(&fx.cluster);
     let rel = format!("public.{index}\"");
     let pg_amcheck = match text.lines().find(|l| l.contains(&rel)) {
         Some(line) => format!("pg_amcheck: yes ({})", line.trim()),

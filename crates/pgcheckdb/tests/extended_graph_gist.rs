@@ -15,36 +15,23 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use pgcheckdb_pg::format::itemid::{line_pointers, LpFlags};
 use pgcheckdb_pg::format::page::PageHeader;
+use pgcheckdb_testkit::amcheck;
+use pgcheckdb_testkit::asserts::{assert_clean, graph_finding};
+use pgcheckdb_testkit::bytes::{block_id_at, put_block_id, u16_at, u32_at};
+use pgcheckdb_testkit::loaded_cluster;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
 use common::read_block as block;
-use common::{assert_clean, edit, loaded_cluster, u16_at, u32_at, verify_extended};
+use common::{edit, normal_items, verify_extended};
 
-#[test]
-fn gist_spgist_graphs_pg14_checksums() {
-    scenario(14, true);
-}
-
-#[test]
-fn gist_spgist_graphs_pg15_no_checksums() {
-    scenario(15, false);
-}
-
-#[test]
-fn gist_spgist_graphs_pg16_checksums() {
-    scenario(16, true);
-}
-
-#[test]
-fn gist_spgist_graphs_pg17_no_checksums() {
-    scenario(17, false);
-}
-
-#[test]
-fn gist_spgist_graphs_pg18_checksums() {
-    scenario(18, true);
+pgcheckdb_testkit::version_tests! {
+    scenario;
+    gist_spgist_graphs_pg14_checksums(14, true),
+    gist_spgist_graphs_pg15_no_checksums(15, false),
+    gist_spgist_graphs_pg16_checksums(16, true),
+    gist_spgist_graphs_pg17_no_checksums(17, false),
+    gist_spgist_graphs_pg18_checksums(18, true),
 }
 
 const SCHEMA: &str = "
@@ -78,26 +65,12 @@ fn nblocks(path: &Path) -> u64 {
     std::fs::metadata(path).expect("file").len() / BLCKSZ as u64
 }
 
-/// The block of the item pointer at byte `at` (`bi_hi`, `bi_lo`).
-fn tid_block(p: &[u8], at: usize) -> u32 {
-    ((u16_at(p, at) as u32) << 16) | u16_at(p, at + 2) as u32
-}
-
-fn set_tid_block(p: &mut [u8], at: usize, blk: u32) {
-    p[at..at + 2].copy_from_slice(&((blk >> 16) as u16).to_le_bytes());
-    p[at + 2..at + 4].copy_from_slice(&(blk as u16).to_le_bytes());
-}
-
 /// Normal items of a page: (offset number, lp_off, lp_len).
 fn items(page: &[u8]) -> Vec<(u16, usize, usize)> {
-    match PageHeader::parse(page) {
-        Some(h) if !h.is_new() => line_pointers(page, &h)
-            .iter()
-            .filter(|lp| lp.lp_flags == LpFlags::Normal && lp.lp_len > 0)
-            .map(|lp| (lp.offnum, lp.lp_off as usize, lp.lp_len as usize))
-            .collect(),
-        _ => Vec::new(),
-    }
+    normal_items(page)
+        .iter()
+        .map(|lp| (lp.offnum, lp.lp_off as usize, lp.lp_len as usize))
+        .collect()
 }
 
 fn special(page: &[u8]) -> usize {
@@ -128,7 +101,7 @@ fn gist_pages(path: &Path) -> Vec<Option<GistPage>> {
             let downlinks = if flags & (F_LEAF | F_DELETED) == 0 {
                 items(&page)
                     .iter()
-                    .map(|&(_, at, _)| (at, tid_block(&page, at)))
+                    .map(|&(_, at, _)| (at, block_id_at(&page, at)))
                     .collect()
             } else {
                 Vec::new()
@@ -205,7 +178,7 @@ fn spgist_nodes(path: &Path) -> Vec<Node> {
                     out.push(Node {
                         page: b as u32,
                         at: node,
-                        child: (tid_block(&page, node), off),
+                        child: (block_id_at(&page, node), off),
                     });
                 }
                 node += (u16_at(&page, node + 6) & 0x1FFF) as usize;
@@ -292,7 +265,7 @@ fn inject_gist(fx: &Fixture, cases: &mut Vec<Case>) {
     let nth = |b: u32, k: usize| pages[b as usize].as_ref().expect("page").downlinks[k];
     let bend = |b: u32, k: usize, to: u32| {
         let (at, _) = nth(b, k);
-        edit(&path, b as u64, |p| set_tid_block(p, at, to));
+        edit(&path, b as u64, |p| put_block_id(p, at, to));
     };
     let case = |name, block: u32, says| Case {
         name,
@@ -375,7 +348,7 @@ fn inject_spgist(fx: &Fixture, cases: &mut Vec<Case>) {
         .find(|n| n.page > 2)
         .copied()
         .unwrap_or(nodes[0]);
-    edit(&path, n.page as u64, |p| set_tid_block(p, n.at, past));
+    edit(&path, n.page as u64, |p| put_block_id(p, n.at, past));
     cases.push(Case {
         name: "SP-GiST node downlink past the end (point)",
         index,
@@ -448,7 +421,7 @@ fn inject_spgist(fx: &Fixture, cases: &mut Vec<Case>) {
     let nodes = spgist_nodes(&path);
     let n = *nodes.last().expect("a node downlink in g_t_spgist");
     let past = nblocks(&path) as u32 + 50;
-    edit(&path, n.page as u64, |p| set_tid_block(p, n.at, past));
+    edit(&path, n.page as u64, |p| put_block_id(p, n.at, past));
     cases.push(Case {
         name: "SP-GiST node downlink past the end (text)",
         index,
@@ -480,7 +453,7 @@ fn scenario(major: u32, checksums: bool) {
     assert_eq!(run.status, 2, "PostgreSQL {major}: damaged\n{run}");
     for c in &cases {
         let rel = &fx.rels[c.index];
-        let hit = common::graph_finding(&run, rel, c.block, c.says);
+        let hit = graph_finding(&run, rel, c.block, c.says);
         let f = hit.unwrap_or_else(|| {
             panic!(
                 "PostgreSQL {major}: \"{}\" not found at {} block {} ({})\n{run}",
@@ -513,22 +486,20 @@ fn scenario(major: u32, checksums: bool) {
     }
 
     let amcheck = amcheck_verdicts(&mut fx);
-    eprintln!("PostgreSQL {major} (checksums {checksums}): case | pgcheckdb | pg_amcheck");
-    for c in &cases {
-        eprintln!(
-            "  {:<58} | yes (block {}) | {}",
-            c.name,
-            c.block,
-            amcheck.get(c.index).map_or("no", String::as_str)
-        );
-    }
+    let heading =
+        format!("PostgreSQL {major} (checksums {checksums}): case | pgcheckdb | pg_amcheck");
+    let rows = cases.iter().map(|c| {
+        let theirs = amcheck.get(c.index).map_or("no", String::as_str);
+        (c.name, format!("yes (block {})", c.block), theirs)
+    });
+    amcheck::print_table(&heading, 58, rows);
 }
 
 /// `pg_amcheck --heapallindexed --parent-check` on the damaged cluster (started after
 /// pgcheckdb's runs): what it said about each damaged index, by name.
 fn amcheck_verdicts(fx: &mut Fixture) -> BTreeMap<&'static str, String> {
     fx.cluster.start().expect("start damaged cluster");
-    let (ok, text) = common::amcheck_heapallindexed(&fx.cluster);
+    let (ok, text) = amcheck::heapallindexed(&fx.cluster);
     fx.cluster.stop().expect("stop");
     eprintln!("--- pg_amcheck (success: {ok}) ---\n{text}--- end ---");
     let mut out = BTreeMap::new();

@@ -19,39 +19,25 @@ use pgcheckdb_pg::format::heap::{infomask2, HeapTupleHeader};
 use pgcheckdb_pg::format::itemid::{line_pointers, ItemId, LpFlags};
 use pgcheckdb_pg::format::page::PageHeader;
 use pgcheckdb_pg::ops::corrupt;
-use pgcheckdb_testkit::run::Run;
-use pgcheckdb_testkit::{Cluster, BLCKSZ};
+use pgcheckdb_testkit::asserts::assert_healthy_extended;
+use pgcheckdb_testkit::bytes::{put_tid, tid_at, u16_at};
+use pgcheckdb_testkit::control::set_db_state;
+use pgcheckdb_testkit::loaded::relation_path;
+use pgcheckdb_testkit::loaded_cluster;
+use pgcheckdb_testkit::run::{place_of, Place, Run};
+use pgcheckdb_testkit::{amcheck, Cluster, BLCKSZ};
 
-use common::{assert_clean, edit, loaded_cluster, verify_extended};
+use common::read_block as block;
+use common::{edit, verify_extended, verify_spilled};
 
-#[test]
-fn tids_pg14_checksums() {
-    scenario(14, true);
-}
-
-#[test]
-fn tids_pg15_no_checksums() {
-    scenario(15, false);
-}
-
-#[test]
-fn tids_pg16_checksums() {
-    scenario(16, true);
-}
-
-#[test]
-fn tids_pg17_no_checksums() {
-    scenario(17, false);
-}
-
-#[test]
-fn tids_pg18_checksums() {
-    scenario(18, true);
-}
-
-#[test]
-fn tids_pg18_no_checksums() {
-    scenario(18, false);
+pgcheckdb_testkit::version_tests! {
+    scenario;
+    tids_pg14_checksums(14, true),
+    tids_pg15_no_checksums(15, false),
+    tids_pg16_checksums(16, true),
+    tids_pg17_no_checksums(17, false),
+    tids_pg18_checksums(18, true),
+    tids_pg18_no_checksums(18, false),
 }
 
 const SCHEMA: &str = "
@@ -95,13 +81,7 @@ impl Fixture {
     }
 
     fn rel(&mut self, name: &str) -> String {
-        self.cluster.start().expect("start");
-        let r = self
-            .cluster
-            .relation_filepath("postgres", name)
-            .expect("relation path");
-        self.cluster.stop().expect("stop");
-        r
+        relation_path(&mut self.cluster, name)
     }
 
     fn path(&self, rel: &str) -> PathBuf {
@@ -125,27 +105,11 @@ fn nblocks(path: &Path) -> u64 {
     std::fs::metadata(path).expect("file").len() / BLCKSZ as u64
 }
 
-fn block(path: &Path, b: u64) -> Vec<u8> {
-    corrupt::read_block(path, b, BLCKSZ).expect("read block")
-}
-
 fn items(page: &[u8]) -> Vec<ItemId> {
     match PageHeader::parse(page) {
         Some(h) if !h.is_new() => line_pointers(page, &h),
         _ => Vec::new(),
     }
-}
-
-/// Writes TID (`blk`, `off`) at byte `at` of a page (`bi_hi`, `bi_lo`, `ip_posid`).
-fn put_tid(page: &mut [u8], at: usize, blk: u32, off: u16) {
-    page[at..at + 2].copy_from_slice(&((blk >> 16) as u16).to_le_bytes());
-    page[at + 2..at + 4].copy_from_slice(&(blk as u16).to_le_bytes());
-    page[at + 4..at + 6].copy_from_slice(&off.to_le_bytes());
-}
-
-fn tid_at(page: &[u8], at: usize) -> (u32, u16) {
-    let u = |o: usize| u16::from_le_bytes([page[o], page[o + 1]]);
-    (((u(at) as u32) << 16) | u(at + 2) as u32, u(at + 4))
 }
 
 /// The heap's (block, offset) of an unused line pointer and of a heap-only tuple, and a block
@@ -208,7 +172,7 @@ fn btree_leaves(path: &Path) -> Vec<(u64, LeafItems)> {
 }
 
 fn t_info(page: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([page[at + 6], page[at + 7]])
+    u16_at(page, at + 6)
 }
 
 /// Bends the plain TIDs of four entries on four leaf pages of `t_pkey`.
@@ -336,7 +300,7 @@ fn inject_item(
 }
 
 fn special_u16(page: &[u8], special: usize, at: usize) -> u16 {
-    u16::from_le_bytes([page[special + at], page[special + at + 1]])
+    u16_at(page, special + at)
 }
 
 fn inject(fx: &mut Fixture) -> Vec<Case> {
@@ -418,15 +382,13 @@ fn inject(fx: &mut Fixture) -> Vec<Case> {
 }
 
 /// The findings of this check as (file, block, kind, heap block, heap offset).
-fn tid_findings(run: &Run) -> BTreeSet<(String, u64, String, u64, u64)> {
+fn tid_findings(run: &Run) -> BTreeSet<(Place, u64, u64)> {
     run.findings
         .iter()
         .filter(|f| matches!(f["kind"].as_str(), Some("index_tid_invalid" | "lost_write")))
         .map(|f| {
             (
-                f["file"].as_str().unwrap_or("?").to_string(),
-                f["block"].as_u64().unwrap_or(u64::MAX),
-                f["kind"].as_str().unwrap_or("?").to_string(),
+                place_of(f),
                 f["detail"]["heap_block"].as_u64().unwrap_or(0),
                 f["detail"]["heap_offset"].as_u64().unwrap_or(0),
             )
@@ -440,31 +402,26 @@ fn scenario(major: u32, checksums: bool) {
 
     // Healthy and churned: nothing to report, and every index's TIDs were checked.
     let clean = verify_extended(&datadir, &[]);
-    assert_clean(&clean, &format!("PostgreSQL {major}: healthy cluster"));
-    let summary = clean.summary.clone().expect("summary");
-    let ext = &summary["extended"];
-    assert!(
-        ext["tid_indexes_checked"].as_u64().unwrap_or(0) >= 9,
-        "{summary}"
-    );
-    assert_eq!(ext["tid_indexes_not_checked"], 0, "{summary}");
-    assert!(
-        ext["tids_checked"].as_u64().unwrap_or(0) >= 6 * 5500,
-        "{summary}"
-    );
-    assert_eq!(ext["tids_not_checked"], 0, "{summary}");
     // The hash, GiST, SP-GiST and GIN indexes' graphs were checked too.
-    assert!(
-        ext["index_graphs_checked"].as_u64().unwrap_or(0) >= 4,
-        "{summary}"
-    );
-    assert_eq!(ext["index_graphs_not_checked"], 0, "{summary}");
+    let minimums = [
+        ("tid_indexes_checked", 9),
+        ("tids_checked", 6 * 5500),
+        ("index_graphs_checked", 4),
+    ];
+    let ext = assert_healthy_extended(&clean, major, &minimums);
+    for counter in [
+        "tid_indexes_not_checked",
+        "tids_not_checked",
+        "index_graphs_not_checked",
+    ] {
+        assert_eq!(ext[counter], 0, "{counter}: {ext}");
+    }
     // Shut down in recovery (a standby's pages may stand at different points of the WAL), the
     // graphs are counted as not checked, with the reason.
-    common::set_db_state(&datadir, 2);
+    set_db_state(&datadir, 2);
     let standby = verify_extended(&datadir, &["--verbose"]);
-    common::set_db_state(&datadir, 1);
-    let ext = &standby.summary.as_ref().expect("summary")["extended"];
+    set_db_state(&datadir, 1);
+    let ext = standby.extended();
     assert_eq!(ext["index_graphs_checked"], 0, "{ext}");
     assert!(
         ext["index_graphs_not_checked"].as_u64().unwrap_or(0) >= 4,
@@ -481,7 +438,7 @@ fn scenario(major: u32, checksums: bool) {
     // An index checked without its table: counted, not reported.
     let alone = verify_extended(&datadir, &["-i", "public.t_k", "--verbose"]);
     assert_eq!(alone.status, 0, "{alone}");
-    let ext = &alone.summary.as_ref().expect("summary")["extended"];
+    let ext = alone.extended();
     assert_eq!(ext["tid_indexes_checked"], 0, "{ext}");
     assert!(
         ext["tid_indexes_not_checked"].as_u64().unwrap_or(0) >= 1,
@@ -560,14 +517,7 @@ fn scenario(major: u32, checksums: bool) {
     }
 
     // The same findings when the facts spill to disk.
-    let temp = tempfile::tempdir().expect("temp dir");
-    let temp_arg = temp.path().display().to_string();
-    let small = verify_extended(&datadir, &["--memory", "256k", "--temp-dir", &temp_arg]);
-    let spilled = &small.summary.as_ref().expect("summary")["extended"];
-    assert!(
-        spilled["spill_files"].as_u64().unwrap_or(0) > 0,
-        "{spilled}"
-    );
+    let (small, _temp) = verify_spilled(&datadir, "256k");
     assert_eq!(
         tid_findings(&small),
         tid_findings(&run),
@@ -575,15 +525,13 @@ fn scenario(major: u32, checksums: bool) {
     );
 
     let hits = amcheck_hits(&mut fx, &cases);
-    eprintln!("PostgreSQL {major} (checksums {checksums}): case | pgcheckdb | pg_amcheck");
-    for c in &cases {
-        eprintln!(
-            "  {:<58} | yes ({}) | {}",
-            c.name,
-            c.kind,
-            hits.get(c.name).map_or("no", String::as_str)
-        );
-    }
+    let heading =
+        format!("PostgreSQL {major} (checksums {checksums}): case | pgcheckdb | pg_amcheck");
+    let rows = cases.iter().map(|c| {
+        let theirs = hits.get(c.name).map_or("no", String::as_str);
+        (c.name, format!("yes ({})", c.kind), theirs)
+    });
+    amcheck::print_table(&heading, 58, rows);
 
     // An index left invalid (as a failed CREATE INDEX CONCURRENTLY leaves it) may be built in
     // part: its graph is counted as not checked, with the reason.
@@ -612,36 +560,12 @@ fn amcheck_hits(
     fx: &mut Fixture,
     cases: &[Case],
 ) -> std::collections::BTreeMap<&'static str, String> {
-    fx.cluster.start().expect("start damaged cluster");
-    fx.cluster
-        .psql("postgres", "CREATE EXTENSION IF NOT EXISTS amcheck;")
-        .expect("create extension amcheck");
-    let sock = fx.cluster.socket_dir().display().to_string();
-    let args = [
-        "-h",
-        &sock,
-        "-U",
-        "postgres",
-        "-d",
-        "postgres",
-        "--heapallindexed",
-        "--parent-check",
-        "--no-dependent-toast",
-    ];
-    let out = fx
-        .cluster
-        .command("pg_amcheck")
-        .args(args)
-        .output()
-        .expect("run pg_amcheck");
-    fx.cluster.stop().expect("stop");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    eprintln!("--- pg_amcheck output ---\n{text}--- end ---");
+    let mut args = amcheck::HEAPALLINDEXED.to_vec();
+    args.push("--no-dependent-toast");
+    let text = amcheck::on_stopped(&mut fx.cluster, &args);
     let mut hits = std::collections::BTreeMap::new();
     for c in cases {
-        let rel = format!("\"postgres.public.{}\"", c.relation);
-        if let Some(line) = text.lines().find(|l| l.contains(&rel)) {
+        if let Some(line) = amcheck::line_naming(&text, c.relation) {
             hits.insert(c.name, format!("yes: {}", line.trim()));
         }
     }

@@ -19,39 +19,21 @@ use pgcheckdb_pg::format::heap::HeapTupleHeader;
 use pgcheckdb_pg::format::itemid::{line_pointers, LpFlags};
 use pgcheckdb_pg::format::page::PageHeader;
 use pgcheckdb_pg::ops::corrupt;
-use pgcheckdb_testkit::run::Run;
-use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ};
+use pgcheckdb_testkit::asserts::assert_healthy_extended;
+use pgcheckdb_testkit::bytes::{put_u32, u32_at};
+use pgcheckdb_testkit::run::{Place, Run};
+use pgcheckdb_testkit::{amcheck, loaded, Cluster, BLCKSZ};
 
-use common::{amcheck_heapallindexed, assert_clean, edit, verify_extended};
+use common::{edit, verify_extended, verify_spilled};
 
-#[test]
-fn toast_pg14_checksums() {
-    scenario(14, true);
-}
-
-#[test]
-fn toast_pg15_no_checksums() {
-    scenario(15, false);
-}
-
-#[test]
-fn toast_pg16_checksums() {
-    scenario(16, true);
-}
-
-#[test]
-fn toast_pg17_no_checksums() {
-    scenario(17, false);
-}
-
-#[test]
-fn toast_pg18_checksums() {
-    scenario(18, true);
-}
-
-#[test]
-fn toast_pg18_no_checksums() {
-    scenario(18, false);
+pgcheckdb_testkit::version_tests! {
+    scenario;
+    toast_pg14_checksums(14, true),
+    toast_pg15_no_checksums(15, false),
+    toast_pg16_checksums(16, true),
+    toast_pg17_no_checksums(17, false),
+    toast_pg18_checksums(18, true),
+    toast_pg18_no_checksums(18, false),
 }
 
 /// Tables of `(id int, note text, payload bytea EXTERNAL)`, one injected case each; `t_ok`
@@ -109,19 +91,13 @@ fn schema_sql() -> String {
 
 struct Fixture {
     cluster: Cluster,
-    major: u32,
     /// Per table: main fork path, TOAST fork path, `reltoastrelid`.
     rels: BTreeMap<&'static str, (String, String, u32)>,
 }
 
 impl Fixture {
     fn build(major: u32, checksums: bool) -> Fixture {
-        require_binaries(major);
-        let opts = ClusterOptions::new(major, checksums)
-            .throwaway()
-            .setting("autovacuum", "off");
-        let mut cluster = Cluster::init_temp(&opts).expect("initdb");
-        cluster.start().expect("start");
+        let mut cluster = loaded::started(major, checksums);
         cluster
             .psql("postgres", &schema_sql())
             .expect("load schema");
@@ -150,11 +126,7 @@ impl Fixture {
             rels.insert(t, (main, toast, oid.parse().expect("oid")));
         }
         cluster.stop().expect("stop");
-        Fixture {
-            cluster,
-            major,
-            rels,
-        }
+        Fixture { cluster, rels }
     }
 
     fn path(&self, rel: &str) -> PathBuf {
@@ -183,14 +155,6 @@ struct Pointer {
     /// Where its `varatt_external` starts in the page.
     at: usize,
     valueid: u32,
-}
-
-fn u32_at(p: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(p[at..at + 4].try_into().unwrap())
-}
-
-fn put_u32(p: &mut [u8], at: usize, v: u32) {
-    p[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
 
 fn blocks(path: &Path) -> u64 {
@@ -418,22 +382,11 @@ fn inject(fx: &Fixture) -> Vec<Case> {
     cases
 }
 
-/// Errors and warnings as (kind, file, block).
-/// Errors and warnings as (kind, file, block). `index_entry_missing` is left out: a chunk whose
+/// Errors and warnings as (file, block, kind). `index_entry_missing` is left out: a chunk whose
 /// `chunk_seq` was changed also lacks its entry in the TOAST index (heap -> index, tested in
 /// extended_allindexed.rs).
-fn problems(run: &Run) -> BTreeSet<(String, String, u64)> {
-    run.problems()
-        .iter()
-        .filter(|f| f["kind"] != "index_entry_missing")
-        .map(|f| {
-            (
-                f["kind"].as_str().unwrap_or("?").to_string(),
-                f["file"].as_str().unwrap_or("?").to_string(),
-                f["block"].as_u64().unwrap_or(u64::MAX),
-            )
-        })
-        .collect()
+fn problems(run: &Run) -> BTreeSet<Place> {
+    run.problem_places_except("index_entry_missing")
 }
 
 fn scenario(major: u32, checksums: bool) {
@@ -443,32 +396,21 @@ fn scenario(major: u32, checksums: bool) {
     // Healthy, with deleted rows and an aborted insert left unvacuumed: no error or warning,
     // the values were checked, the leftover chunks are one info per TOAST relation.
     let clean = verify_extended(&datadir, &[]);
-    assert_clean(&clean, &format!("PostgreSQL {major}: healthy cluster"));
-    let ext = clean.summary.clone().expect("summary")["extended"].clone();
-    assert!(
-        ext["toast_relations_checked"].as_u64().unwrap_or(0) >= 8,
-        "{ext}"
-    );
     // 6 tables x 60 rows, less 12 deleted, plus 2 x 30 compressed values.
-    assert!(
-        ext["toast_values_checked"].as_u64().unwrap_or(0) >= 6 * 60 - 12 + 60,
-        "{ext}"
-    );
+    let minimums = [
+        ("toast_relations_checked", 8),
+        ("toast_values_checked", 6 * 60 - 12 + 60),
+    ];
+    assert_healthy_extended(&clean, major, &minimums);
     let ok_toast = &fx.rels["t_ok"].1;
     let info = clean
-        .findings
-        .iter()
-        .find(|f| f["kind"] == "toast_chunks_unreferenced" && f["file"] == ok_toast.as_str())
+        .find_in("toast_chunks_unreferenced", ok_toast)
         .unwrap_or_else(|| panic!("no unreferenced-chunk info for t_ok's TOAST\n{clean}"));
     assert_eq!(info["severity"], "info", "{info}");
     // 12 deleted rows, 12 replaced values, 5 aborted rows: 29 values of six chunks.
     assert_eq!(info["detail"]["values"], 29, "{info}");
     assert_eq!(info["detail"]["chunks"], 29 * 6, "{info}");
-    let infos = clean
-        .findings
-        .iter()
-        .filter(|f| f["kind"] == "toast_chunks_unreferenced")
-        .count();
+    let infos = clean.of_kind("toast_chunks_unreferenced").len();
     assert_eq!(
         infos, 3,
         "one info per TOAST relation with leftovers\n{clean}"
@@ -477,17 +419,13 @@ fn scenario(major: u32, checksums: bool) {
     let cases = inject(&fx);
     let run = verify_extended(&datadir, &[]);
     assert_eq!(run.status, 2, "PostgreSQL {major}: damaged cluster\n{run}");
-    let expected: BTreeSet<(String, String, u64)> = cases
+    let expected: BTreeSet<Place> = cases
         .iter()
-        .map(|c| (c.kind.to_string(), c.file.clone(), c.block))
+        .map(|c| (c.file.clone(), c.block, c.kind.to_string()))
         .collect();
     assert_eq!(problems(&run), expected, "PostgreSQL {major}\n{run}");
     for c in &cases {
-        let f = run
-            .findings
-            .iter()
-            .find(|f| f["kind"] == c.kind && f["file"] == c.file.as_str() && f["block"] == c.block)
-            .expect("found above");
+        let f = run.find_at(c.kind, &c.file, c.block).expect("found above");
         assert_eq!(f["database"]["name"], "postgres", "{f}");
         if c.kind != "toast_value_invalid" {
             continue;
@@ -507,14 +445,7 @@ fn scenario(major: u32, checksums: bool) {
     }
 
     // The same when the facts spill to disk.
-    let temp = tempfile::tempdir().expect("temp dir");
-    let temp_arg = temp.path().display().to_string();
-    let small = verify_extended(&datadir, &["--memory", "256k", "--temp-dir", &temp_arg]);
-    let spilled = &small.summary.as_ref().expect("summary")["extended"];
-    assert!(
-        spilled["spill_files"].as_u64().unwrap_or(0) > 0,
-        "no spill: {spilled}"
-    );
+    let (small, _temp) = verify_spilled(&datadir, "256k");
     assert_eq!(
         problems(&small),
         expected,
@@ -522,11 +453,12 @@ fn scenario(major: u32, checksums: bool) {
     );
 
     let hits = amcheck_hits(fx, &cases);
-    eprintln!("PostgreSQL {major} (checksums {checksums}): case | pgcheckdb | pg_amcheck");
-    for c in &cases {
-        let amcheck = if hits.contains(c.table) { "yes" } else { "no" };
-        eprintln!("  {:<52} | {} | {amcheck}", c.name, c.kind);
-    }
+    let heading =
+        format!("PostgreSQL {major} (checksums {checksums}): case | pgcheckdb | pg_amcheck");
+    let rows = cases
+        .iter()
+        .map(|c| (c.name, c.kind, amcheck::yes_no(hits.contains(c.table))));
+    amcheck::print_table(&heading, 52, rows);
     for t in ["t_del", "t_dup", "t_short", "t_vid", "t_ok"] {
         assert!(
             hits.contains(t),
@@ -538,15 +470,10 @@ fn scenario(major: u32, checksums: bool) {
 /// Runs `pg_amcheck --heapallindexed --parent-check` on the started damaged cluster (TOAST
 /// checked with the tables); returns the tables it reports.
 fn amcheck_hits(mut fx: Fixture, cases: &[Case]) -> BTreeSet<&'static str> {
-    fx.cluster
-        .start()
-        .expect("start damaged cluster for pg_amcheck");
-    let (_, text) = amcheck_heapallindexed(&fx.cluster);
-    fx.cluster.stop().expect("stop");
-    eprintln!("--- pg_amcheck {} output ---\n{text}--- end ---", fx.major);
+    let text = amcheck::on_stopped(&mut fx.cluster, &amcheck::HEAPALLINDEXED);
     cases
         .iter()
-        .filter(|c| text.contains(&format!("\"postgres.public.{}\"", c.table)))
+        .filter(|c| amcheck::names(&text, c.table))
         .map(|c| c.table)
         .collect()
 }

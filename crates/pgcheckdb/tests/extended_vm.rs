@@ -16,42 +16,24 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use pgcheckdb_pg::format::heap::infomask as im;
-use pgcheckdb_pg::format::itemid::{line_pointers, LpFlags};
-use pgcheckdb_pg::format::page::PageHeader;
 use pgcheckdb_pg::ops::corrupt;
-use pgcheckdb_testkit::run::Run;
+use pgcheckdb_testkit::amcheck;
+use pgcheckdb_testkit::asserts::{assert_healthy_extended, assert_message_names};
+use pgcheckdb_testkit::bytes::{put_u16, u16_at, u32_at};
+use pgcheckdb_testkit::control::set_db_state;
+use pgcheckdb_testkit::loaded_cluster;
 use pgcheckdb_testkit::{Cluster, BLCKSZ};
 
-use common::{amcheck_heapallindexed, assert_clean, edit, loaded_cluster, verify_extended};
+use common::{edit, normal_items, verify_extended, verify_spilled};
 
-#[test]
-fn vm_pg14_checksums() {
-    scenario(14, true);
-}
-
-#[test]
-fn vm_pg15_no_checksums() {
-    scenario(15, false);
-}
-
-#[test]
-fn vm_pg16_checksums() {
-    scenario(16, true);
-}
-
-#[test]
-fn vm_pg17_no_checksums() {
-    scenario(17, false);
-}
-
-#[test]
-fn vm_pg18_checksums() {
-    scenario(18, true);
-}
-
-#[test]
-fn vm_pg18_no_checksums() {
-    scenario(18, false);
+pgcheckdb_testkit::version_tests! {
+    scenario;
+    vm_pg14_checksums(14, true),
+    vm_pg15_no_checksums(15, false),
+    vm_pg16_checksums(16, true),
+    vm_pg17_no_checksums(17, false),
+    vm_pg18_checksums(18, true),
+    vm_pg18_no_checksums(18, false),
 }
 
 /// One table per case; `h_*` tables hold 20 small rows on one page.
@@ -114,20 +96,17 @@ struct Tuple {
 }
 
 fn tuples(page: &[u8]) -> Vec<Tuple> {
-    let h = PageHeader::parse(page).expect("heap page header");
-    line_pointers(page, &h)
+    normal_items(page)
         .iter()
-        .filter(|lp| lp.lp_flags == LpFlags::Normal)
         .map(|lp| {
             let at = lp.lp_off as usize;
-            let u32_at = |o: usize| u32::from_le_bytes(page[o..o + 4].try_into().unwrap());
             let hoff = page[at + T_HOFF] as usize;
             Tuple {
                 offnum: lp.offnum,
                 at,
-                id: u32_at(at + hoff) as i32,
-                xmin: u32_at(at + T_XMIN),
-                infomask: u16::from_le_bytes([page[at + T_INFOMASK], page[at + T_INFOMASK + 1]]),
+                id: u32_at(page, at + hoff) as i32,
+                xmin: u32_at(page, at + T_XMIN),
+                infomask: u16_at(page, at + T_INFOMASK),
             }
         })
         .collect()
@@ -156,13 +135,11 @@ fn set_vm_bits(vm: &Path, blkno: u64, bits: u8) {
 const PD_ALL_VISIBLE: u16 = 0x0004;
 
 fn set_pd_flags(page: &mut [u8], set: u16, clear: u16) {
-    let flags = (u16::from_le_bytes([page[10], page[11]]) & !clear) | set;
-    page[10..12].copy_from_slice(&flags.to_le_bytes());
+    put_u16(page, 10, (u16_at(page, 10) & !clear) | set);
 }
 
 fn set_infomask(page: &mut [u8], t: &Tuple, set: u16, clear: u16) {
-    let mask = (t.infomask & !clear) | set;
-    page[t.at + T_INFOMASK..t.at + T_INFOMASK + 2].copy_from_slice(&mask.to_le_bytes());
+    put_u16(page, t.at + T_INFOMASK, (t.infomask & !clear) | set);
 }
 
 /// One injected case: where its finding must be.
@@ -379,25 +356,8 @@ fn inject(fx: &Fixture) -> Vec<Case> {
     cases
 }
 
-/// This test's findings as (file, block, kind).
-fn vm_findings(run: &Run) -> BTreeSet<(String, u64, String)> {
-    run.findings
-        .iter()
-        .filter(|f| {
-            matches!(
-                f["kind"].as_str(),
-                Some("visibility_map_wrong" | "hint_bit_invalid" | "lost_write")
-            )
-        })
-        .map(|f| {
-            (
-                f["file"].as_str().unwrap_or("?").to_string(),
-                f["block"].as_u64().unwrap_or(u64::MAX),
-                f["kind"].as_str().unwrap_or("?").to_string(),
-            )
-        })
-        .collect()
-}
+/// The kinds of finding these injections may give.
+const KINDS: [&str; 3] = ["visibility_map_wrong", "hint_bit_invalid", "lost_write"];
 
 fn scenario(major: u32, checksums: bool) {
     let (cluster, paths) = loaded_cluster(major, checksums, &schema_sql(), &TABLES);
@@ -410,17 +370,11 @@ fn scenario(major: u32, checksums: bool) {
 
     // Healthy: nothing to report, and the checks really ran.
     let clean = verify_extended(&datadir, &[]);
-    assert_clean(&clean, &format!("PostgreSQL {major}: healthy cluster"));
-    let summary = clean.summary.clone().expect("summary");
-    let ext = &summary["extended"];
-    assert!(
-        ext["visibility_maps_checked"].as_u64().unwrap_or(0) >= 5,
-        "{summary}"
-    );
-    assert!(
-        ext["hint_bits_tables_checked"].as_u64().unwrap_or(0) >= 9,
-        "{summary}"
-    );
+    let minimums = [
+        ("visibility_maps_checked", 5),
+        ("hint_bits_tables_checked", 9),
+    ];
+    assert_healthy_extended(&clean, major, &minimums);
 
     let cases = inject(&fx);
     let run = verify_extended(&datadir, &[]);
@@ -428,27 +382,17 @@ fn scenario(major: u32, checksums: bool) {
     let mut expected = BTreeSet::new();
     for c in &cases {
         let rel = fx.rel(c.table);
-        let f = run
-            .findings
-            .iter()
-            .find(|f| f["kind"] == c.kind && f["file"] == rel.as_str() && f["block"] == c.block)
-            .unwrap_or_else(|| {
-                panic!(
-                    "PostgreSQL {major}: \"{}\" not found: expected {} at {rel} block {}\n{run}",
-                    c.name, c.kind, c.block
-                )
-            });
+        let f = run.find_at(c.kind, &rel, c.block).unwrap_or_else(|| {
+            panic!(
+                "PostgreSQL {major}: \"{}\" not found: expected {} at {rel} block {}\n{run}",
+                c.name, c.kind, c.block
+            )
+        });
         assert_eq!(f["relation"]["name"], format!("public.{}", c.table), "{f}");
         assert_eq!(f["severity"], "error", "{f}");
         if let Some(off) = c.offset {
             assert_eq!(f["offset"], off, "{}: {f}", c.name);
-            assert!(
-                f["message"]
-                    .as_str()
-                    .unwrap_or("")
-                    .contains(&off.to_string()),
-                "{f}"
-            );
+            assert_message_names(f, off);
         }
         if let Some((key, value)) = c.detail {
             assert_eq!(f["detail"][key], value, "{}: {f}", c.name);
@@ -463,31 +407,21 @@ fn scenario(major: u32, checksums: bool) {
         expected.insert((rel, c.block, c.kind.to_string()));
     }
     assert_eq!(
-        vm_findings(&run),
+        run.places_of(&KINDS),
         expected,
         "PostgreSQL {major}: exactly the injected cases\n{run}"
     );
     for f in run.problems() {
         assert!(
-            matches!(
-                f["kind"].as_str(),
-                Some("visibility_map_wrong" | "hint_bit_invalid" | "lost_write")
-            ),
+            KINDS.iter().any(|k| f["kind"] == *k),
             "PostgreSQL {major}: another finding from these injections: {f}"
         );
     }
 
     // The same findings when the facts spill to disk (the merge streams them back in order).
-    let temp = tempfile::tempdir().expect("temp dir");
-    let temp_arg = temp.path().display().to_string();
-    let small = verify_extended(&datadir, &["--memory", "64k", "--temp-dir", &temp_arg]);
-    let spilled = &small.summary.as_ref().expect("summary")["extended"];
-    assert!(
-        spilled["spill_files"].as_u64().unwrap_or(0) > 0,
-        "no spill: {spilled}"
-    );
+    let (small, _temp) = verify_spilled(&datadir, "64k");
     assert_eq!(
-        vm_findings(&small),
+        small.places_of(&KINDS),
         expected,
         "PostgreSQL {major}: with spills\n{small}"
     );
@@ -498,7 +432,7 @@ fn scenario(major: u32, checksums: bool) {
     // the WAL: the map is not compared (and the summary says why); the hint bits still are.
     mark_shut_down_in_recovery(&datadir);
     let standby = verify_extended(&datadir, &[]);
-    let ext = &standby.summary.as_ref().expect("summary")["extended"];
+    let ext = standby.extended();
     assert!(
         ext["visibility_maps_not_checked"].as_str().is_some()
             && ext["visibility_maps_checked"] == 0,
@@ -511,11 +445,7 @@ fn scenario(major: u32, checksums: bool) {
             .all(|f| f["kind"] != "visibility_map_wrong"),
         "PostgreSQL {major}: shut down in recovery\n{standby}"
     );
-    let hints = standby
-        .findings
-        .iter()
-        .filter(|f| f["kind"] == "hint_bit_invalid")
-        .count();
+    let hints = standby.of_kind("hint_bit_invalid").len();
     assert_eq!(
         hints, 4,
         "PostgreSQL {major}: shut down in recovery\n{standby}"
@@ -526,7 +456,7 @@ fn scenario(major: u32, checksums: bool) {
 /// byte 16), with the CRC recomputed where the file has it (found as the offset whose stored
 /// CRC matches the bytes before it).
 fn mark_shut_down_in_recovery(datadir: &Path) {
-    common::set_db_state(datadir, 2);
+    set_db_state(datadir, 2);
 }
 
 /// `pg_check_visible` and `pg_check_frozen` of every case's table, and pg_amcheck's output,
@@ -577,7 +507,7 @@ fn cross_check(fx: &mut Fixture, cases: &[Case]) {
         }
         report.push((c, !visible.is_empty() || !frozen.is_empty()));
     }
-    let (amcheck_ok, text) = amcheck_heapallindexed(&fx.cluster);
+    let (amcheck_ok, text) = amcheck::heapallindexed(&fx.cluster);
     fx.cluster.stop().expect("stop");
     eprintln!("--- pg_amcheck output ---\n{text}--- end ---");
     // amcheck trusts hint bits and does not read the visibility map: none of these is its.

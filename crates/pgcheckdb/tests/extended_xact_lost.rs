@@ -17,14 +17,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use pgcheckdb_pg::format::heap::infomask as im;
-use pgcheckdb_pg::format::itemid::{line_pointers, LpFlags};
-use pgcheckdb_pg::format::page::PageHeader;
+use pgcheckdb_testkit::amcheck;
+use pgcheckdb_testkit::asserts::{assert_clean, assert_status};
+use pgcheckdb_testkit::bytes::{u16_at, u32_at};
+use pgcheckdb_testkit::control::set_db_state;
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{Cluster, ClusterOptions, MAJORS};
 
-use common::{
-    amcheck_heapallindexed, assert_clean, assert_status, read_block, set_db_state, verify_extended,
-};
+use common::{normal_items, read_block, verify_extended};
 
 /// Table `h`: five inserting transactions of 150 rows (several pages each). Table `d`: ten rows
 /// on one page (free enough that no reader prunes it), three deleted by one transaction. A
@@ -56,15 +56,17 @@ const T_INFOMASK: usize = 20;
 
 /// `(offset, xmin, xmax, infomask)` of the normal tuples of a heap page.
 fn tuples(page: &[u8]) -> Vec<(u16, u32, u32, u16)> {
-    let h = PageHeader::parse(page).expect("heap page header");
-    let u32_at = |o: usize| u32::from_le_bytes(page[o..o + 4].try_into().unwrap());
-    line_pointers(page, &h)
+    normal_items(page)
         .iter()
-        .filter(|lp| lp.lp_flags == LpFlags::Normal)
         .map(|lp| {
             let at = lp.lp_off as usize;
-            let mask = u16::from_le_bytes([page[at + T_INFOMASK], page[at + T_INFOMASK + 1]]);
-            (lp.offnum, u32_at(at + T_XMIN), u32_at(at + T_XMAX), mask)
+            let mask = u16_at(page, at + T_INFOMASK);
+            (
+                lp.offnum,
+                u32_at(page, at + T_XMIN),
+                u32_at(page, at + T_XMAX),
+                mask,
+            )
         })
         .collect()
 }
@@ -234,7 +236,7 @@ fn scenario(major: u32) {
     // amcheck's heap check trusts a set commit hint: the same damage passes it (on 14-18).
     set_db_state(&datadir, 1);
     cluster.start().expect("start the damaged cluster");
-    let (ok, out) = amcheck_heapallindexed(&cluster);
+    let (ok, out) = amcheck::heapallindexed(&cluster);
     println!("{what}: pg_amcheck --heapallindexed --parent-check:\n{out}");
     assert!(ok, "{what}: pg_amcheck found the damage too:\n{out}");
     cluster.stop().expect("stop");

@@ -12,10 +12,12 @@ use std::path::{Path, PathBuf};
 
 use pgcheckdb_pg::format::checksum::pg_checksum_page;
 use pgcheckdb_pg::ops::corrupt::{self, Damage};
+use pgcheckdb_testkit::asserts::{assert_problems, assert_status, finding, key};
+use pgcheckdb_testkit::loaded_cluster;
 use pgcheckdb_testkit::run::{self, Run};
 use pgcheckdb_testkit::{pg_checksums, Cluster, BLCKSZ};
 
-use common::{assert_problems, assert_status, bin, finding, key, verify};
+use common::{bin, verify};
 
 /// Blocks of the large table with checksums.
 const WIDE_BLOCKS: u64 = 3000;
@@ -24,34 +26,18 @@ const FLIPS: u64 = 200;
 /// The two pages swapped in the large table (never among the flipped ones).
 const SWAP: (u64, u64) = (1000, 2000);
 
-#[test]
-fn precision_pg14() {
-    with_checksums(14);
-    without_checksums(14);
+pgcheckdb_testkit::version_tests! {
+    precision;
+    precision_pg14(14),
+    precision_pg15(15),
+    precision_pg16(16),
+    precision_pg17(17),
+    precision_pg18(18),
 }
 
-#[test]
-fn precision_pg15() {
-    with_checksums(15);
-    without_checksums(15);
-}
-
-#[test]
-fn precision_pg16() {
-    with_checksums(16);
-    without_checksums(16);
-}
-
-#[test]
-fn precision_pg17() {
-    with_checksums(17);
-    without_checksums(17);
-}
-
-#[test]
-fn precision_pg18() {
-    with_checksums(18);
-    without_checksums(18);
+fn precision(major: u32) {
+    with_checksums(major);
+    without_checksums(major);
 }
 
 /// `mask`, or the next odd mask after it, whichever changes the page's data checksum: a 16-bit
@@ -71,7 +57,7 @@ fn detectable_mask(page: &[u8], block: u64, offset: usize, mask: u8) -> u8 {
 
 /// A stopped cluster loaded with `sql`, and the data-directory-relative paths of `tables`.
 fn cluster(major: u32, checksums: bool, sql: &str, tables: &[&str]) -> (Cluster, Vec<String>) {
-    common::loaded_cluster(major, checksums, sql, tables)
+    loaded_cluster(major, checksums, sql, tables)
 }
 
 fn swap_blocks(path: &Path, a: u64, b: u64) {

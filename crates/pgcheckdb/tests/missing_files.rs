@@ -13,34 +13,19 @@ mod common;
 use std::collections::BTreeSet;
 use std::fs;
 
+use pgcheckdb_testkit::asserts::assert_status;
 use pgcheckdb_testkit::{standard_cluster, StandardCluster, BLCKSZ};
 use serde_json::Value;
 
-use common::{assert_status, verify};
+use common::verify;
 
-#[test]
-fn missing_files_pg14() {
-    scenario(14, true);
-}
-
-#[test]
-fn missing_files_pg15() {
-    scenario(15, false);
-}
-
-#[test]
-fn missing_files_pg16() {
-    scenario(16, true);
-}
-
-#[test]
-fn missing_files_pg17() {
-    scenario(17, false);
-}
-
-#[test]
-fn missing_files_pg18() {
-    scenario(18, true);
+pgcheckdb_testkit::version_tests! {
+    scenario;
+    missing_files_pg14(14, true),
+    missing_files_pg15(15, false),
+    missing_files_pg16(16, true),
+    missing_files_pg17(17, false),
+    missing_files_pg18(18, true),
 }
 
 const GID: &str = "px-missing";

@@ -15,29 +15,13 @@ use serde_json::Value;
 
 use common::verify;
 
-#[test]
-fn naming_pg14() {
-    scenario(14, false);
-}
-
-#[test]
-fn naming_pg15() {
-    scenario(15, true);
-}
-
-#[test]
-fn naming_pg16() {
-    scenario(16, false);
-}
-
-#[test]
-fn naming_pg17() {
-    scenario(17, true);
-}
-
-#[test]
-fn naming_pg18() {
-    scenario(18, false);
+pgcheckdb_testkit::version_tests! {
+    scenario;
+    naming_pg14(14, false),
+    naming_pg15(15, true),
+    naming_pg16(16, false),
+    naming_pg17(17, true),
+    naming_pg18(18, false),
 }
 
 /// A relation to damage and the names the report must give it.
@@ -176,16 +160,10 @@ fn damaged_pg_class(sc: &StandardCluster) {
     .expect("damage pg_class");
     let run = verify(sc.datadir(), 2);
     let warning = run
-        .findings
-        .iter()
-        .find(|f| f["kind"] == "catalog_unreadable" && f["file"] == file.as_str())
+        .find_in("catalog_unreadable", &file)
         .unwrap_or_else(|| panic!("no catalog_unreadable finding for {file}\n{run}"));
     assert_eq!(warning["severity"], "warning", "{warning}");
-    let orphans: Vec<&Value> = run
-        .findings
-        .iter()
-        .filter(|f| f["kind"] == "orphan_file")
-        .collect();
+    let orphans = run.of_kind("orphan_file");
     assert!(
         orphans.is_empty(),
         "files of a database with a damaged pg_class called orphans: {orphans:#?}"

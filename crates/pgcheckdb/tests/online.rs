@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use pgcheckdb_testkit::run::{self, Run};
-use pgcheckdb_testkit::{Cluster, ClusterOptions};
+use pgcheckdb_testkit::{loaded, Cluster, ClusterOptions};
 
 /// How long each load runs: three minutes, with `verify --online` repeated throughout.
 const LOAD_SECS: u64 = 180;
@@ -40,18 +40,10 @@ fn loaded_primary(major: u32, checksums: bool) -> Cluster {
         .setting("checkpoint_timeout", "30s")
         .setting("max_wal_size", "256MB")
         .setting("autovacuum_naptime", "5s");
-    let mut c = Cluster::init_temp(&opts).expect("initdb");
-    c.start().expect("start");
-    c.pgbench("postgres", &["-i", "-q", "-s", "20"])
-        .expect("pgbench -i");
-    c.psql(
-        "postgres",
-        "CREATE TABLE cold_bad AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 3000) g; \
-         CREATE TABLE cold_lsn AS SELECT g AS id, repeat('y', 200) AS pad FROM generate_series(1, 3000) g; \
-         VACUUM FREEZE cold_bad; VACUUM FREEZE cold_lsn; CHECKPOINT;",
-    )
-    .expect("cold tables");
-    c
+    let cold = "CREATE TABLE cold_bad AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 3000) g; \
+                CREATE TABLE cold_lsn AS SELECT g AS id, repeat('y', 200) AS pad FROM generate_series(1, 3000) g; \
+                VACUUM FREEZE cold_bad; VACUUM FREEZE cold_lsn; CHECKPOINT;";
+    loaded::pgbench_primary(&opts, 20, cold)
 }
 
 /// Damages the two cold tables in place while the server runs; returns their files and the
@@ -240,39 +232,19 @@ fn verify_under_load(major: u32, primary: &Cluster, c: &Cluster, load_secs: u64)
     assert!(from_server > 0, "no commit status was asked of the server");
 }
 
-#[test]
-fn online_under_load_pg14() {
-    online_under_load(14, LOAD_SECS, true);
+pgcheckdb_testkit::version_tests! {
+    online_under_load;
+    online_under_load_pg14(14, LOAD_SECS, true),
+    online_under_load_pg15(15, LOAD_SECS, true),
+    online_under_load_pg16(16, LOAD_SECS, true),
+    online_under_load_pg17(17, LOAD_SECS, true),
+    online_under_load_pg18_no_checksums(18, LOAD_SECS, false),
 }
 
-#[test]
-fn online_under_load_pg15() {
-    online_under_load(15, LOAD_SECS, true);
-}
-
-#[test]
-fn online_under_load_pg16() {
-    online_under_load(16, LOAD_SECS, true);
-}
-
-#[test]
-fn online_under_load_pg17() {
-    online_under_load(17, LOAD_SECS, true);
-}
-
-#[test]
-fn online_under_load_pg18_no_checksums() {
-    online_under_load(18, LOAD_SECS, false);
-}
-
-#[test]
-fn online_standby_under_load_pg16() {
-    standby_under_load(16, LOAD_SECS);
-}
-
-#[test]
-fn online_standby_under_load_pg18() {
-    standby_under_load(18, LOAD_SECS);
+pgcheckdb_testkit::version_tests! {
+    standby_under_load;
+    online_standby_under_load_pg16(16, LOAD_SECS),
+    online_standby_under_load_pg18(18, LOAD_SECS),
 }
 
 /// Sets `block` of the file at `path` to the server's current WAL insert position (newer than

@@ -12,6 +12,7 @@ use std::path::Path;
 
 use pgcheckdb_pg::format::page::PageHeader;
 use pgcheckdb_pg::ops::corrupt::{self, Damage, HeaderDamage};
+use pgcheckdb_testkit::asserts::{assert_problems, assert_status, finding, key};
 use pgcheckdb_testkit::fixture::BIG_ROWS;
 use pgcheckdb_testkit::run::Key;
 use pgcheckdb_testkit::snapshot::{differences, snapshot};
@@ -19,34 +20,18 @@ use pgcheckdb_testkit::{
     pg_checksums, standard_cluster_with, FixtureOptions, StandardCluster, BLCKSZ, RELSEG_SIZE,
 };
 
-use common::{assert_problems, assert_status, finding, key, verify};
+use common::verify;
 
 /// Block of `big` damaged in segment 1 (counted inside segment 1).
 const BIG_BLOCK_IN_SEG1: u64 = 100;
 
-#[test]
-fn checksums_pg14() {
-    scenario(14);
-}
-
-#[test]
-fn checksums_pg15() {
-    scenario(15);
-}
-
-#[test]
-fn checksums_pg16() {
-    scenario(16);
-}
-
-#[test]
-fn checksums_pg17() {
-    scenario(17);
-}
-
-#[test]
-fn checksums_pg18() {
-    scenario(18);
+pgcheckdb_testkit::version_tests! {
+    scenario;
+    checksums_pg14(14),
+    checksums_pg15(15),
+    checksums_pg16(16),
+    checksums_pg17(17),
+    checksums_pg18(18),
 }
 
 fn scenario(major: u32) {

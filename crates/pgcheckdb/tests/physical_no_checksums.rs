@@ -10,33 +10,18 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
 use pgcheckdb_pg::ops::corrupt::{self, Damage, HeaderDamage};
+use pgcheckdb_testkit::asserts::{assert_problems, assert_status, key};
 use pgcheckdb_testkit::{standard_cluster, StandardCluster, BLCKSZ};
 
-use common::{assert_problems, assert_status, key, verify, verify_as};
+use common::{verify, verify_as};
 
-#[test]
-fn no_checksums_pg14() {
-    scenario(14);
-}
-
-#[test]
-fn no_checksums_pg15() {
-    scenario(15);
-}
-
-#[test]
-fn no_checksums_pg16() {
-    scenario(16);
-}
-
-#[test]
-fn no_checksums_pg17() {
-    scenario(17);
-}
-
-#[test]
-fn no_checksums_pg18() {
-    scenario(18);
+pgcheckdb_testkit::version_tests! {
+    scenario;
+    no_checksums_pg14(14),
+    no_checksums_pg15(15),
+    no_checksums_pg16(16),
+    no_checksums_pg17(17),
+    no_checksums_pg18(18),
 }
 
 fn scenario(major: u32) {

@@ -14,59 +14,25 @@ use std::process::Child;
 use std::thread::sleep;
 use std::time::Duration;
 
-use pgcheckdb_testkit::run::{self, Run};
+use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, UpgradeMode};
 
-use common::bin;
-
-#[test]
-fn crash_recovered_pg14() {
-    crash_recovered(14);
+pgcheckdb_testkit::version_tests! {
+    crash_recovered;
+    crash_recovered_pg14(14),
+    crash_recovered_pg15(15),
+    crash_recovered_pg16(16),
+    crash_recovered_pg17(17),
+    crash_recovered_pg18(18),
 }
 
-#[test]
-fn crash_recovered_pg15() {
-    crash_recovered(15);
-}
-
-#[test]
-fn crash_recovered_pg16() {
-    crash_recovered(16);
-}
-
-#[test]
-fn crash_recovered_pg17() {
-    crash_recovered(17);
-}
-
-#[test]
-fn crash_recovered_pg18() {
-    crash_recovered(18);
-}
-
-#[test]
-fn standby_shut_down_in_recovery_pg14() {
-    standby_shut_down_in_recovery(14);
-}
-
-#[test]
-fn standby_shut_down_in_recovery_pg15() {
-    standby_shut_down_in_recovery(15);
-}
-
-#[test]
-fn standby_shut_down_in_recovery_pg16() {
-    standby_shut_down_in_recovery(16);
-}
-
-#[test]
-fn standby_shut_down_in_recovery_pg17() {
-    standby_shut_down_in_recovery(17);
-}
-
-#[test]
-fn standby_shut_down_in_recovery_pg18() {
-    standby_shut_down_in_recovery(18);
+pgcheckdb_testkit::version_tests! {
+    standby_shut_down_in_recovery;
+    standby_shut_down_in_recovery_pg14(14),
+    standby_shut_down_in_recovery_pg15(15),
+    standby_shut_down_in_recovery_pg16(16),
+    standby_shut_down_in_recovery_pg17(17),
+    standby_shut_down_in_recovery_pg18(18),
 }
 
 #[test]
@@ -298,23 +264,7 @@ fn verify_standard(cluster: &Cluster) -> Run {
 
 /// `verify --level <level> --format json -j 2` on `cluster`.
 fn verify_level(cluster: &Cluster, level: &str) -> Run {
-    let datadir = cluster.datadir().display().to_string();
-    run::pgcheckdb(
-        &bin(),
-        &[
-            "verify",
-            "-D",
-            &datadir,
-            "--level",
-            level,
-            "--format",
-            "json",
-            "--no-progress",
-            "-j",
-            "2",
-        ],
-        None,
-    )
+    common::verify_level(cluster.datadir(), level)
 }
 
 /// Exit 0, no error or warning finding, and a summary showing the standard level read files.

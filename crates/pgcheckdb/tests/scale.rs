@@ -9,11 +9,12 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::fs::OpenOptions;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use pgcheckdb_cluster::{Cluster, ClusterOptions};
+use pgcheckdb_cluster::ClusterOptions;
 use pgcheckdb_pg::finding::FindingKind;
 use pgcheckdb_pg::format::control::ControlFile;
 use pgcheckdb_pg::format::relfile::ForkNumber;
 use pgcheckdb_pg::plan::Plan;
+use pgcheckdb_testkit::loaded;
 
 /// The allocator of this test binary: the system's, counting live and peak bytes.
 struct Counting;
@@ -68,17 +69,9 @@ const PEAK_BYTES_PER_FILE: usize = 200;
 
 #[test]
 fn a_table_of_1200_sparse_segments_is_planned_with_one_gap_and_little_memory_pg18() {
-    let mut c = Cluster::init_temp(&ClusterOptions::new(18, true)).expect("initdb 18");
-    c.start().expect("start");
-    c.psql(
-        "postgres",
-        "CREATE TABLE big (id int); INSERT INTO big VALUES (1); CHECKPOINT;",
-    )
-    .expect("fill");
-    let rel = c
-        .relation_filepath("postgres", "big")
-        .expect("relation file path");
-    c.stop().expect("stop");
+    let mut c = loaded::started_with(&ClusterOptions::new(18, true));
+    let fill = "CREATE TABLE big (id int); INSERT INTO big VALUES (1); CHECKPOINT;";
+    let rel = loaded::load_and_stop(&mut c, fill, &["big"]).remove(0);
     let datadir = c.datadir().to_path_buf();
     let control = ControlFile::read_from_datadir(&datadir).expect("pg_control");
     let seg_bytes = control.relseg_size as u64 * control.blcksz as u64;

@@ -12,11 +12,12 @@ use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use pgcheckdb_pg::ops::corrupt::{self, Damage};
+use pgcheckdb_testkit::asserts::assert_status;
 use pgcheckdb_testkit::run::{pgcheckdb, Run};
 use pgcheckdb_testkit::{standard_cluster, StandardCluster, BLCKSZ};
 use serde_json::Value;
 
-use common::{assert_status, bin};
+use common::bin;
 
 /// `pgcheckdb verify -D <datadir> --format json --no-progress <args>`.
 fn verify_with(datadir: &Path, args: &[&str]) -> Run {
@@ -414,8 +415,7 @@ fn damage_is_reported_only_inside_the_scope_pg16() {
     // Scoped estimate: the scope's bytes.
     let scoped = verify_with(&datadir, &["-t", "accounts"]).summary()["bytes"].as_u64();
     let run = verify_with(&datadir, &["--estimate", "-t", "accounts"]);
-    let first: Value =
-        serde_json::from_str(run.stdout.lines().next().expect("line")).expect("json");
+    let first = run.first_json();
     assert_eq!(first["bytes"].as_u64(), scoped, "{run}");
     // Text form.
     let dir = datadir.to_string_lossy().to_string();
@@ -470,7 +470,7 @@ fn verbose_counts_pages_and_rows_per_relation_and_json_has_timestamps_pg16() {
         "one index entry per row"
     );
     // Relation lines come before the summary, which is last.
-    let last: Value = serde_json::from_str(run.stdout.lines().last().expect("line")).expect("json");
+    let last: Value = run.last_json();
     assert_eq!(last["type"], "summary");
 
     // Timestamps: RFC 3339 UTC, within the run, started <= finished.

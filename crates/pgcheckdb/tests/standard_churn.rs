@@ -6,34 +6,17 @@
 
 mod common;
 
-use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions};
+use pgcheckdb_testkit::{loaded, run, Cluster};
 
 use common::bin;
-use pgcheckdb_testkit::run;
 
-#[test]
-fn churn_pg14() {
-    scenario(14);
-}
-
-#[test]
-fn churn_pg15() {
-    scenario(15);
-}
-
-#[test]
-fn churn_pg16() {
-    scenario(16);
-}
-
-#[test]
-fn churn_pg17() {
-    scenario(17);
-}
-
-#[test]
-fn churn_pg18() {
-    scenario(18);
+pgcheckdb_testkit::version_tests! {
+    scenario;
+    churn_pg14(14),
+    churn_pg15(15),
+    churn_pg16(16),
+    churn_pg17(17),
+    churn_pg18(18),
 }
 
 const CHURN_SQL: &str = "
@@ -82,16 +65,8 @@ ANALYZE;
 ";
 
 fn scenario(major: u32) {
-    require_binaries(major);
     for checksums in [true, false] {
-        let opts = ClusterOptions::new(major, checksums)
-            .throwaway()
-            .setting("autovacuum", "off");
-        let mut cluster =
-            Cluster::init_temp(&opts).unwrap_or_else(|e| panic!("initdb {major}: {e}"));
-        cluster
-            .start()
-            .unwrap_or_else(|e| panic!("start {major}: {e}"));
+        let mut cluster = loaded::started(major, checksums);
         pgbench(&cluster);
         cluster
             .psql("postgres", CHURN_SQL)
@@ -141,17 +116,11 @@ fn scenario(major: u32) {
 
 /// `pgbench -i` then a short TPC-B-like run: updates make HOT chains and dead tuples.
 fn pgbench(cluster: &Cluster) {
-    let sock = cluster.work_dir().join("sock").display().to_string();
-    let base = ["-h", sock.as_str(), "-U", "postgres"];
-    let mut init = base.to_vec();
-    init.extend(["-i", "-s", "2", "-q", "postgres"]);
     cluster
-        .run_program("pgbench", &init)
+        .pgbench("postgres", &["-i", "-s", "2", "-q"])
         .unwrap_or_else(|e| panic!("pgbench -i: {e}"));
-    let mut work = base.to_vec();
-    work.extend(["-c", "2", "-t", "400", "-n", "postgres"]);
     cluster
-        .run_program("pgbench", &work)
+        .pgbench("postgres", &["-c", "2", "-t", "400", "-n"])
         .unwrap_or_else(|e| panic!("pgbench run: {e}"));
     cluster
         .psql(

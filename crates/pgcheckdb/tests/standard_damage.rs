@@ -13,35 +13,20 @@ use std::collections::BTreeSet;
 use pgcheckdb_pg::format::control::ControlFile;
 use pgcheckdb_pg::format::itemid::line_pointers;
 use pgcheckdb_pg::format::page::PageHeader;
-use pgcheckdb_pg::ops::corrupt;
-use pgcheckdb_testkit::{run, standard_cluster, StandardCluster, BLCKSZ};
+use pgcheckdb_testkit::asserts::assert_only_on;
+use pgcheckdb_testkit::bytes::{put_u16, put_u32, u32_at};
+use pgcheckdb_testkit::{amcheck, run, standard_cluster, StandardCluster, BLCKSZ};
 use serde_json::Value;
 
 use common::bin;
 
-#[test]
-fn structure_pg14() {
-    scenario(14);
-}
-
-#[test]
-fn structure_pg15() {
-    scenario(15);
-}
-
-#[test]
-fn structure_pg16() {
-    scenario(16);
-}
-
-#[test]
-fn structure_pg17() {
-    scenario(17);
-}
-
-#[test]
-fn structure_pg18() {
-    scenario(18);
+pgcheckdb_testkit::version_tests! {
+    scenario;
+    structure_pg14(14),
+    structure_pg15(15),
+    structure_pg16(16),
+    structure_pg17(17),
+    structure_pg18(18),
 }
 
 /// One injected condition and where it must be reported.
@@ -60,12 +45,7 @@ struct Case {
 
 /// Reads a block, lets `change` edit it, writes it back and recomputes its checksum.
 fn edit(sc: &StandardCluster, rel: &str, fork: &str, block: u64, change: impl FnOnce(&mut [u8])) {
-    let path = sc.fork_file("postgres", rel, fork, 0);
-    let mut page = corrupt::read_block(&path, block, BLCKSZ)
-        .unwrap_or_else(|e| panic!("read {rel} block {block}: {e}"));
-    change(&mut page);
-    corrupt::write_block(&path, block, &page).expect("write block");
-    corrupt::recompute_checksum(&path, block, BLCKSZ, block).expect("recompute checksum");
+    common::edit(&sc.fork_file("postgres", rel, fork, 0), block, change);
 }
 
 /// Byte offset of line pointer `offnum` (1-based) and the item's (lp_off, lp_len).
@@ -77,18 +57,6 @@ fn item(page: &[u8], offnum: u16) -> (usize, usize, usize) {
         lp.lp_off as usize,
         lp.lp_len as usize,
     )
-}
-
-fn put_u16(page: &mut [u8], at: usize, v: u16) {
-    page[at..at + 2].copy_from_slice(&v.to_le_bytes());
-}
-
-fn put_u32(page: &mut [u8], at: usize, v: u32) {
-    page[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
-
-fn u32_at(page: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([page[at], page[at + 1], page[at + 2], page[at + 3]])
 }
 
 /// Injects every case; returns them.
@@ -424,7 +392,12 @@ fn scenario(major: u32) {
         assert_eq!(f["database"]["name"], "postgres", "{f}");
         ours.push(c.name);
     }
-    no_collateral_errors(&run.findings, &sc, &cases, major);
+    let damaged: BTreeSet<(String, u64)> = cases
+        .iter()
+        .map(|c| (sc.fork_rel("postgres", c.relation, c.fork, 0), c.block))
+        .collect();
+    let what = format!("PostgreSQL {major}: error on an undamaged block");
+    assert_only_on(&run, &damaged, |f| f["severity"] == "error", &what);
     let amcheck = amcheck_hits(&mut sc, &cases);
     report(major, &cases, &amcheck);
     for c in cases.iter().filter(|c| c.amcheck_covers) {
@@ -444,52 +417,11 @@ fn matches_case(f: &Value, c: &Case, file: &str) -> bool {
         && c.attnum.is_none_or(|a| f["attnum"] == a)
 }
 
-/// Every error is on a block we damaged.
-fn no_collateral_errors(findings: &[Value], sc: &StandardCluster, cases: &[Case], major: u32) {
-    let damaged: BTreeSet<(String, u64)> = cases
-        .iter()
-        .map(|c| (sc.fork_rel("postgres", c.relation, c.fork, 0), c.block))
-        .collect();
-    for f in findings.iter().filter(|f| f["severity"] == "error") {
-        let key = (
-            f["file"].as_str().unwrap_or_default().to_string(),
-            f["block"].as_u64().unwrap_or(u64::MAX),
-        );
-        assert!(
-            damaged.contains(&key),
-            "PostgreSQL {major}: error on an undamaged block: {f}"
-        );
-    }
-}
-
 /// Starts the server, runs `pg_amcheck` on database `postgres` and returns the names of the
 /// cases it reported (by relation and block).
 fn amcheck_hits(sc: &mut StandardCluster, cases: &[Case]) -> BTreeSet<&'static str> {
-    sc.cluster
-        .start()
-        .expect("start damaged cluster for pg_amcheck");
-    sc.cluster
-        .psql("postgres", "CREATE EXTENSION IF NOT EXISTS amcheck;")
-        .expect("create extension amcheck");
-    let sock = sc.cluster.work_dir().join("sock").display().to_string();
-    let out = sc
-        .cluster
-        .command("pg_amcheck")
-        .args([
-            "-h",
-            sock.as_str(),
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "--no-dependent-toast",
-        ])
-        .output()
-        .expect("run pg_amcheck");
-    sc.cluster.stop().expect("stop");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    eprintln!("--- pg_amcheck output ---\n{text}--- end ---");
+    let args = ["-d", "postgres", "--no-dependent-toast"];
+    let text = amcheck::on_stopped(&mut sc.cluster, &args);
     cases
         .iter()
         .filter(|c| amcheck_reported(&text, c))
@@ -500,7 +432,7 @@ fn amcheck_hits(sc: &mut StandardCluster, cases: &[Case]) -> BTreeSet<&'static s
 /// pg_amcheck prints `heap table "postgres.public.accounts", block 1, offset 3:` for heap
 /// findings and `btree index "postgres.public.accounts_pkey":` followed by the error for indexes.
 fn amcheck_reported(text: &str, c: &Case) -> bool {
-    let rel = format!("\"postgres.public.{}\"", c.relation);
+    let rel = amcheck::quoted(c.relation);
     text.lines().any(|l| {
         l.contains(&rel)
             && (l.starts_with("btree index")
@@ -510,17 +442,10 @@ fn amcheck_reported(text: &str, c: &Case) -> bool {
 }
 
 fn report(major: u32, cases: &[Case], amcheck: &BTreeSet<&str>) {
-    eprintln!("PostgreSQL {major}: case | pgcheckdb | pg_amcheck");
-    for c in cases {
-        eprintln!(
-            "  {:<40} | yes ({}) | {}",
-            c.name,
-            c.kind,
-            if amcheck.contains(c.name) {
-                "yes"
-            } else {
-                "no"
-            }
-        );
-    }
+    let heading = format!("PostgreSQL {major}: case | pgcheckdb | pg_amcheck");
+    let rows = cases.iter().map(|c| {
+        let theirs = amcheck::yes_no(amcheck.contains(c.name));
+        (c.name, format!("yes ({})", c.kind), theirs)
+    });
+    amcheck::print_table(&heading, 40, rows);
 }

@@ -21,67 +21,38 @@ use std::time::Duration;
 use pgcheckdb_pg::catalog::xact::{CommitLog, XidStatus};
 use pgcheckdb_pg::format::control::{ControlFile, DbState};
 use pgcheckdb_pg::format::heap::{infomask as im, infomask2 as im2, HeapTupleHeader};
-use pgcheckdb_pg::format::itemid::{line_pointers, LpFlags};
+use pgcheckdb_pg::format::itemid::line_pointers;
 use pgcheckdb_pg::format::page::PageHeader;
 use pgcheckdb_pg::ops::corrupt;
-use pgcheckdb_testkit::{require_binaries, run, Cluster, ClusterOptions, BLCKSZ};
-use serde_json::Value;
+use pgcheckdb_testkit::asserts::assert_only_on;
+use pgcheckdb_testkit::bytes::{put_u16, put_u32, u32_at};
+use pgcheckdb_testkit::{amcheck, require_binaries, run, Cluster, ClusterOptions, BLCKSZ};
 
-use common::bin;
+use common::{bin, normal_items};
 
-#[test]
-fn damage_pg14() {
-    damage_scenario(14);
-}
-#[test]
-fn damage_pg15() {
-    damage_scenario(15);
-}
-#[test]
-fn damage_pg16() {
-    damage_scenario(16);
-}
-#[test]
-fn damage_pg17() {
-    damage_scenario(17);
-}
-#[test]
-fn damage_pg18() {
-    damage_scenario(18);
+pgcheckdb_testkit::version_tests! {
+    damage_scenario;
+    damage_pg14(14),
+    damage_pg15(15),
+    damage_pg16(16),
+    damage_pg17(17),
+    damage_pg18(18),
 }
 
-#[test]
-fn aborted_update_truncated_pg14() {
-    aborted_update_scenario(14);
-}
-#[test]
-fn aborted_update_truncated_pg16() {
-    aborted_update_scenario(16);
-}
-#[test]
-fn aborted_update_truncated_pg18() {
-    aborted_update_scenario(18);
+pgcheckdb_testkit::version_tests! {
+    aborted_update_scenario;
+    aborted_update_truncated_pg14(14),
+    aborted_update_truncated_pg16(16),
+    aborted_update_truncated_pg18(18),
 }
 
-#[test]
-fn standby_pg14() {
-    standby_scenario(14);
-}
-#[test]
-fn standby_pg15() {
-    standby_scenario(15);
-}
-#[test]
-fn standby_pg16() {
-    standby_scenario(16);
-}
-#[test]
-fn standby_pg17() {
-    standby_scenario(17);
-}
-#[test]
-fn standby_pg18() {
-    standby_scenario(18);
+pgcheckdb_testkit::version_tests! {
+    standby_scenario;
+    standby_pg14(14),
+    standby_pg15(15),
+    standby_pg16(16),
+    standby_pg17(17),
+    standby_pg18(18),
 }
 
 /// A prepared transaction holds back the pruning horizon, so the HOT chains stay on the pages
@@ -138,44 +109,15 @@ impl Damaged {
         (start..blocks)
             .find(|&b| {
                 let page = corrupt::read_block(&path, b, BLCKSZ).expect("read");
-                let Some(h) = PageHeader::parse(&page).filter(|h| !h.is_new()) else {
-                    return false;
-                };
-                let normal = line_pointers(&page, &h)
-                    .iter()
-                    .filter(|i| i.lp_flags == LpFlags::Normal && i.lp_len > 0)
-                    .count();
-                normal >= 2 && pred(&page)
+                normal_items(&page).len() >= 2 && pred(&page)
             })
             .unwrap_or_else(|| panic!("no suitable block in {rel}"))
     }
 
     /// Reads a block, lets `change` edit it, writes it back and recomputes its checksum.
     fn edit<R>(&self, rel: &str, block: u64, change: impl FnOnce(&mut [u8]) -> R) -> R {
-        let path = self.cluster.datadir().join(self.rel(rel));
-        edit_block(&path, block, change)
+        common::edit(&self.cluster.datadir().join(self.rel(rel)), block, change)
     }
-}
-
-fn edit_block<R>(path: &Path, block: u64, change: impl FnOnce(&mut [u8]) -> R) -> R {
-    let mut page = corrupt::read_block(path, block, BLCKSZ)
-        .unwrap_or_else(|e| panic!("read {} block {block}: {e}", path.display()));
-    let r = change(&mut page);
-    corrupt::write_block(path, block, &page).expect("write block");
-    corrupt::recompute_checksum(path, block, BLCKSZ, block).expect("recompute checksum");
-    r
-}
-
-fn put_u16(page: &mut [u8], at: usize, v: u16) {
-    page[at..at + 2].copy_from_slice(&v.to_le_bytes());
-}
-
-fn put_u32(page: &mut [u8], at: usize, v: u32) {
-    page[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
-
-fn u32_at(page: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([page[at], page[at + 1], page[at + 2], page[at + 3]])
 }
 
 /// Byte offset of line pointer `offnum`'s word and of its item.
@@ -187,10 +129,8 @@ fn lp(page: &[u8], offnum: u16) -> (usize, usize) {
 
 /// Normal tuples of a heap page: (offnum, byte offset, header).
 fn tuples(page: &[u8]) -> Vec<(u16, usize, HeapTupleHeader)> {
-    let h = PageHeader::parse(page).expect("header");
-    line_pointers(page, &h)
+    normal_items(page)
         .into_iter()
-        .filter(|i| i.lp_flags == LpFlags::Normal)
         .map(|i| {
             let off = i.lp_off as usize;
             let t = HeapTupleHeader::parse(&page[off..off + i.lp_len as usize]).expect("tuple");
@@ -546,14 +486,20 @@ fn damage_scenario(major: u32) {
             "{f}"
         );
     }
-    no_collateral(&run.findings, &d, &cases, major);
+    let damaged: BTreeSet<(String, u64)> = cases
+        .iter()
+        .map(|c| (d.rel(c.relation).to_string(), c.block))
+        .collect();
+    let what = format!("PostgreSQL {major}: finding on an undamaged block");
+    assert_only_on(&run, &damaged, |f| f["severity"] != "info", &what);
     let mut d = d;
     let seen = amcheck_hits(&mut d.cluster, &cases);
-    eprintln!("PostgreSQL {major}: case | pgcheckdb | pg_amcheck");
-    for c in &cases {
-        let yes = if seen.contains(c.name) { "yes" } else { "no" };
-        eprintln!("  {:<42} | yes ({}) | {yes}", c.name, c.kind);
-    }
+    let heading = format!("PostgreSQL {major}: case | pgcheckdb | pg_amcheck");
+    let rows = cases.iter().map(|c| {
+        let theirs = amcheck::yes_no(seen.contains(c.name));
+        (c.name, format!("yes ({})", c.kind), theirs)
+    });
+    amcheck::print_table(&heading, 42, rows);
     // verify_heapam of 16+ follows update chains and checks xmax against relfrozenxid.
     let amcheck_sees: &[&str] = if major >= 16 {
         &[
@@ -576,50 +522,17 @@ fn damage_scenario(major: u32) {
     }
 }
 
-/// Every error is on a damaged block.
-fn no_collateral(findings: &[Value], d: &Damaged, cases: &[Case], major: u32) {
-    let damaged: BTreeSet<(String, u64)> = cases
-        .iter()
-        .map(|c| (d.rel(c.relation).to_string(), c.block))
-        .collect();
-    for f in findings.iter().filter(|f| f["severity"] != "info") {
-        let key = (
-            f["file"].as_str().unwrap_or_default().to_string(),
-            f["block"].as_u64().unwrap_or(u64::MAX),
-        );
-        assert!(
-            damaged.contains(&key),
-            "PostgreSQL {major}: finding on an undamaged block: {f}"
-        );
-    }
-}
-
 /// Runs `pg_amcheck --heapallindexed --parent-check` (with `--checkunique` on 17+) and returns
 /// the cases it reported (by relation and block).
 fn amcheck_hits(cluster: &mut Cluster, cases: &[Case]) -> BTreeSet<&'static str> {
-    cluster.start().expect("start damaged cluster");
-    cluster
-        .psql("postgres", "CREATE EXTENSION IF NOT EXISTS amcheck;")
-        .expect("amcheck");
-    let sock = cluster.work_dir().join("sock").display().to_string();
-    let mut args = vec!["-h", sock.as_str(), "-U", "postgres", "-d", "postgres"];
-    args.extend(["--heapallindexed", "--parent-check", "--no-dependent-toast"]);
-    if cluster.major() >= 17 {
-        args.push("--checkunique");
-    }
-    let out = cluster
-        .command("pg_amcheck")
-        .args(&args)
-        .output()
-        .expect("pg_amcheck");
-    cluster.stop().expect("stop");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    eprintln!("--- pg_amcheck ---\n{text}--- end ---");
+    let mut args = amcheck::HEAPALLINDEXED.to_vec();
+    args.push("--no-dependent-toast");
+    args.extend(amcheck::checkunique(cluster.major()));
+    let text = amcheck::on_stopped(cluster, &args);
     cases
         .iter()
         .filter(|c| {
-            let rel = format!("\"postgres.public.{}\"", c.relation);
+            let rel = amcheck::quoted(c.relation);
             text.lines().any(|l| {
                 l.contains(&rel)
                     && c.offset
@@ -678,7 +591,7 @@ fn aborted_update_scenario(major: u32) {
         "PostgreSQL {major}: no warning expected\n{run}"
     );
     let target = beyond[0];
-    edit_block(&path, 0, |p| {
+    common::edit(&path, 0, |p| {
         let (_, off) = lp(p, target);
         let m = infomask(p, off);
         put_u16(
@@ -796,11 +709,7 @@ fn standby_scenario(major: u32) {
         &["verify", "--format", "json", "-D", &datadir],
         None,
     );
-    let xid_findings: Vec<&Value> = run
-        .findings
-        .iter()
-        .filter(|f| f["kind"] == "xid_invalid")
-        .collect();
+    let xid_findings = run.of_kind("xid_invalid");
     assert!(
         xid_findings.is_empty(),
         "PostgreSQL {major}: {} xid findings on a healthy standby\n{run}",
@@ -853,7 +762,7 @@ fn standby_scenario(major: u32) {
         )
     });
     eprintln!("PostgreSQL {major}: standby nextXid {next}, damaging {rel} block {block} offset {offnum} (xmin {xmin})");
-    edit_block(&path, block, |p| {
+    common::edit(&path, block, |p| {
         let (_, off) = lp(p, offnum);
         put_u16(p, off + 18, (infomask2(p, off) & !0x07FF) | 7);
     });

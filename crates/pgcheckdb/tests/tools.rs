@@ -9,6 +9,7 @@ use std::path::Path;
 
 use pgcheckdb_pg::format::control::{ChecksumState, ControlFile};
 use pgcheckdb_pg::ops::corrupt;
+use pgcheckdb_testkit::loaded_cluster;
 use pgcheckdb_testkit::run::{self, Run};
 use pgcheckdb_testkit::{require_binaries, Cluster, BLCKSZ};
 
@@ -17,7 +18,7 @@ use common::bin;
 /// A stopped cluster without data checksums loaded with `sql`, and the data-directory-relative
 /// paths of `tables` (database `postgres`).
 fn cluster(major: u32, sql: &str, tables: &[&str]) -> (Cluster, Vec<String>) {
-    common::loaded_cluster(major, false, sql, tables)
+    loaded_cluster(major, false, sql, tables)
 }
 
 fn pgcheckdb(args: &[&str]) -> Run {
@@ -251,8 +252,7 @@ fn inspect_resolves_names_like_psql_and_decodes_every_fork() {
         "--file", &accounts, "--fork", "vm", "--block", "0", "--format", "json",
     ]);
     assert_eq!(vm.status, 0, "{vm}");
-    let page: serde_json::Value =
-        serde_json::from_str(vm.stdout.lines().next().expect("line")).expect("json");
+    let page = vm.first_json();
     let map = &page["page"]["visibility_map"];
     assert_eq!(map["all_visible"], heap_blocks, "{vm}");
     assert_eq!(map["all_frozen"], heap_blocks, "{vm}");
@@ -274,8 +274,7 @@ fn inspect_resolves_names_like_psql_and_decodes_every_fork() {
         "json",
     ]);
     assert_eq!(fsm.status, 0, "{fsm}");
-    let page: serde_json::Value =
-        serde_json::from_str(fsm.stdout.lines().next().expect("line")).expect("json");
+    let page = fsm.first_json();
     let fsm_view = &page["page"]["free_space_map"];
     assert_eq!(fsm_view["nonzero_leaves"], heap_blocks, "{fsm}");
     assert!(
@@ -292,8 +291,7 @@ fn inspect_resolves_names_like_psql_and_decodes_every_fork() {
     let hex_json = inspect(&[
         "--file", &accounts, "--block", "0", "--hex", "--format", "json",
     ]);
-    let page: serde_json::Value =
-        serde_json::from_str(hex_json.stdout.lines().next().expect("line")).expect("json");
+    let page = hex_json.first_json();
     assert_eq!(
         page["hex"].as_str().expect("hex").len(),
         2 * BLCKSZ,
@@ -480,8 +478,7 @@ fn corrupt_needs_d_and_a_confirmation_and_honours_or_rejects_its_options() {
         "json",
     ]);
     assert_eq!(json.status, 0, "{json}");
-    let first: serde_json::Value =
-        serde_json::from_str(json.stdout.lines().next().expect("line")).expect("json");
+    let first = json.first_json();
     assert_eq!(first["type"], "corrupted", "{json}");
     assert_eq!(first["how"], "swap");
     assert_eq!(first["block"], 5);

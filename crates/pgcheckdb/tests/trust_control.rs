@@ -5,10 +5,12 @@
 
 mod common;
 
+use pgcheckdb_testkit::asserts::assert_status;
+use pgcheckdb_testkit::control::set_control_u32;
 use pgcheckdb_testkit::run::{self, Run};
 use pgcheckdb_testkit::{Cluster, ClusterOptions, MAJORS};
 
-use common::{assert_status, bin, set_control_u32};
+use common::bin;
 
 /// Byte offsets in `ControlFileData` (the same in 14-18).
 const BLCKSZ_AT: usize = 216;

@@ -16,18 +16,17 @@
 mod common;
 
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::{symlink, FileTypeExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use pgcheckdb_testkit::asserts::assert_status;
+use pgcheckdb_testkit::guard::{self, mkfifo, Guard};
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::snapshot::{differences, snapshot};
 use pgcheckdb_testkit::{Cluster, ClusterOptions};
 
-use common::{assert_status, bin};
+use common::bin;
 
 /// How long a run may take before it counts as a hang (a run on this cluster takes well under
 /// a second).
@@ -36,114 +35,9 @@ const HANG: Duration = Duration::from_secs(30);
 /// The metrics file's name in the shared directory.
 const METRICS: &str = "pgcheckdb.prom";
 
-/// How one run is started.
-#[derive(Default)]
-struct Start<'a> {
-    /// RLIMIT_AS in bytes.
-    address_space: Option<u64>,
-    /// Bytes written on stdin (a pipe), which is then closed.
-    stdin: Option<&'a [u8]>,
-    /// Keep stdin an open pipe nobody writes to (a reader would wait forever).
-    stdin_held_open: bool,
-    /// Called with the pid while the process is stopped just before it starts pgcheckdb.
-    before_exec: Option<&'a dyn Fn(u32)>,
-}
-
 /// Runs pgcheckdb with `args`; kills it and fails the test if it runs longer than [`HANG`].
-fn run(args: &[&str], start: Start<'_>) -> Run {
-    let mut cmd = match start.before_exec {
-        // A shell that stops itself, then execs pgcheckdb under the same pid: the pid is known
-        // (and acted on) before pgcheckdb runs.
-        Some(_) => {
-            let mut c = Command::new("/bin/sh");
-            c.arg("-c")
-                .arg("kill -STOP $$; exec \"$0\" \"$@\"")
-                .arg(bin())
-                .args(args);
-            c
-        }
-        None => {
-            let mut c = Command::new(bin());
-            c.args(args);
-            c
-        }
-    };
-    cmd.env_remove("PGDATA")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(if start.stdin.is_some() || start.stdin_held_open {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
-    if let Some(bytes) = start.address_space {
-        // SAFETY: setrlimit is async-signal-safe and only touches the child's own limits.
-        unsafe {
-            cmd.pre_exec(move || {
-                let lim = libc::rlimit {
-                    rlim_cur: bytes,
-                    rlim_max: bytes,
-                };
-                if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
-    let mut child = cmd.spawn().expect("start pgcheckdb");
-    let pid = child.id() as i32;
-    if let Some(before) = start.before_exec {
-        let mut status = 0;
-        // SAFETY: waiting (without reaping) for our own child to stop.
-        let waited = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
-        assert!(
-            waited == pid && libc::WIFSTOPPED(status),
-            "the shell did not stop"
-        );
-        before(pid as u32);
-        // SAFETY: continuing our own child.
-        unsafe { libc::kill(pid, libc::SIGCONT) };
-    }
-    let held = match (start.stdin, start.stdin_held_open) {
-        (Some(bytes), _) => {
-            let mut stdin = child.stdin.take().expect("stdin");
-            // A pgcheckdb that exits without reading closes the pipe first (EPIPE here), as
-            // `echo yes |` would see.
-            let _ = stdin.write_all(bytes);
-            None
-        }
-        (None, true) => child.stdin.take(),
-        (None, false) => None,
-    };
-    let started = Instant::now();
-    let watcher = std::thread::spawn(move || loop {
-        std::thread::sleep(Duration::from_millis(50));
-        // SAFETY: kill with signal 0 only probes; the pid is our child until it is reaped.
-        if unsafe { libc::kill(pid, 0) } != 0 {
-            return false;
-        }
-        if started.elapsed() > HANG {
-            // SAFETY: killing our own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            return true;
-        }
-    });
-    let out = child.wait_with_output().expect("wait for pgcheckdb");
-    drop(held);
-    let hung = watcher.join().unwrap_or(false);
-    let run = Run {
-        status: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        findings: Vec::new(),
-        summary: None,
-    };
-    assert!(
-        !hung,
-        "pgcheckdb {args:?} hung (killed after {HANG:?})\n{run}"
-    );
-    run
+fn run(args: &[&str], start: Guard<'_>) -> Run {
+    guard::run(&bin(), args, HANG, start)
 }
 
 /// A stopped cluster of `major` with one small table, and the table's file.
@@ -174,17 +68,7 @@ fn shared_dir() -> tempfile::TempDir {
     dir
 }
 
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
-    // SAFETY: a valid NUL-terminated path and a mode.
-    assert_eq!(
-        unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
-        0,
-        "mkfifo {path:?}"
-    );
-}
-
-fn verify_with_metrics(datadir: &Path, metrics: &Path, start: Start<'_>) -> Run {
+fn verify_with_metrics(datadir: &Path, metrics: &Path, start: Guard<'_>) -> Run {
     let d = datadir.to_str().expect("utf-8");
     let m = metrics.to_str().expect("utf-8");
     run(
@@ -232,9 +116,9 @@ fn metrics_file_is_not_written_through_a_planted_link(datadir: &Path) {
     let r = verify_with_metrics(
         datadir,
         &metrics,
-        Start {
+        Guard {
             before_exec: Some(&plant),
-            ..Start::default()
+            ..Guard::default()
         },
     );
     assert_status(&r, 0, "verify with --metrics-file");
@@ -282,7 +166,7 @@ fn odd_previous_metrics_files_are_one_error(datadir: &Path) {
     let shown = metrics.display().to_string();
 
     mkfifo(&metrics);
-    let r = verify_with_metrics(datadir, &metrics, Start::default());
+    let r = verify_with_metrics(datadir, &metrics, Guard::default());
     assert_one_metrics_error(&r, &shown, "it is a FIFO, not a regular file");
     assert!(
         fs::symlink_metadata(&metrics)
@@ -297,9 +181,9 @@ fn odd_previous_metrics_files_are_one_error(datadir: &Path) {
     let r = verify_with_metrics(
         datadir,
         &metrics,
-        Start {
+        Guard {
             address_space: Some(256 << 20),
-            ..Start::default()
+            ..Guard::default()
         },
     );
     assert_one_metrics_error(&r, &shown, "it is a symbolic link, not a regular file");
@@ -311,7 +195,7 @@ fn odd_previous_metrics_files_are_one_error(datadir: &Path) {
 
     // A file too large to be a metrics file (2 MiB) is refused too, and kept.
     fs::write(&metrics, vec![b'#'; 2 << 20]).expect("big file");
-    let r = verify_with_metrics(datadir, &metrics, Start::default());
+    let r = verify_with_metrics(datadir, &metrics, Guard::default());
     assert_one_metrics_error(
         &r,
         &shown,
@@ -361,7 +245,7 @@ fn names_are_escaped_in_text(datadir: &Path) {
 
     let text = run(
         &["verify", "-D", d, "-v", "--no-progress"],
-        Start::default(),
+        Guard::default(),
     );
     assert_status(&text, 0, "unexpected files are info findings");
     for stream in [&text.stdout, &text.stderr] {
@@ -383,7 +267,7 @@ fn names_are_escaped_in_text(datadir: &Path) {
 
     let missing = links.path().join("\u{1b}]0;pwned\u{7}");
     let m = missing.to_str().expect("utf-8");
-    let error = run(&["verify", "-D", m, "--no-progress"], Start::default());
+    let error = run(&["verify", "-D", m, "--no-progress"], Guard::default());
     assert_status(&error, 1, "missing data directory");
     assert!(
         !error.stderr.contains('\u{1b}') && error.stderr.contains("\\x1b]0;pwned\\x07"),
@@ -392,7 +276,7 @@ fn names_are_escaped_in_text(datadir: &Path) {
 
     let json = run(
         &["verify", "-D", d, "--format", "json", "--no-progress"],
-        Start::default(),
+        Guard::default(),
     );
     assert_status(&json, 0, "JSON");
     assert!(!json.stdout.contains('\u{1b}'), "{json}");
@@ -425,16 +309,16 @@ fn corrupt_refuses_a_pipe_at_once(datadir: &Path, heap: &Path) {
     for (what, start) in [
         (
             "a silent open pipe",
-            Start {
+            Guard {
                 stdin_held_open: true,
-                ..Start::default()
+                ..Guard::default()
             },
         ),
         (
             "echo yes |",
-            Start {
+            Guard {
                 stdin: Some(b"yes\n"),
-                ..Start::default()
+                ..Guard::default()
             },
         ),
     ] {

@@ -15,11 +15,13 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use pgcheckdb_testkit::asserts::assert_clean;
+use pgcheckdb_testkit::loaded_cluster;
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{Cluster, ClusterOptions, MAJORS};
 use serde_json::Value;
 
-use common::{assert_clean, bin, loaded_cluster, verify_json};
+use common::{bin, verify_json};
 
 const SQL: &str = "
 CREATE EXTENSION bloom;

@@ -13,139 +13,46 @@ mod common;
 
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use pgcheckdb_testkit::asserts::assert_status;
+use pgcheckdb_testkit::guard::{self, mkfifo, Guard};
 use pgcheckdb_testkit::run::Run;
 use pgcheckdb_testkit::{standard_cluster, Cluster, ClusterOptions, RunAs, StandardCluster};
 use serde_json::Value;
 
-use common::{assert_status, bin};
+use common::bin;
 
 /// How long any run may take before it counts as a hang.
 const HANG: Duration = Duration::from_secs(120);
 
-/// Options of one run.
-#[derive(Default, Clone, Copy)]
-struct Limits<'a> {
-    user: Option<&'a RunAs>,
-    /// RLIMIT_AS in bytes.
-    address_space: Option<u64>,
-    /// Send this signal after this long.
-    signal: Option<(i32, Duration)>,
-}
-
 /// Runs pgcheckdb; kills it and fails the test if it runs longer than [`HANG`].
-fn run(args: &[&str], limits: Limits<'_>) -> Run {
-    let mut cmd = Command::new(bin());
-    cmd.args(args)
-        .env_remove("PGDATA")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Some(user) = limits.user {
-        user.apply(&mut cmd);
-        cmd.current_dir("/");
-    }
-    if let Some(bytes) = limits.address_space {
-        // SAFETY: setrlimit is async-signal-safe and only touches the child's own limits.
-        unsafe {
-            cmd.pre_exec(move || {
-                let lim = libc::rlimit {
-                    rlim_cur: bytes,
-                    rlim_max: bytes,
-                };
-                if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
-    let child = cmd.spawn().expect("start pgcheckdb");
-    let pid = child.id() as i32;
-    let started = Instant::now();
-    let watcher = std::thread::spawn(move || {
-        let mut signalled = false;
-        loop {
-            std::thread::sleep(Duration::from_millis(50));
-            // SAFETY: kill with signal 0 only probes; the pid is our child until it is reaped.
-            if unsafe { libc::kill(pid, 0) } != 0 {
-                return false;
-            }
-            if let Some((sig, after)) = limits.signal {
-                if !signalled && started.elapsed() >= after {
-                    // SAFETY: signalling our own child.
-                    unsafe { libc::kill(pid, sig) };
-                    signalled = true;
-                }
-            }
-            if started.elapsed() > HANG {
-                // SAFETY: killing our own child.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                return true;
-            }
-        }
-    });
-    let out = child.wait_with_output().expect("wait for pgcheckdb");
-    let hung = watcher.join().unwrap_or(false);
-    let mut run = Run {
-        status: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        findings: Vec::new(),
-        summary: None,
-    };
-    assert!(
-        !hung,
-        "pgcheckdb {args:?} hung (killed after {HANG:?})\n{run}"
-    );
-    for line in run.stdout.lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        match v["type"].as_str() {
-            Some("finding") => run.findings.push(v),
-            Some("summary") => run.summary = Some(v),
-            _ => {}
-        }
-    }
-    run
+fn run(args: &[&str], limits: Guard<'_>) -> Run {
+    guard::run(&bin(), args, HANG, limits)
 }
 
-fn verify_json(datadir: &Path, limits: Limits<'_>) -> Run {
+/// `verify -D <datadir> --format json --no-progress <extra...>`, guarded.
+fn verify_json_with(datadir: &Path, extra: &[&str], limits: Guard<'_>) -> Run {
     let d = datadir.to_string_lossy();
-    run(
-        &[
-            "verify",
-            "-D",
-            &d,
-            "--format",
-            "json",
-            "--no-progress",
-            "-j",
-            "2",
-        ],
-        limits,
-    )
+    let mut args = vec!["verify", "-D", &d, "--format", "json", "--no-progress"];
+    args.extend_from_slice(extra);
+    run(&args, limits)
+}
+
+fn verify_json(datadir: &Path, limits: Guard<'_>) -> Run {
+    verify_json_with(datadir, &["-j", "2"], limits)
 }
 
 fn verify(datadir: &Path) -> Run {
-    verify_json(datadir, Limits::default())
-}
-
-/// The findings of `kind` (any severity).
-fn of_kind<'a>(run: &'a Run, kind: &str) -> Vec<&'a Value> {
-    run.findings.iter().filter(|f| f["kind"] == kind).collect()
+    verify_json(datadir, Guard::default())
 }
 
 /// Exit 2 with an error finding of `kind` at `file`.
 fn assert_error_finding(run: &Run, kind: &str, file: &str, what: &str) {
     assert_status(run, 2, what);
     assert!(
-        of_kind(run, kind)
+        run.of_kind(kind)
             .iter()
             .any(|f| f["file"] == file && f["severity"] == "error"),
         "{what}: expected an error finding {kind} at {file}\n{run}"
@@ -206,16 +113,6 @@ fn with_mode<T>(path: &Path, mode: u32, f: impl FnOnce() -> T) -> T {
     out
 }
 
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
-    // SAFETY: a valid NUL-terminated path and a mode.
-    assert_eq!(
-        unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
-        0,
-        "mkfifo {path:?}"
-    );
-}
-
 fn the_tablespace_link(sc: &StandardCluster) -> PathBuf {
     let dir = sc.datadir().join("pg_tblspc");
     let entry = fs::read_dir(&dir)
@@ -236,9 +133,7 @@ fn unprivileged(sc: &StandardCluster) -> &RunAs {
 /// `pg_class` of database "postgres": a mapped catalog whose file number is its oid, 1259,
 /// until a `VACUUM FULL` of it (the fixture runs none).
 fn pg_class_file(sc: &StandardCluster) -> String {
-    let rel = Path::new(sc.rel("postgres", "accounts"));
-    let db = rel.parent().expect("database directory");
-    format!("{}/1259", db.display())
+    format!("{}/1259", sc.rel_dir("postgres", "accounts").display())
 }
 
 #[test]
@@ -327,19 +222,15 @@ fn pg_xact_and_multixact(sc: &StandardCluster) {
 /// corruption (`bad_relmap`) and never "missing".
 fn permission_problems_are_tool_errors(sc: &StandardCluster) {
     let user = unprivileged(sc);
-    let as_user = Limits {
+    let as_user = Guard {
         user: Some(user),
-        ..Limits::default()
+        ..Guard::default()
     };
-    let db = sc.datadir().join(
-        Path::new(sc.rel("postgres", "accounts"))
-            .parent()
-            .expect("database directory"),
-    );
+    let db = sc.datadir().join(sc.rel_dir("postgres", "accounts"));
     let run = with_mode(&db, 0o000, || verify_json(sc.datadir(), as_user));
     assert_tool_error(&run, "ermission denied", "unreadable database directory");
     assert!(
-        of_kind(&run, "bad_relmap").is_empty() && run.problems().is_empty(),
+        run.of_kind("bad_relmap").is_empty() && run.problems().is_empty(),
         "an unreadable directory is no evidence of corruption\n{run}"
     );
     let run = with_mode(sc.datadir(), 0o000, || verify_json(sc.datadir(), as_user));
@@ -359,7 +250,7 @@ fn permission_problems_are_tool_errors(sc: &StandardCluster) {
     );
 }
 
-fn run_text(args: &[&str], limits: Limits<'_>) -> Run {
+fn run_text(args: &[&str], limits: Guard<'_>) -> Run {
     run(args, limits)
 }
 
@@ -379,7 +270,7 @@ fn stray_and_missing_segments_once(sc: &StandardCluster) {
                 .is_some_and(|p| p.starts_with("global/99990"))
         })
         .collect();
-    let gaps = of_kind(&run, "segment_gap");
+    let gaps = run.of_kind("segment_gap");
     assert_eq!(gaps.len(), 1, "one segment_gap for segments 0..=122\n{run}");
     assert_eq!(gaps[0]["detail"]["missing_segments"], 123, "{run}");
     assert_eq!(
@@ -387,7 +278,7 @@ fn stray_and_missing_segments_once(sc: &StandardCluster) {
         2,
         "the gap and the partial block, nothing else\n{run}"
     );
-    assert_eq!(of_kind(&run, "partial_block").len(), 1, "{run}");
+    assert_eq!(run.of_kind("partial_block").len(), 1, "{run}");
 
     // A relation whose segments 1..=4 are missing before a one-block segment 5.
     let rel = sc.rel("postgres", "accounts");
@@ -395,7 +286,7 @@ fn stray_and_missing_segments_once(sc: &StandardCluster) {
     fs::write(&seg5, vec![0u8; 8192]).expect("write segment 5");
     let run = verify(sc.datadir());
     fs::remove_file(&seg5).expect("remove segment 5");
-    let gaps = of_kind(&run, "segment_gap");
+    let gaps = run.of_kind("segment_gap");
     let missing: Vec<&&Value> = gaps
         .iter()
         .filter(|f| f["detail"]["missing_segments"].is_u64())
@@ -412,24 +303,20 @@ fn stray_and_missing_segments_once(sc: &StandardCluster) {
 
 /// Item 13b: hostile names and sparse files under a 256 MB address-space cap.
 fn hostile_sizes_stay_bounded(sc: &StandardCluster) {
-    let capped = Limits {
+    let capped = Guard {
         address_space: Some(256 << 20),
-        ..Limits::default()
+        ..Guard::default()
     };
-    let db = sc.datadir().join(
-        Path::new(sc.rel("postgres", "accounts"))
-            .parent()
-            .expect("database directory"),
-    );
+    let db = sc.datadir().join(sc.rel_dir("postgres", "accounts"));
     let hostile = db.join("99990.4000000000");
     fs::write(&hostile, vec![0u8; 8192]).expect("write hostile file");
     let run = verify_json(sc.datadir(), capped);
     fs::remove_file(&hostile).expect("remove hostile file");
     assert!(run.summary.is_some(), "verify must finish\n{run}");
-    let impossible = of_kind(&run, "impossible_segment");
+    let impossible = run.of_kind("impossible_segment");
     assert_eq!(impossible.len(), 1, "{run}");
     assert!(
-        of_kind(&run, "segment_gap").is_empty(),
+        run.of_kind("segment_gap").is_empty(),
         "no gaps planned up to it\n{run}"
     );
     assert_status(&run, 0, "an impossible segment is a warning");
@@ -450,7 +337,7 @@ fn hostile_sizes_stay_bounded(sc: &StandardCluster) {
     assert!(run.summary.is_some(), "verify must finish\n{run}");
     assert_error_finding(&run, "segment_too_big", &class, "sparse 1.125 GiB pg_class");
     assert_eq!(
-        of_kind(&run, "segment_too_big")[0]["relation"]["name"],
+        run.of_kind("segment_too_big")[0]["relation"]["name"],
         "pg_catalog.pg_class",
         "the catalog was still read, so findings are named\n{run}"
     );
@@ -461,9 +348,8 @@ fn fifos_never_hang(sc: &StandardCluster) {
     let d = sc.datadir().to_string_lossy().into_owned();
     let class = pg_class_file(sc);
     let rel = sc.rel("postgres", "accounts").to_string();
-    let db_dir = Path::new(&rel)
-        .parent()
-        .expect("db dir")
+    let db_dir = sc
+        .rel_dir("postgres", "accounts")
         .to_string_lossy()
         .into_owned();
     // (file, expected exit status of verify, what must be said)
@@ -492,7 +378,8 @@ fn fifos_never_hang(sc: &StandardCluster) {
         assert_status(&verify_run, status, &what);
         if status == 2 {
             assert!(
-                of_kind(&verify_run, needle)
+                verify_run
+                    .of_kind(needle)
                     .iter()
                     .any(|f| f["file"] == file.as_str()),
                 "{what}: expected {needle} at {file}\n{verify_run}"
@@ -504,13 +391,13 @@ fn fifos_never_hang(sc: &StandardCluster) {
     let inspect = replaced(&sc.datadir().join(&rel), mkfifo, || {
         run(
             &["inspect", "-D", &d, "--file", &rel, "--block", "0"],
-            Limits::default(),
+            Guard::default(),
         )
     });
     assert_status(&inspect, 1, "inspect of a FIFO");
     assert!(inspect.stderr.contains("FIFO"), "{inspect}");
     let status = replaced(&sc.datadir().join("global/pg_control"), mkfifo, || {
-        run(&["checksums", "status", "-D", &d], Limits::default())
+        run(&["checksums", "status", "-D", &d], Guard::default())
     });
     assert_status(&status, 1, "status with a FIFO pg_control");
     assert!(status.stderr.contains("FIFO"), "{status}");
@@ -519,25 +406,16 @@ fn fifos_never_hang(sc: &StandardCluster) {
 /// Item 13c: SIGINT and SIGTERM during the scan (slowed by --max-rate) stop verify with one
 /// line saying where it was, exit 130 / 143, and a JSON summary with the error.
 fn signals_stop_with_a_summary(sc: &StandardCluster) {
-    let d = sc.datadir().to_string_lossy().into_owned();
     for (sig, code, name) in [
         (libc::SIGINT, 130, "SIGINT"),
         (libc::SIGTERM, 143, "SIGTERM"),
     ] {
-        let run = run(
-            &[
-                "verify",
-                "-D",
-                &d,
-                "--format",
-                "json",
-                "--no-progress",
-                "--max-rate",
-                "1",
-            ],
-            Limits {
+        let run = verify_json_with(
+            sc.datadir(),
+            &["--max-rate", "1"],
+            Guard {
                 signal: Some((sig, Duration::from_secs(2))),
-                ..Limits::default()
+                ..Guard::default()
             },
         );
         assert_status(&run, code, name);

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use pgcheckdb_testkit::run::{self, Run};
 use pgcheckdb_testkit::snapshot::{differences, snapshot};
-use pgcheckdb_testkit::{require_binaries, Cluster, ClusterOptions, BLCKSZ, MAJORS};
+use pgcheckdb_testkit::{loaded, Cluster, BLCKSZ, MAJORS};
 
 fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_pgcheckdb"))
@@ -49,15 +49,7 @@ struct Fixture {
 
 impl Fixture {
     fn new(major: u32) -> Fixture {
-        require_binaries(major);
-        let opts = ClusterOptions::new(major, false)
-            .throwaway()
-            .setting("autovacuum", "off");
-        let mut cluster =
-            Cluster::init_temp(&opts).unwrap_or_else(|e| panic!("initdb {major}: {e}"));
-        cluster
-            .start()
-            .unwrap_or_else(|e| panic!("start {major}: {e}"));
+        let mut cluster = loaded::started(major, false);
         let spc = cluster.make_dir("spc").expect("tablespace directory");
         cluster
             .psql(
