@@ -14,9 +14,9 @@ pub mod xact;
 mod reader;
 mod rows;
 
-use crate::format::bytes::le_u32;
+use crate::format::bytes::{le_i16, le_u32};
 use reader::{ColumnLists, Reader};
-use rows::{i16_at, name_at};
+use rows::name_at;
 
 #[doc(hidden)]
 pub mod fuzzing;

@@ -117,6 +117,8 @@ impl BtMetaPage {
 /// `BT_IS_POSTING` and `BT_OFFSET_MASK` in the offset field of an ALT-TID tuple's `t_tid`.
 pub const BT_IS_POSTING: u16 = 0x2000;
 pub const BT_OFFSET_MASK: u16 = 0x0FFF;
+/// `BT_PIVOT_HEAP_TID_ATTR`: in a pivot's offset field, the pivot keeps a heap TID at its end.
+pub const BT_PIVOT_HEAP_TID_ATTR: u16 = 0x1000;
 
 /// Calls `f` with each heap TID of a non-high-key B-tree leaf tuple: its `t_tid`, or every TID
 /// of its posting list (none for a pivot tuple). `None`, before any call, when the tuple does

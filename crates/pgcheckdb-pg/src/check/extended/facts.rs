@@ -5,6 +5,8 @@
 //! The B-tree records of one block (its own fact and what other pages claim about it) are
 //! described in `extended::btree::records`.
 
+use crate::format::bytes::{be_u16, be_u32, be_u64, range};
+
 /// The family of a fact (its second field).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -162,30 +164,33 @@ impl<'a> Reader<'a> {
     }
 
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let s = self.b.get(self.pos..self.pos.checked_add(n)?)?;
+        let s = range(self.b, self.pos, n)?;
         self.pos += n;
         Some(s)
     }
 
+    /// The value `read` finds at the position, which then moves `n` bytes on.
+    #[inline]
+    fn next<T>(&mut self, n: usize, read: impl Fn(&'a [u8], usize) -> Option<T>) -> Option<T> {
+        let v = read(self.b, self.pos)?;
+        self.pos += n;
+        Some(v)
+    }
+
     pub fn u8(&mut self) -> Option<u8> {
-        Some(self.take(1)?[0])
+        self.next(1, |b, at| b.get(at).copied())
     }
 
     pub fn u16(&mut self) -> Option<u16> {
-        let s = self.take(2)?;
-        Some(u16::from_be_bytes([s[0], s[1]]))
+        self.next(2, be_u16)
     }
 
     pub fn u32(&mut self) -> Option<u32> {
-        let s = self.take(4)?;
-        Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+        self.next(4, be_u32)
     }
 
     pub fn u64(&mut self) -> Option<u64> {
-        let s = self.take(8)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(s);
-        Some(u64::from_be_bytes(a))
+        self.next(8, be_u64)
     }
 
     pub fn bytes(&mut self) -> Option<&'a [u8]> {
