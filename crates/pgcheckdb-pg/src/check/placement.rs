@@ -182,7 +182,7 @@ fn normal_tuple<'p>(
     if !in_bounds {
         return None;
     }
-    let bytes = &page[off..off + len];
+    let bytes = item.storage(page)?;
     let header = HeapTupleHeader::parse(bytes)?;
     let hoff = header.t_hoff as usize;
     let sane_hoff =
@@ -215,8 +215,8 @@ fn naming(tuple: &Tuple<'_>, blkno: u32) -> Naming {
 /// Two images of one tuple: same length, same bytes apart from the hint bits in `t_infomask`.
 fn same_tuple(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len()
-        && a[..T_INFOMASK_RANGE.start] == b[..T_INFOMASK_RANGE.start]
-        && a[T_INFOMASK_RANGE.end..] == b[T_INFOMASK_RANGE.end..]
+        && a.get(..T_INFOMASK_RANGE.start) == b.get(..T_INFOMASK_RANGE.start)
+        && a.get(T_INFOMASK_RANGE.end..) == b.get(T_INFOMASK_RANGE.end..)
 }
 
 /// The `misplaced_page` finding a page earns from its own tuples: its message and detail.

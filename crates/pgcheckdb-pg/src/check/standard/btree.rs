@@ -187,14 +187,21 @@ fn check_item(
         ));
     }
     let (off, len) = (item.lp_off as usize, item.lp_len as usize);
-    if !is_aligned(off, max_align) || off < h.pd_upper as usize || off + len > h.pd_special as usize
-    {
-        return Err(format!(
-            "item at {off} with lp_len {len} is outside the item area {}..{}",
-            h.pd_upper, h.pd_special
-        ));
-    }
-    let tuple = &page[off..off + len];
+    let tuple = match item.storage(page) {
+        Some(tuple)
+            if is_aligned(off, max_align)
+                && off >= h.pd_upper as usize
+                && off + len <= h.pd_special as usize =>
+        {
+            tuple
+        }
+        _ => {
+            return Err(format!(
+                "item at {off} with lp_len {len} is outside the item area {}..{}",
+                h.pd_upper, h.pd_special
+            ))
+        }
+    };
     let t_info = le_u16(tuple, 6).ok_or("index tuple shorter than its header")?;
     let size = (t_info & INDEX_SIZE_MASK) as usize;
     if size != len {

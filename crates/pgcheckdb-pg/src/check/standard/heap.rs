@@ -60,9 +60,8 @@ pub fn check_heap_page(
                 let min_len = max_align(SIZEOF_HEAP_TUPLE_HEADER, facts.max_align);
                 if let Some(range) = items::check_item_bounds(h, item, min_len, facts, out) {
                     storage.push((range, item.offnum));
-                    if item.lp_flags == LpFlags::Normal {
-                        let tuple =
-                            &page[item.lp_off as usize..(item.lp_off + item.lp_len) as usize];
+                    // Bounds checked just above: the storage is on the page.
+                    if let (LpFlags::Normal, Some(tuple)) = (item.lp_flags, item.storage(page)) {
                         TupleCheck {
                             tuple,
                             offnum: item.offnum,
@@ -163,7 +162,7 @@ fn redirect_target_problem(
     {
         return None; // reported at the target itself
     }
-    let target = HeapTupleHeader::parse(&page[start..end])?;
+    let target = HeapTupleHeader::parse(t.storage(page)?)?;
     (target.t_infomask2 & im2::HEAP_ONLY_TUPLE == 0).then(|| {
         format!(
             "redirect to offset {} which is not a heap-only tuple",
