@@ -1,9 +1,17 @@
 //! Stored values (datums) of built-in types as heap and index tuples hold them: the
 //! fixed-width types, read from the start of their bytes (`None` when too short); the three
-//! fields of an `interval`; and the header of the one-dimensional arrays `int2vector` and
-//! `oidvector`. Variable-length values start with a varlena header (see [`super::toast`]).
+//! fields of an `interval`; the header of the one-dimensional arrays `int2vector` and
+//! `oidvector`; and the payload of a varlena value behind its short or long header,
+//! decompressed when stored compressed inline (pglz, lz4). The header bits are in
+//! [`super::toast`].
+
+use std::borrow::Cow;
 
 use super::bytes::{le_f32, le_f64, le_i16, le_i32, le_i64, le_u32};
+use super::toast::{
+    TOAST_LZ4_COMPRESSION_ID, TOAST_PGLZ_COMPRESSION_ID, VARATT_4B_COMPRESSED,
+    VARLENA_EXTSIZE_MASK, VARTAG_1B_E,
+};
 
 /// `int2`.
 #[inline]
@@ -70,6 +78,48 @@ pub const VECTOR_DIM1: usize = 12;
 /// Where the values start (`ARR_OVERHEAD_NONULLS(1)`).
 pub const VECTOR_HEADER: usize = 20;
 
+/// The largest raw size of a compressed key that an index tuple (at most about a third of a
+/// page) can hold: lz4 expands at most about 255-fold. Larger claims are damage, and are not
+/// decompressed (not comparable) rather than allocated.
+const MAX_INDEX_RAW_SIZE: usize = 1 << 20;
+
+/// The payload of a stored varlena value: short and long headers, inline compression (pglz,
+/// lz4). `None` for an external TOAST pointer (an index stores none) or a malformed value.
+pub fn varlena(b: &[u8]) -> Option<Cow<'_, [u8]>> {
+    let first = *b.first()?;
+    if first == VARTAG_1B_E {
+        return None;
+    }
+    if first & 0x01 == 0x01 {
+        let len = (first >> 1) as usize;
+        return b.get(1..len).map(Cow::Borrowed);
+    }
+    let header = le_u32(b, 0)?;
+    let len = (header >> 2) as usize;
+    match header & 0x03 {
+        0 => b.get(4..len).map(Cow::Borrowed),
+        VARATT_4B_COMPRESSED => {
+            let tcinfo = le_u32(b, 4)?;
+            let raw_size = (tcinfo & VARLENA_EXTSIZE_MASK) as usize;
+            if raw_size > MAX_INDEX_RAW_SIZE {
+                return None;
+            }
+            let data = b.get(8..len)?;
+            let raw = match tcinfo >> 30 {
+                TOAST_PGLZ_COMPRESSION_ID => super::pglz::decompress(data, raw_size)?,
+                TOAST_LZ4_COMPRESSION_ID => {
+                    let mut out = vec![0u8; raw_size];
+                    let n = lz4_flex::block::decompress_into(data, &mut out).ok()?;
+                    (n == raw_size).then_some(out)?
+                }
+                _ => return None,
+            };
+            Some(Cow::Owned(raw))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +145,29 @@ mod tests {
             })
         );
         assert_eq!(Interval::parse(&iv[..15]), None);
+    }
+
+    #[test]
+    fn compressed_values_are_unpacked_and_external_ones_refused() {
+        // pglz: "abc" then a 6-byte back-reference, raw size 9, method bits 0.
+        let data = [0b0000_1000u8, b'a', b'b', b'c', 0x03, 0x03];
+        let mut v = ((((8 + data.len()) as u32) << 2) | VARATT_4B_COMPRESSED)
+            .to_le_bytes()
+            .to_vec();
+        v.extend(9u32.to_le_bytes());
+        v.extend(data);
+        assert_eq!(varlena(&v).as_deref(), Some(&b"abcabcabc"[..]));
+        // lz4: method bits 01.
+        let raw = b"xyzxyzxyzxyzxyzxyzxyzxyz".repeat(4);
+        let mut packed = vec![0u8; lz4_flex::block::get_maximum_output_size(raw.len())];
+        let n = lz4_flex::block::compress_into(&raw, &mut packed).expect("lz4 compress");
+        packed.truncate(n);
+        let mut v = ((((8 + packed.len()) as u32) << 2) | VARATT_4B_COMPRESSED)
+            .to_le_bytes()
+            .to_vec();
+        v.extend((raw.len() as u32 | (TOAST_LZ4_COMPRESSION_ID << 30)).to_le_bytes());
+        v.extend(&packed);
+        assert_eq!(varlena(&v).as_deref(), Some(&raw[..]));
+        assert_eq!(varlena(&[VARTAG_1B_E, 18, 0, 0]), None);
     }
 }

@@ -21,6 +21,7 @@ pub mod itemid;
 pub mod lsn;
 pub mod oids;
 pub mod page;
+pub mod pglz;
 pub mod relfile;
 pub mod slru;
 pub mod special;

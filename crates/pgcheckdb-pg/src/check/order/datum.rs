@@ -2,21 +2,17 @@
 //! B-tree operator classes of the built-in types (their support function 1), from the on-disk
 //! formats. Variable-length values are unpacked first (short headers, inline compression).
 
-use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use super::collate::Collate;
 use super::numeric::Numeric;
-use super::pglz;
 use crate::catalog::layouts::NAMEDATALEN;
 use crate::format::bytes::{le_u32, le_u32s, until_nul};
 use crate::format::datum::{
-    float4, float8, int2, int4, int8, oid, Interval, VECTOR_DIM1, VECTOR_HEADER, VECTOR_NDIM,
+    float4, float8, int2, int4, int8, oid, varlena, Interval, VECTOR_DIM1, VECTOR_HEADER,
+    VECTOR_NDIM,
 };
-use crate::format::toast::{
-    TOAST_LZ4_COMPRESSION_ID, TOAST_PGLZ_COMPRESSION_ID, VARATT_4B_COMPRESSED,
-    VARLENA_EXTSIZE_MASK, VARTAG_1B_E,
-};
+
 /// `USECS_PER_DAY`.
 const USECS_PER_DAY: i128 = 86_400_000_000;
 /// `DAYS_PER_MONTH` as `interval_cmp_value` counts a month.
@@ -161,48 +157,6 @@ fn oid_vector(p: &[u8]) -> Option<(usize, Vec<u32>)> {
 fn trim_blanks(b: &[u8]) -> &[u8] {
     let end = b.iter().rposition(|&c| c != b' ').map_or(0, |p| p + 1);
     b.get(..end).unwrap_or_default()
-}
-
-/// The largest raw size of a compressed key that an index tuple (at most about a third of a
-/// page) can hold: lz4 expands at most about 255-fold. Larger claims are damage, and are not
-/// decompressed (not comparable) rather than allocated.
-const MAX_INDEX_RAW_SIZE: usize = 1 << 20;
-
-/// The payload of a stored varlena value: short and long headers, inline compression (pglz,
-/// lz4). `None` for an external TOAST pointer (an index stores none) or a malformed value.
-pub fn varlena(b: &[u8]) -> Option<Cow<'_, [u8]>> {
-    let first = *b.first()?;
-    if first == VARTAG_1B_E {
-        return None;
-    }
-    if first & 0x01 == 0x01 {
-        let len = (first >> 1) as usize;
-        return b.get(1..len).map(Cow::Borrowed);
-    }
-    let header = le_u32(b, 0)?;
-    let len = (header >> 2) as usize;
-    match header & 0x03 {
-        0 => b.get(4..len).map(Cow::Borrowed),
-        VARATT_4B_COMPRESSED => {
-            let tcinfo = le_u32(b, 4)?;
-            let raw_size = (tcinfo & VARLENA_EXTSIZE_MASK) as usize;
-            if raw_size > MAX_INDEX_RAW_SIZE {
-                return None;
-            }
-            let data = b.get(8..len)?;
-            let raw = match tcinfo >> 30 {
-                TOAST_PGLZ_COMPRESSION_ID => pglz::decompress(data, raw_size)?,
-                TOAST_LZ4_COMPRESSION_ID => {
-                    let mut out = vec![0u8; raw_size];
-                    let n = lz4_flex::block::decompress_into(data, &mut out).ok()?;
-                    (n == raw_size).then_some(out)?
-                }
-                _ => return None,
-            };
-            Some(Cow::Owned(raw))
-        }
-        _ => None,
-    }
 }
 
 #[cfg(test)]
@@ -377,29 +331,5 @@ mod tests {
         fixed[..2].copy_from_slice(b"ab");
         assert_eq!(name.compare(&fixed, b"ab\0"), Some(Equal));
         ascending(&name, &[b"\0".to_vec(), b"a\0".to_vec(), b"ab\0".to_vec()]);
-    }
-
-    #[test]
-    fn compressed_values_are_unpacked_and_external_ones_refused() {
-        // pglz: "abc" then a 6-byte back-reference, raw size 9, method bits 0.
-        let data = [0b0000_1000u8, b'a', b'b', b'c', 0x03, 0x03];
-        let mut v = ((((8 + data.len()) as u32) << 2) | VARATT_4B_COMPRESSED)
-            .to_le_bytes()
-            .to_vec();
-        v.extend(9u32.to_le_bytes());
-        v.extend(data);
-        assert_eq!(varlena(&v).as_deref(), Some(&b"abcabcabc"[..]));
-        // lz4: method bits 01.
-        let raw = b"xyzxyzxyzxyzxyzxyzxyzxyz".repeat(4);
-        let mut packed = vec![0u8; lz4_flex::block::get_maximum_output_size(raw.len())];
-        let n = lz4_flex::block::compress_into(&raw, &mut packed).expect("lz4 compress");
-        packed.truncate(n);
-        let mut v = ((((8 + packed.len()) as u32) << 2) | VARATT_4B_COMPRESSED)
-            .to_le_bytes()
-            .to_vec();
-        v.extend((raw.len() as u32 | (TOAST_LZ4_COMPRESSION_ID << 30)).to_le_bytes());
-        v.extend(&packed);
-        assert_eq!(varlena(&v).as_deref(), Some(&raw[..]));
-        assert_eq!(varlena(&[VARTAG_1B_E, 18, 0, 0]), None);
     }
 }

@@ -13,10 +13,10 @@ use std::borrow::Cow;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::catalog::attributes::Attribute;
-use crate::check::order::datum;
 use crate::check::standard::attribute_span;
 use crate::format::bytes::{le_u64, le_u64_padded, until_nul};
 use crate::format::control::NAMEDATALEN;
+use crate::format::datum::varlena;
 use crate::format::heap::{infomask2 as im2, HeapTupleHeader, HEAP_NATTS_MASK};
 use crate::format::toast::VARTAG_1B_E;
 
@@ -73,7 +73,7 @@ fn normalised(v: &[u8], form: ValueForm) -> Result<Cow<'_, [u8]>, Unkeyable> {
             if v.first() == Some(&VARTAG_1B_E) {
                 return Err(Unkeyable::External);
             }
-            datum::varlena(v).ok_or(Unkeyable::Malformed)?
+            varlena(v).ok_or(Unkeyable::Malformed)?
         }
         ValueForm::CString | ValueForm::NameAsCString => Cow::Borrowed(until_nul(v)),
     })
