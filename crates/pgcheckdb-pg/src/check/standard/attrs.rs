@@ -23,7 +23,10 @@ impl TupleCheck<'_> {
     /// Walks attributes `1..=natts` the way the server deforms a tuple, checking every length
     /// and varlena header against the tuple's end.
     pub(super) fn walk_attributes(&mut self, h: &HeapTupleHeader, attrs: &[Attribute]) {
-        let data = &self.tuple[h.t_hoff as usize..];
+        // `header_ok` has checked `t_hoff` against the tuple's length.
+        let Some(data) = self.tuple.get(h.t_hoff as usize..) else {
+            return;
+        };
         let mut off = 0usize;
         for (i, a) in attrs.iter().enumerate() {
             let attnum = i + 1;

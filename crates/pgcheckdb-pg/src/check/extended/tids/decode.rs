@@ -252,7 +252,7 @@ fn decode_posting_list(b: &[u8], out: &mut Vec<(u32, u16)>) -> Option<()> {
     let mut val = ((first.block as u64) << gin::OFFSET_BITS) | first.offset as u64;
     let mut pos = 0;
     while pos < bytes.len() {
-        let (delta, used) = varbyte(&bytes[pos..])?;
+        let (delta, used) = varbyte(bytes.get(pos..)?)?;
         pos += used;
         val = val.checked_add(delta)?;
         let block = u32::try_from(val >> gin::OFFSET_BITS).ok()?;
