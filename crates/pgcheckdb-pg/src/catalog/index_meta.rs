@@ -14,6 +14,7 @@ use super::layouts::{
 use super::{name_at, DatabaseInfo, Reader};
 use crate::format::bytes::{le_i16, le_u32};
 use crate::format::datum::{VECTOR_DIM1, VECTOR_HEADER, VECTOR_NDIM};
+use crate::format::enums::byte_enum;
 
 /// One `pg_index` row, as far as key order needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,29 +57,19 @@ pub struct OpFamily {
     pub method: u32,
 }
 
-/// `collprovider` / `datlocprovider`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CollProvider {
-    /// `d`: the database's default collation.
-    Default,
-    /// `c`: the C library's locales.
-    Libc,
-    /// `i`: ICU.
-    Icu,
-    /// `b`: PostgreSQL's built-in provider (17+).
-    Builtin,
-    Other(u8),
-}
-
-impl CollProvider {
-    pub fn from_byte(b: u8) -> CollProvider {
-        match b {
-            b'd' => CollProvider::Default,
-            b'c' => CollProvider::Libc,
-            b'i' => CollProvider::Icu,
-            b'b' => CollProvider::Builtin,
-            other => CollProvider::Other(other),
-        }
+byte_enum! {
+    /// `collprovider` / `datlocprovider`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum CollProvider {
+        /// `d`: the database's default collation.
+        Default = b'd',
+        /// `c`: the C library's locales.
+        Libc = b'c',
+        /// `i`: ICU.
+        Icu = b'i',
+        /// `b`: PostgreSQL's built-in provider (17+).
+        Builtin = b'b',
+        _ => Other(u8),
     }
 }
 

@@ -11,6 +11,7 @@ pub mod bytes;
 pub mod checksum;
 pub mod control;
 pub mod datum;
+pub mod enums;
 pub mod gin;
 pub mod gist;
 pub mod hash;

@@ -10,41 +10,45 @@ use crate::check::extended::heap::{certainly_live, HeapTuples};
 use crate::check::extended::spill::RunBuilder;
 use crate::check::standard::attribute_span;
 use crate::format::bytes::le_u32;
+use crate::format::enums::byte_enum;
 use crate::format::heap::{infomask as im, HeapTupleHeader};
 use crate::format::itemid::{ItemId, LpFlags};
 
-/// The sub-kind byte that starts a [`Family::ToastValue`] body: a value's pointers sort before
-/// its chunks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ValueFact {
-    Pointer = 0,
-    Chunk = 1,
+byte_enum! {
+    /// The sub-kind byte that starts a [`Family::ToastValue`] body: a value's pointers sort before
+    /// its chunks.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ValueFact {
+        Pointer = 0,
+        Chunk = 1,
+    }
 }
 
-/// How sure it is that a chunk tuple is live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum ChunkLife {
-    /// Certainly dead (inserter aborted, or deleter committed): only counted.
-    Dead = 0,
-    /// Neither certainly dead nor certainly live (an in-progress, prepared or unknown
-    /// transaction, a multixact deleter): present, but never blamed.
-    Possible = 1,
-    /// Inserted by a committed transaction, not deleted by one that committed or may commit.
-    Certain = 2,
+byte_enum! {
+    /// How sure it is that a chunk tuple is live.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    pub enum ChunkLife {
+        /// Certainly dead (inserter aborted, or deleter committed): only counted.
+        Dead = 0,
+        /// Neither certainly dead nor certainly live (an in-progress, prepared or unknown
+        /// transaction, a multixact deleter): present, but never blamed.
+        Possible = 1,
+        /// Inserted by a committed transaction, not deleted by one that committed or may commit.
+        Certain = 2,
+    }
 }
 
-/// How a chunk's `chunk_data` is stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ChunkForm {
-    /// A plain varlena (1-byte or 4-byte header): its data length is the chunk's size.
-    Plain = 0,
-    /// A compressed inline varlena: never written into a TOAST relation.
-    Compressed = 1,
-    /// An external varlena: never written into a TOAST relation.
-    External = 2,
+byte_enum! {
+    /// How a chunk's `chunk_data` is stored.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ChunkForm {
+        /// A plain varlena (1-byte or 4-byte header): its data length is the chunk's size.
+        Plain = 0,
+        /// A compressed inline varlena: never written into a TOAST relation.
+        Compressed = 1,
+        /// An external varlena: never written into a TOAST relation.
+        External = 2,
+    }
 }
 
 /// A live row's TOAST pointer as a fact.
@@ -109,8 +113,8 @@ impl ChunkFact {
 
 /// Decodes the body of a [`Family::ToastValue`] record about value `valueid`.
 pub fn read_value(valueid: u32, r: &mut Reader<'_>) -> Option<ValueRecord> {
-    Some(match r.u8()? {
-        0 => ValueRecord::Pointer(PointerFact {
+    Some(match ValueFact::from_byte(r.u8()?)? {
+        ValueFact::Pointer => ValueRecord::Pointer(PointerFact {
             valueid,
             extsize: r.u32()?,
             rawsize: r.u32()?,
@@ -118,26 +122,15 @@ pub fn read_value(valueid: u32, r: &mut Reader<'_>) -> Option<ValueRecord> {
             offset: r.u16()?,
             attnum: r.u16()?,
         }),
-        1 => ValueRecord::Chunk(ChunkFact {
+        ValueFact::Chunk => ValueRecord::Chunk(ChunkFact {
             valueid,
             seq: r.u32()?,
-            life: match r.u8()? {
-                0 => ChunkLife::Dead,
-                1 => ChunkLife::Possible,
-                2 => ChunkLife::Certain,
-                _ => return None,
-            },
-            form: match r.u8()? {
-                0 => ChunkForm::Plain,
-                1 => ChunkForm::Compressed,
-                2 => ChunkForm::External,
-                _ => return None,
-            },
+            life: ChunkLife::from_byte(r.u8()?)?,
+            form: ChunkForm::from_byte(r.u8()?)?,
             size: r.u32()?,
             block: r.u32()?,
             offset: r.u16()?,
         }),
-        _ => return None,
     })
 }
 
