@@ -5,6 +5,7 @@ use foldhash::HashMap;
 
 use super::*;
 use crate::format::bytes::{range, until_nul};
+use crate::format::oids::am_oid;
 use attributes::{align_of, Attribute, PgAttributeLayout};
 use heapscan::RowState;
 use layouts::{PgClassLayout, PgDatabaseLayout, NAMEDATALEN, OID_THEN_NAME};
@@ -18,13 +19,13 @@ pub(super) fn name_at(b: &[u8], off: usize) -> Option<String> {
 /// Built-in access methods, used when `pg_am` cannot be read.
 pub(super) fn builtin_am(oid: u32) -> Option<&'static str> {
     Some(match oid {
-        2 => "heap",
-        403 => "btree",
-        405 => "hash",
-        783 => "gist",
-        2742 => "gin",
-        4000 => "spgist",
-        3580 => "brin",
+        am_oid::HEAP => "heap",
+        am_oid::BTREE => "btree",
+        am_oid::HASH => "hash",
+        am_oid::GIST => "gist",
+        am_oid::GIN => "gin",
+        am_oid::SPGIST => "spgist",
+        am_oid::BRIN => "brin",
         _ => return None,
     })
 }

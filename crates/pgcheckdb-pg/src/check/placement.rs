@@ -23,17 +23,20 @@
 //! the page at block B corroborating ([`corroborates`]).
 
 use crate::format::bytes::le_u32;
-use crate::format::heap::{infomask as im, HeapTupleHeader, SIZEOF_HEAP_TUPLE_HEADER};
+use crate::format::heap::{
+    infomask as im, HeapTupleHeader, MOVED_PARTITIONS_OFFSET, SIZEOF_HEAP_TUPLE_HEADER,
+    T_INFOMASK_OFFSET,
+};
 use crate::format::itemid::{max_offset_number, ItemId, LpFlags, SIZE_OF_ITEM_ID};
 use crate::format::page::INVALID_BLOCK_NUMBER;
 use crate::format::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
-/// `MovedPartitionsOffsetNumber`: the lowest of the offsets used as markers in `t_ctid`
-/// (`SpecTokenOffsetNumber` 0xFFFE is above it); no line pointer has such an offset.
-const FIRST_MARKER_OFFSET: u16 = 0xFFFD;
+/// The lowest of the offsets used as markers in `t_ctid` (`SpecTokenOffsetNumber` is above
+/// it); no line pointer has such an offset.
+const FIRST_MARKER_OFFSET: u16 = MOVED_PARTITIONS_OFFSET;
 /// Byte range of `t_infomask` in a tuple header: hint bits set later may differ between two
 /// images of the same tuple.
-const T_INFOMASK_RANGE: std::ops::Range<usize> = 20..22;
+const T_INFOMASK_RANGE: std::ops::Range<usize> = T_INFOMASK_OFFSET..T_INFOMASK_OFFSET + 2;
 
 /// Fewest tuples that must name the other block: one tuple could be a single coincidence.
 pub const MIN_CLAIMING_TUPLES: usize = 2;

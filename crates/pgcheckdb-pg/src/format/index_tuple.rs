@@ -1,6 +1,8 @@
 //! The header every index tuple starts with (`IndexTupleData`): its `t_tid`, then `t_info`,
 //! whose bits give the tuple's size and say whether a null bitmap follows.
 
+/// Byte offset of `t_info`, right after `t_tid`.
+pub const T_INFO_OFFSET: usize = 6;
 /// `INDEX_SIZE_MASK`: the low 13 bits of `t_info`, the tuple's size in bytes.
 pub const INDEX_SIZE_MASK: u16 = 0x1FFF;
 /// `INDEX_ALT_TID_MASK`: in a B-tree, the tuple is a pivot or a posting list.

@@ -11,6 +11,14 @@ use crate::format::page::SIZE_OF_PAGE_HEADER_DATA;
 const CHUNK_ID: usize = 4;
 const CHUNK_SEQ: usize = 4;
 const VARHDRSZ: usize = 4;
+
+/// Byte offsets in a TOAST chunk tuple's data: `chunk_id oid`, `chunk_seq int4`, then
+/// `chunk_data bytea` (at 8, already aligned for its `int4` alignment).
+pub mod chunk_offset {
+    pub const CHUNK_ID: usize = 0;
+    pub const CHUNK_SEQ: usize = CHUNK_ID + super::CHUNK_ID;
+    pub const CHUNK_DATA: usize = CHUNK_SEQ + super::CHUNK_SEQ;
+}
 /// The 1-byte varlena header of an external (TOAST) pointer (`VARATT_IS_1B_E`): 0x01.
 pub const VARTAG_1B_E: u8 = 0x01;
 /// `VARTAG_ONDISK`: the only external varlena tag allowed on disk.
@@ -61,5 +69,13 @@ mod tests {
         assert_eq!(toast_max_chunk_size(32768, 8), Some(8140));
         assert_eq!(toast_max_chunk_size(8192, 0), None);
         assert_eq!(toast_max_chunk_size(16, 8), None);
+        assert_eq!(
+            (
+                chunk_offset::CHUNK_ID,
+                chunk_offset::CHUNK_SEQ,
+                chunk_offset::CHUNK_DATA
+            ),
+            (0, 4, 8)
+        );
     }
 }

@@ -14,6 +14,7 @@ use crate::format::bytes::{align_up, le_i32, le_u16};
 use crate::format::checksum::pg_checksum_page;
 use crate::format::control::{ChecksumState, ControlFile};
 use crate::format::heap::{HeapTupleHeader, ItemPointer};
+use crate::format::index_tuple::T_INFO_OFFSET;
 use crate::format::itemid::{line_pointers, ItemId};
 use crate::format::page::{is_all_zero, PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 use crate::format::relfile::ForkNumber;
@@ -398,7 +399,7 @@ fn is_frozen(h: &HeapTupleHeader) -> bool {
 
 /// `IndexTupleData`: `t_tid` and `t_info` (size in the low 13 bits, 0x4000 varwidth, 0x8000 nulls).
 fn index_tuple(tuple: &[u8]) -> Option<IndexTupleView> {
-    let t_info = le_u16(tuple, 6)?;
+    let t_info = le_u16(tuple, T_INFO_OFFSET)?;
     Some(IndexTupleView {
         t_tid: ItemPointer::parse(tuple, 0)?,
         size: t_info & 0x1FFF,

@@ -10,7 +10,7 @@ use crate::format::bytes::{align_up, array, le_u16, le_u32};
 use crate::format::heap::{ItemPointer, SIZE_OF_ITEM_POINTER};
 use crate::format::index_tuple::{
     INDEX_ALT_TID_MASK, INDEX_NULL_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_ATTR_BITMAP,
-    SIZE_OF_INDEX_TUPLE,
+    SIZE_OF_INDEX_TUPLE, T_INFO_OFFSET,
 };
 use crate::format::itemid::{ItemId, LpFlags};
 use crate::format::toast::VARTAG_1B_E;
@@ -160,7 +160,7 @@ fn run_of<'p, I: Iterator<Item = Entry<'p>>>(
 /// The comparable key of a non-pivot leaf tuple and where its heap TIDs are; `None` for a pivot
 /// tuple, a tuple whose key has a NULL (when NULLs are distinct), or one that cannot be decoded.
 fn entry<'p>(t: &'p [u8], offnum: u16, spec: &UniqueSpec, max_align: usize) -> Option<Entry<'p>> {
-    let info = le_u16(t, 6)?;
+    let info = le_u16(t, T_INFO_OFFSET)?;
     let size = ((info & INDEX_SIZE_MASK) as usize).min(t.len());
     let tid = ItemPointer::parse(t, 0)?;
     let has_nulls = info & INDEX_NULL_MASK != 0;

@@ -12,7 +12,7 @@ use super::datum::KeyType;
 use super::tuple::StoredAs;
 use crate::format::bytes::{be_u128, le_i16, le_i32, le_i64, le_u16, le_u32};
 use crate::format::index_tuple::{
-    INDEX_ALT_TID_MASK, INDEX_NULL_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_TUPLE,
+    INDEX_ALT_TID_MASK, INDEX_NULL_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_TUPLE, T_INFO_OFFSET,
 };
 
 /// `INDEX_ALT_TID_MASK` and `INDEX_NULL_MASK` of `t_info`: a pivot or posting list, a NULL.
@@ -105,7 +105,7 @@ pub fn plain_key_offset(stored: StoredAs, max_align: usize) -> usize {
 /// list or pivot) whose size agrees with `t_info` and holds them; `None` for every other tuple.
 #[inline]
 pub fn plain_key(item: &[u8], offset: usize, len: usize) -> Option<&[u8]> {
-    let t_info = le_u16(item, 6)?;
+    let t_info = le_u16(item, T_INFO_OFFSET)?;
     if t_info & NOT_PLAIN_MASK != 0 || (t_info & INDEX_SIZE_MASK) as usize != item.len() {
         return None;
     }

@@ -6,7 +6,7 @@ use crate::format::bytes::{align_up, le_u16, le_u32};
 use crate::format::heap::{ItemPointer, SIZE_OF_ITEM_POINTER};
 use crate::format::index_tuple::{
     INDEX_ALT_TID_MASK, INDEX_NULL_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_ATTR_BITMAP,
-    SIZE_OF_INDEX_TUPLE,
+    SIZE_OF_INDEX_TUPLE, T_INFO_OFFSET,
 };
 use crate::format::toast::VARTAG_1B_E;
 
@@ -91,7 +91,7 @@ pub fn decode_into<'a>(
     max_align: usize,
     out: &mut KeyTuple<'a>,
 ) -> Option<()> {
-    let t_info = le_u16(item, 6)?;
+    let t_info = le_u16(item, T_INFO_OFFSET)?;
     let size = (t_info & INDEX_SIZE_MASK) as usize;
     if size != item.len() || size < SIZE_OF_INDEX_TUPLE {
         return None;

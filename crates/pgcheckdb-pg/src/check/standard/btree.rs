@@ -12,7 +12,9 @@ use crate::format::btree::{
 };
 use crate::format::bytes::le_u16;
 use crate::format::heap::{ItemPointer, SIZE_OF_ITEM_POINTER};
-use crate::format::index_tuple::{INDEX_ALT_TID_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_TUPLE};
+use crate::format::index_tuple::{
+    INDEX_ALT_TID_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_TUPLE, T_INFO_OFFSET,
+};
 use crate::format::itemid::{line_pointers_into, ItemId, LpFlags};
 use crate::format::page::PageHeader;
 use crate::format::special::MAX_BT_CYCLE_ID;
@@ -202,7 +204,7 @@ fn check_item(
             ))
         }
     };
-    let t_info = le_u16(tuple, 6).ok_or("index tuple shorter than its header")?;
+    let t_info = le_u16(tuple, T_INFO_OFFSET).ok_or("index tuple shorter than its header")?;
     let size = (t_info & INDEX_SIZE_MASK) as usize;
     if size != len {
         return Err(format!(

@@ -11,10 +11,12 @@
 use crate::check::extended::facts::{Family, Reader, RunPlace, Writer};
 use crate::format::btree::{flags as bf, P_NONE};
 use crate::format::enums::byte_enum;
+use crate::format::index_tuple::T_INFO_OFFSET;
+use crate::format::page::INVALID_BLOCK_NUMBER;
 
 /// Bytes of an index tuple before `t_info`: a pivot's downlink or a high key's unused block
 /// and its `ip_posid`. Pivot keys are compared from `t_info` on, as for every B-tree version.
-pub const PIVOT_KEY_FROM: usize = 6;
+pub const PIVOT_KEY_FROM: usize = T_INFO_OFFSET;
 
 byte_enum! {
     /// The kind of a record about one block (the byte right after the block number): the page's
@@ -145,7 +147,7 @@ pub fn page_records(
         push(buf);
     }
     if let (true, Some(top)) = (p.btpo_flags & bf::BTP_HALF_DEAD != 0, p.top_parent) {
-        if top != u32::MAX {
+        if top != INVALID_BLOCK_NUMBER {
             start(buf, unit, top, Rec::TopParent).u32(blkno);
             push(buf);
         }

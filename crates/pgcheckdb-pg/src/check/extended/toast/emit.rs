@@ -13,6 +13,7 @@ use crate::format::bytes::le_u32;
 use crate::format::enums::byte_enum;
 use crate::format::heap::{infomask as im, HeapTupleHeader};
 use crate::format::itemid::{ItemId, LpFlags};
+use crate::format::toast::{chunk_offset, VARATT_4B_COMPRESSED, VARLENA_EXTSIZE_MASK, VARTAG_1B_E};
 
 byte_enum! {
     /// The sub-kind byte that starts a [`Family::ToastValue`] body: a value's pointers sort before
@@ -165,7 +166,7 @@ pub fn pointer_facts(
             }
             let fact = PointerFact {
                 valueid: p.valueid,
-                extsize: p.extinfo & EXTSIZE_MASK,
+                extsize: p.extinfo & VARLENA_EXTSIZE_MASK,
                 rawsize: p.rawsize,
                 block: blkno,
                 offset: it.offnum,
@@ -176,10 +177,6 @@ pub fn pointer_facts(
         });
     }
 }
-
-/// `VARLENA_EXTSIZE_MASK`: the low 30 bits of `va_extinfo` (the top two are the compression
-/// method, 14+).
-const EXTSIZE_MASK: u32 = 0x3FFF_FFFF;
 
 /// `varatt_external`, the payload of an on-disk TOAST pointer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,14 +236,6 @@ pub fn external_pointers(
     }
 }
 
-/// Byte offsets in a TOAST chunk tuple's data: `chunk_id oid`, `chunk_seq int4`, then
-/// `chunk_data bytea` (at 8, already aligned for its `int4` alignment).
-mod chunk_offset {
-    pub const CHUNK_ID: usize = 0;
-    pub const CHUNK_SEQ: usize = 4;
-    pub const CHUNK_DATA: usize = 8;
-}
-
 /// One record per chunk tuple of a sound TOAST page.
 pub fn chunk_facts(
     unit: u32,
@@ -290,15 +279,15 @@ pub fn decode_chunk(t: &[u8], h: &HeapTupleHeader) -> Option<ChunkFact> {
     let seq = le_u32(data, chunk_offset::CHUNK_SEQ)?;
     let at = chunk_offset::CHUNK_DATA;
     let b0 = *data.get(at)?;
-    let (form, size) = if b0 == 0x01 {
+    let (form, size) = if b0 == VARTAG_1B_E {
         (ChunkForm::External, 0)
     } else if b0 & 0x01 == 0x01 {
         (ChunkForm::Plain, ((b0 >> 1) as u32).checked_sub(1)?)
     } else {
         // A 4-byte header: bit 1 of the first byte set means compressed (VARATT_IS_4B_C).
         let word = le_u32(data, at)?;
-        let total = (word >> 2) & EXTSIZE_MASK;
-        let form = if b0 & 0x03 == 0x02 {
+        let total = (word >> 2) & VARLENA_EXTSIZE_MASK;
+        let form = if u32::from(b0 & 0x03) == VARATT_4B_COMPRESSED {
             ChunkForm::Compressed
         } else {
             ChunkForm::Plain
