@@ -8,16 +8,16 @@ use super::itemid::SIZE_OF_ITEM_ID;
 use crate::format::page::SIZE_OF_PAGE_HEADER_DATA;
 
 /// `sizeof(Oid)` of `chunk_id`, `sizeof(int32)` of `chunk_seq`, and `VARHDRSZ` of `chunk_data`.
-const CHUNK_ID: usize = 4;
-const CHUNK_SEQ: usize = 4;
+const CHUNK_ID_SIZE: usize = 4;
+const CHUNK_SEQ_SIZE: usize = 4;
 const VARHDRSZ: usize = 4;
 
 /// Byte offsets in a TOAST chunk tuple's data: `chunk_id oid`, `chunk_seq int4`, then
 /// `chunk_data bytea` (at 8, already aligned for its `int4` alignment).
 pub mod chunk_offset {
     pub const CHUNK_ID: usize = 0;
-    pub const CHUNK_SEQ: usize = CHUNK_ID + super::CHUNK_ID;
-    pub const CHUNK_DATA: usize = CHUNK_SEQ + super::CHUNK_SEQ;
+    pub const CHUNK_SEQ: usize = CHUNK_ID + super::CHUNK_ID_SIZE;
+    pub const CHUNK_DATA: usize = CHUNK_SEQ + super::CHUNK_SEQ_SIZE;
 }
 /// The 1-byte varlena header of an external (TOAST) pointer (`VARATT_IS_1B_E`): 0x01.
 pub const VARTAG_1B_E: u8 = 0x01;
@@ -53,8 +53,8 @@ pub fn toast_max_chunk_size(blcksz: usize, max_align: usize) -> Option<u32> {
         SIZE_OF_PAGE_HEADER_DATA + EXTERN_TUPLES_PER_PAGE * SIZE_OF_ITEM_ID,
     ))?;
     let per_tuple = align_down(usable / EXTERN_TUPLES_PER_PAGE);
-    let chunk =
-        per_tuple.checked_sub(align(SIZEOF_HEAP_TUPLE_HEADER) + CHUNK_ID + CHUNK_SEQ + VARHDRSZ)?;
+    let chunk = per_tuple
+        .checked_sub(align(SIZEOF_HEAP_TUPLE_HEADER) + CHUNK_ID_SIZE + CHUNK_SEQ_SIZE + VARHDRSZ)?;
     u32::try_from(chunk).ok()
 }
 
