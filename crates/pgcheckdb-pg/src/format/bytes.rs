@@ -2,9 +2,9 @@
 //! and ranges of bytes, `None` instead of reading out of bounds; the NUL-padded strings of
 //! `name` and `char[]` fields; and PostgreSQL's alignment rule (`MAXALIGN`).
 //!
-//! PostgreSQL writes its pages, control file and WAL little-endian on every platform it runs
-//! on here (`le_*`); pgcheckdb's own fact records are big-endian so that they sort as bytes
-//! (`be_*`). The readers are `#[inline]`: they run for every tuple and every key. Where the
+//! PostgreSQL writes its pages, control file and WAL in the machine's byte order, which is
+//! little-endian on every platform pgcheckdb reads (`le_*`); pgcheckdb's own fact records are
+//! big-endian so that they sort as bytes (`be_*`). The readers are `#[inline]`: they run for every tuple and every key. Where the
 //! caller has already proven the bytes are there (a `[u8; N]` read from a file, a chunk of a
 //! known length) the `*_of` functions take the array itself.
 
