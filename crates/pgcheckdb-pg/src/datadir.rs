@@ -11,6 +11,7 @@ use pgcheckdb_scan::open::file_type_name;
 use serde_json::json;
 
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
+use crate::format::page::MAX_BLOCK_NUMBER;
 use crate::format::relfile::{parse_relation_file_name, ForkNumber, RelFileName};
 
 /// Where a relation directory sits.
@@ -646,10 +647,6 @@ pub fn group_forks(files: &[RelationFile]) -> Vec<ForkFiles> {
     }
     forks
 }
-
-/// `MaxBlockNumber`: the largest block number a fork can have (`InvalidBlockNumber` is
-/// 0xFFFFFFFF).
-pub const MAX_BLOCK_NUMBER: u64 = 0xFFFF_FFFE;
 
 /// Whether a fork can have segment `segno`: its first block must be a valid block number.
 pub fn segment_possible(segno: u32, relseg_size: u64) -> bool {

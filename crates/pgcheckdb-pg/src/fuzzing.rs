@@ -20,6 +20,7 @@ use crate::check::standard::{
     StructureProblem,
 };
 use crate::finding::Severity;
+use crate::format::bytes::le_u32;
 use crate::format::checksum::raw_block_sum;
 use crate::format::control::ControlFile;
 use crate::ops::enable::{classify_block, stamp_chunk, BlockAction};
@@ -323,7 +324,7 @@ pub fn enable(data: &[u8]) {
 /// Offset of the control file's CRC for the version in `raw` (bytes 8..12), as the reader
 /// expects it (288 for a version it does not know).
 fn control_crc_offset(raw: &[u8]) -> usize {
-    crate::format::bytes::le_u32(raw, 8)
+    le_u32(raw, 8)
         .and_then(crate::format::control::crc_offset_for)
         .unwrap_or(288)
 }

@@ -239,26 +239,19 @@ pub fn rows_of_page(
         if item.lp_flags != LpFlags::Normal {
             continue;
         }
-        let (start, len) = (item.lp_off as usize, item.lp_len as usize);
-        let Some(tuple) = page.get(start..start + len) else {
+        let Some(tuple) = item.storage(page) else {
             continue;
         };
         let Some(h) = HeapTupleHeader::parse(tuple) else {
             continue;
         };
         let hoff = h.t_hoff as usize;
-        if hoff > tuple.len() {
+        let Some(data) = tuple.get(hoff..) else {
             continue;
-        }
+        };
         let Some(state) = row_state(&h, clog) else {
             continue;
         };
-        f(
-            Row {
-                data: &tuple[hoff..],
-                header: h,
-            },
-            state,
-        );
+        f(Row { data, header: h }, state);
     }
 }

@@ -11,8 +11,10 @@ use super::layouts::{
     order_layouts_for, order_oids, pg_opclass, pg_opfamily, OrderLayouts, PgCollationLayout,
     PgDatabaseLocaleLayout, PgIndexOrderLayout,
 };
-use super::{i16_at, name_at, DatabaseInfo, Reader};
-use crate::format::bytes::le_u32;
+use super::{name_at, DatabaseInfo, Reader};
+use crate::format::bytes::{le_i16, le_u32};
+use crate::format::datum::{VECTOR_DIM1, VECTOR_HEADER, VECTOR_NDIM};
+use crate::format::enums::byte_enum;
 
 /// One `pg_index` row, as far as key order needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,29 +57,19 @@ pub struct OpFamily {
     pub method: u32,
 }
 
-/// `collprovider` / `datlocprovider`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CollProvider {
-    /// `d`: the database's default collation.
-    Default,
-    /// `c`: the C library's locales.
-    Libc,
-    /// `i`: ICU.
-    Icu,
-    /// `b`: PostgreSQL's built-in provider (17+).
-    Builtin,
-    Other(u8),
-}
-
-impl CollProvider {
-    pub fn from_byte(b: u8) -> CollProvider {
-        match b {
-            b'd' => CollProvider::Default,
-            b'c' => CollProvider::Libc,
-            b'i' => CollProvider::Icu,
-            b'b' => CollProvider::Builtin,
-            other => CollProvider::Other(other),
-        }
+byte_enum! {
+    /// `collprovider` / `datlocprovider`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum CollProvider {
+        /// `d`: the database's default collation.
+        Default = b'd',
+        /// `c`: the C library's locales.
+        Libc = b'c',
+        /// `i`: ICU.
+        Icu = b'i',
+        /// `b`: PostgreSQL's built-in provider (17+).
+        Builtin = b'b',
+        _ => Other(u8),
     }
 }
 
@@ -152,15 +144,12 @@ pub fn varlena_at(d: &[u8], off: usize) -> Option<(&[u8], usize)> {
     Some((d.get(off + 4..off + len)?, off + len))
 }
 
-/// `int2vector`/`oidvector` payload: `ndim`, `dataoffset`, `elemtype`, `dim1`, `lbound1`,
-/// then the values.
-const VECTOR_HEADER: usize = 20;
-
+/// The number of values of an `int2vector`/`oidvector` payload (one dimension or none).
 fn vector_len(payload: &[u8]) -> Option<usize> {
-    let ndim = le_u32(payload, 0)?;
+    let ndim = le_u32(payload, VECTOR_NDIM)?;
     match ndim {
         0 => Some(0),
-        1 => usize::try_from(le_u32(payload, 12)?).ok(),
+        1 => usize::try_from(le_u32(payload, VECTOR_DIM1)?).ok(),
         _ => None,
     }
 }
@@ -168,7 +157,7 @@ fn vector_len(payload: &[u8]) -> Option<usize> {
 fn int2vector(payload: &[u8]) -> Option<Vec<i16>> {
     let n = vector_len(payload)?;
     (0..n)
-        .map(|i| i16_at(payload, VECTOR_HEADER + 2 * i))
+        .map(|i| le_i16(payload, VECTOR_HEADER + 2 * i))
         .collect()
 }
 
@@ -187,8 +176,8 @@ fn index_meta_row(d: &[u8], l: &PgIndexOrderLayout) -> Option<(u32, IndexMeta)> 
     let (indclass, next) = varlena_at(d, next)?;
     let (indoption, end) = varlena_at(d, next)?;
     let meta = IndexMeta {
-        indnatts: i16_at(d, l.indnatts)?,
-        indnkeyatts: i16_at(d, l.indnkeyatts)?,
+        indnatts: le_i16(d, l.indnatts)?,
+        indnkeyatts: le_i16(d, l.indnkeyatts)?,
         indisunique: byte(l.indisunique)? != 0,
         indnullsnotdistinct: match l.indnullsnotdistinct {
             Some(off) => byte(off)? != 0,

@@ -14,9 +14,9 @@ pub mod xact;
 mod reader;
 mod rows;
 
-use crate::format::bytes::le_u32;
+use crate::format::bytes::{le_i16, le_u32};
 use reader::{ColumnLists, Reader};
-use rows::{i16_at, name_at};
+use rows::name_at;
 
 #[doc(hidden)]
 pub mod fuzzing;
@@ -29,45 +29,32 @@ use serde_json::json;
 
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
 use crate::format::control::ControlFile;
+use crate::format::enums::byte_enum;
 use crate::format::oids;
 use attributes::Attribute;
 use layouts::layouts_for;
 use twophase::PreparedXact;
 use xact::CommitLog;
 
-/// `pg_class.relkind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RelKind {
-    Table,
-    Index,
-    Sequence,
-    Toast,
-    View,
-    MaterializedView,
-    CompositeType,
-    ForeignTable,
-    PartitionedTable,
-    PartitionedIndex,
-    Other(u8),
+byte_enum! {
+    /// `pg_class.relkind`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum RelKind {
+        Table = b'r',
+        Index = b'i',
+        Sequence = b'S',
+        Toast = b't',
+        View = b'v',
+        MaterializedView = b'm',
+        CompositeType = b'c',
+        ForeignTable = b'f',
+        PartitionedTable = b'p',
+        PartitionedIndex = b'I',
+        _ => Other(u8),
+    }
 }
 
 impl RelKind {
-    fn from_byte(b: u8) -> RelKind {
-        match b {
-            b'r' => RelKind::Table,
-            b'i' => RelKind::Index,
-            b'S' => RelKind::Sequence,
-            b't' => RelKind::Toast,
-            b'v' => RelKind::View,
-            b'm' => RelKind::MaterializedView,
-            b'c' => RelKind::CompositeType,
-            b'f' => RelKind::ForeignTable,
-            b'p' => RelKind::PartitionedTable,
-            b'I' => RelKind::PartitionedIndex,
-            other => RelKind::Other(other),
-        }
-    }
-
     /// Whether relations of this kind have files (`RELKIND_HAS_STORAGE`): tables, indexes,
     /// sequences, TOAST tables and materialized views; not views, composite types, foreign
     /// tables or partitioned tables and indexes.

@@ -4,32 +4,28 @@
 use foldhash::HashMap;
 
 use super::*;
+use crate::format::bytes::{range, until_nul};
+use crate::format::oids::am_oid;
 use attributes::{align_of, Attribute, PgAttributeLayout};
 use heapscan::RowState;
 use layouts::{PgClassLayout, PgDatabaseLayout, NAMEDATALEN, OID_THEN_NAME};
 
-pub(super) fn i16_at(b: &[u8], off: usize) -> Option<i16> {
-    let s = b.get(off..off + 2)?;
-    Some(i16::from_le_bytes([s[0], s[1]]))
-}
-
 /// A `name` column: NUL-padded, at most `NAMEDATALEN - 1` bytes.
 pub(super) fn name_at(b: &[u8], off: usize) -> Option<String> {
-    let s = b.get(off..off + NAMEDATALEN)?;
-    let end = s.iter().position(|&c| c == 0).unwrap_or(NAMEDATALEN);
-    Some(String::from_utf8_lossy(&s[..end]).into_owned())
+    let s = until_nul(range(b, off, NAMEDATALEN)?);
+    Some(String::from_utf8_lossy(s).into_owned())
 }
 
 /// Built-in access methods, used when `pg_am` cannot be read.
 pub(super) fn builtin_am(oid: u32) -> Option<&'static str> {
     Some(match oid {
-        2 => "heap",
-        403 => "btree",
-        405 => "hash",
-        783 => "gist",
-        2742 => "gin",
-        4000 => "spgist",
-        3580 => "brin",
+        am_oid::HEAP => "heap",
+        am_oid::BTREE => "btree",
+        am_oid::HASH => "hash",
+        am_oid::GIST => "gist",
+        am_oid::GIN => "gin",
+        am_oid::SPGIST => "spgist",
+        am_oid::BRIN => "brin",
         _ => return None,
     })
 }
@@ -62,10 +58,9 @@ pub(super) struct RelName {
 impl RelNames {
     /// Appends the `name` column at `off` of `d` (as [`name_at`] reads it).
     fn push_name_at(&mut self, d: &[u8], off: usize) -> Option<RelName> {
-        let s = d.get(off..off + NAMEDATALEN)?;
-        let end = s.iter().position(|&c| c == 0).unwrap_or(NAMEDATALEN);
+        let s = until_nul(range(d, off, NAMEDATALEN)?);
         let start = u32::try_from(self.0.len()).ok()?;
-        self.0.push_str(&String::from_utf8_lossy(&s[..end]));
+        self.0.push_str(&String::from_utf8_lossy(s));
         let len = u16::try_from(self.0.len() - start as usize).ok()?;
         Some(RelName { start, len })
     }
@@ -125,7 +120,7 @@ pub(super) fn class_row(
         relisshared: byte(l.relisshared)? != 0,
         relpersistence: byte(l.relpersistence)?,
         relkind: RelKind::from_byte(byte(l.relkind)?),
-        relnatts: i16_at(d, l.relnatts)?,
+        relnatts: le_i16(d, l.relnatts)?,
         relfrozenxid: le_u32(d, l.relfrozenxid)?,
         relminmxid: le_u32(d, l.relminmxid)?,
         state,
@@ -138,11 +133,11 @@ pub(super) fn attribute_row(
     l: &PgAttributeLayout,
     types: &HashMap<u32, String>,
 ) -> Option<(u32, i16, Attribute)> {
-    let attnum = i16_at(d, l.attnum)?;
+    let attnum = le_i16(d, l.attnum)?;
     let attr = Attribute {
         name: name_at(d, l.attname)?,
         type_name: le_u32(d, l.atttypid).and_then(|t| types.get(&t).cloned()),
-        attlen: i16_at(d, l.attlen)?,
+        attlen: le_i16(d, l.attlen)?,
         align: align_of(*d.get(l.attalign)?)?,
         dropped: *d.get(l.attisdropped)? != 0,
     };

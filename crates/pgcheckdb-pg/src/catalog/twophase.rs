@@ -7,7 +7,7 @@ use pgcheckdb_scan::open::read_regular;
 use std::fs;
 use std::path::Path;
 
-use crate::format::bytes::{align_up, le_u16, le_u32, MAXIMUM_ALIGNOF};
+use crate::format::bytes::{align_up, le_u16, le_u32, range, until_nul, MAXIMUM_ALIGNOF};
 
 /// Offsets in `TwoPhaseFileHeader` (`xl_xact_prepare`) that are the same in 14–18.
 const XID_OFFSET: usize = 8;
@@ -91,9 +91,8 @@ fn parse_state_file(xid: u32, bytes: &[u8], major: u32) -> PreparedXact {
     let Some(gidlen) = le_u16(bytes, gidlen_offset).map(usize::from) else {
         return p;
     };
-    if let Some(gid) = bytes.get(header_len..header_len + gidlen) {
-        let end = gid.iter().position(|&c| c == 0).unwrap_or(gid.len());
-        p.gid = Some(String::from_utf8_lossy(&gid[..end]).into_owned());
+    if let Some(gid) = range(bytes, header_len, gidlen) {
+        p.gid = Some(String::from_utf8_lossy(until_nul(gid)).into_owned());
     }
     let nsub = le_u32(bytes, NSUBXACTS_OFFSET).unwrap_or(0) as usize;
     let start = header_len + maxalign(gidlen);

@@ -5,6 +5,7 @@ use serde_json::json;
 
 use crate::format::bytes::le_u32;
 use crate::format::checksum::{checksum_from_raw, matching_block_numbers, raw_block_sum};
+use crate::format::heap::T_HOFF_OFFSET;
 use crate::format::itemid::{max_offset_number, ItemId, SIZE_OF_ITEM_ID};
 use crate::format::page::{
     is_all_zero, zero_prefix_len, zero_tail_sector_start, HeaderRule, PageHeader, SECTOR_SIZE,
@@ -182,9 +183,6 @@ fn zero_range_breaks_page(header: &PageHeader, page: &[u8], zero_from: usize) ->
         start >= zero_from || header_cut
     })
 }
-
-/// Offset of `t_hoff` in a heap tuple header.
-const T_HOFF_OFFSET: usize = 22;
 
 /// Misplaced-page evidence for a checksum mismatch.
 ///

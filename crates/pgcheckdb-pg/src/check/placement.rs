@@ -23,17 +23,20 @@
 //! the page at block B corroborating ([`corroborates`]).
 
 use crate::format::bytes::le_u32;
-use crate::format::heap::{infomask as im, HeapTupleHeader, SIZEOF_HEAP_TUPLE_HEADER};
+use crate::format::heap::{
+    infomask as im, HeapTupleHeader, MOVED_PARTITIONS_OFFSET, SIZEOF_HEAP_TUPLE_HEADER,
+    T_INFOMASK_OFFSET,
+};
 use crate::format::itemid::{max_offset_number, ItemId, LpFlags, SIZE_OF_ITEM_ID};
 use crate::format::page::INVALID_BLOCK_NUMBER;
 use crate::format::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
-/// `MovedPartitionsOffsetNumber`: the lowest of the offsets used as markers in `t_ctid`
-/// (`SpecTokenOffsetNumber` 0xFFFE is above it); no line pointer has such an offset.
-const FIRST_MARKER_OFFSET: u16 = 0xFFFD;
+/// The lowest of the offsets used as markers in `t_ctid` (`SpecTokenOffsetNumber` is above
+/// it); no line pointer has such an offset.
+const FIRST_MARKER_OFFSET: u16 = MOVED_PARTITIONS_OFFSET;
 /// Byte range of `t_infomask` in a tuple header: hint bits set later may differ between two
 /// images of the same tuple.
-const T_INFOMASK_RANGE: std::ops::Range<usize> = 20..22;
+const T_INFOMASK_RANGE: std::ops::Range<usize> = T_INFOMASK_OFFSET..T_INFOMASK_OFFSET + 2;
 
 /// Fewest tuples that must name the other block: one tuple could be a single coincidence.
 pub const MIN_CLAIMING_TUPLES: usize = 2;
@@ -182,7 +185,7 @@ fn normal_tuple<'p>(
     if !in_bounds {
         return None;
     }
-    let bytes = &page[off..off + len];
+    let bytes = item.storage(page)?;
     let header = HeapTupleHeader::parse(bytes)?;
     let hoff = header.t_hoff as usize;
     let sane_hoff =
@@ -215,8 +218,8 @@ fn naming(tuple: &Tuple<'_>, blkno: u32) -> Naming {
 /// Two images of one tuple: same length, same bytes apart from the hint bits in `t_infomask`.
 fn same_tuple(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len()
-        && a[..T_INFOMASK_RANGE.start] == b[..T_INFOMASK_RANGE.start]
-        && a[T_INFOMASK_RANGE.end..] == b[T_INFOMASK_RANGE.end..]
+        && a.get(..T_INFOMASK_RANGE.start) == b.get(..T_INFOMASK_RANGE.start)
+        && a.get(T_INFOMASK_RANGE.end..) == b.get(T_INFOMASK_RANGE.end..)
 }
 
 /// The `misplaced_page` finding a page earns from its own tuples: its message and detail.

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::bytes::{le_u16, le_u32};
 use super::heap::{ItemPointer, SIZE_OF_ITEM_POINTER};
-use super::index_tuple::INDEX_ALT_TID_MASK;
+use super::index_tuple::{INDEX_ALT_TID_MASK, T_INFO_OFFSET};
 use crate::format::page::SIZE_OF_PAGE_HEADER_DATA;
 
 /// Size of the B-tree special space.
@@ -117,12 +117,14 @@ impl BtMetaPage {
 /// `BT_IS_POSTING` and `BT_OFFSET_MASK` in the offset field of an ALT-TID tuple's `t_tid`.
 pub const BT_IS_POSTING: u16 = 0x2000;
 pub const BT_OFFSET_MASK: u16 = 0x0FFF;
+/// `BT_PIVOT_HEAP_TID_ATTR`: in a pivot's offset field, the pivot keeps a heap TID at its end.
+pub const BT_PIVOT_HEAP_TID_ATTR: u16 = 0x1000;
 
 /// Calls `f` with each heap TID of a non-high-key B-tree leaf tuple: its `t_tid`, or every TID
 /// of its posting list (none for a pivot tuple). `None`, before any call, when the tuple does
 /// not decode (the posting list runs past its end).
 pub fn leaf_tuple_tids(tuple: &[u8], mut f: impl FnMut(ItemPointer)) -> Option<()> {
-    let t_info = le_u16(tuple, 6)?;
+    let t_info = le_u16(tuple, T_INFO_OFFSET)?;
     let tid = ItemPointer::parse(tuple, 0)?;
     if t_info & INDEX_ALT_TID_MASK == 0 {
         f(tid);

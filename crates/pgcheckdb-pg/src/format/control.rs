@@ -3,6 +3,7 @@
 //! Reads the fields pgcheckdb needs, checks the CRC-32C and the sanity rules, and can write the
 //! file back with a new `data_checksum_version` (used by `checksums enable|disable`).
 
+use crate::format::bytes::{le_f64, le_u32, le_u64};
 use crate::format::slru::SLRU_PAGES_PER_SEGMENT;
 use crate::format::toast::toast_max_chunk_size;
 use pgcheckdb_scan::open::read_regular;
@@ -322,14 +323,15 @@ pub struct ControlFile {
     pub data_checksum_version: u32,
 }
 
+/// The field at `off` of bytes [`ControlFile::parse`] has checked to reach past the layout's
+/// CRC, which every field offset lies below (0 past them).
 fn read_u32(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+    le_u32(b, off).unwrap_or(0)
 }
 
+/// As [`read_u32`].
 fn read_u64(b: &[u8], off: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[off..off + 8]);
-    u64::from_le_bytes(a)
+    le_u64(b, off).unwrap_or(0)
 }
 
 /// `INDEX_MAX_KEYS` of the builds pgcheckdb reads (PostgreSQL's default).
@@ -440,11 +442,8 @@ impl ControlFile {
     /// follow from another (`loblksize`, `toast_max_chunk_size` from `blcksz`) must agree with
     /// it, so that one forged or flipped field is caught rather than read as page damage.
     fn check_sanity(&self) -> Result<(), String> {
-        let float = f64::from_le_bytes(
-            self.raw[self.fields.float_format..self.fields.float_format + 8]
-                .try_into()
-                .map_err(|_| "floatFormat unreadable".to_string())?,
-        );
+        let float = le_f64(&self.raw, self.fields.float_format)
+            .ok_or("floatFormat unreadable".to_string())?;
         if float != FLOATFORMAT_VALUE {
             return Err(format!(
                 "floatFormat is {float}, expected {FLOATFORMAT_VALUE}"

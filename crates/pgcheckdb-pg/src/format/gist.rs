@@ -1,4 +1,9 @@
-//! GiST pages: the flags of `GISTPageOpaqueData` in the special space.
+//! GiST pages: `GISTPageOpaqueData` in the special space (`nsn`, `rightlink`, `flags`) and its
+//! flags.
+
+/// Byte offsets inside `GISTPageOpaqueData`: `rightlink` after the 8-byte `nsn`, then `flags`.
+pub const GIST_OPAQUE_RIGHTLINK: usize = 8;
+pub const GIST_OPAQUE_FLAGS: usize = 12;
 
 /// `GISTPageOpaqueData.flags` bits.
 pub mod flags {

@@ -19,6 +19,11 @@ pub const LH_SPLIT_PENDING: u16 = (1 << 5) | (1 << 6);
 
 /// `sizeof(HashPageOpaqueData)`: the special space of every hash page.
 pub const HASH_SPECIAL_SIZE: usize = 16;
+/// Byte offsets inside `HashPageOpaqueData` (from the start of the special space).
+pub const HASHO_PREVBLKNO: usize = 0;
+pub const HASHO_NEXTBLKNO: usize = 4;
+pub const HASHO_BUCKET: usize = 8;
+pub const HASHO_FLAG: usize = 12;
 /// `HASH_MAGIC`: `hashm_magic`, the first field of the metapage's contents.
 pub const HASH_MAGIC: u32 = 0x0644_0640;
 /// `HASH_VERSION`.

@@ -8,8 +8,9 @@ use std::ops::RangeInclusive;
 
 use crate::format::bytes::{le_u16, le_u32};
 use crate::format::hash::{
-    page_type, HASHM_MAXBUCKET, HASHM_OVFLPOINT, HASHM_SPARES, HASH_MAGIC, HASH_MAX_SPLITPOINTS,
-    HASH_SPECIAL_SIZE, HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE, HASH_SPLITPOINT_PHASE_BITS,
+    page_type, HASHM_MAXBUCKET, HASHM_OVFLPOINT, HASHM_SPARES, HASHO_FLAG, HASH_MAGIC,
+    HASH_MAX_SPLITPOINTS, HASH_SPECIAL_SIZE, HASH_SPLITPOINT_GROUPS_WITH_ONE_PHASE,
+    HASH_SPLITPOINT_PHASE_BITS,
 };
 use crate::format::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 use crate::format::special::HASHO_PAGE_ID;
@@ -37,7 +38,7 @@ pub fn unused_bucket_blocks(metapage: &[u8]) -> Option<RangeInclusive<u64>> {
     let special = header.pd_special as usize;
     if special + HASH_SPECIAL_SIZE != metapage.len()
         || le_u16(metapage, metapage.len() - 2)? != HASHO_PAGE_ID
-        || le_u16(metapage, special + 12)? & page_type::META == 0
+        || le_u16(metapage, special + HASHO_FLAG)? & page_type::META == 0
         || le_u32(metapage, SIZE_OF_PAGE_HEADER_DATA)? != HASH_MAGIC
     {
         return None;

@@ -7,6 +7,15 @@ use super::bytes::{le_u16, le_u32};
 
 /// `SizeofHeapTupleHeader`.
 pub const SIZEOF_HEAP_TUPLE_HEADER: usize = 23;
+/// Byte offset of `t_infomask` (2 bytes) in the header.
+pub const T_INFOMASK_OFFSET: usize = 20;
+/// Byte offset of `t_hoff` (1 byte), the header's last field.
+pub const T_HOFF_OFFSET: usize = 22;
+/// `SpecTokenOffsetNumber`: the `t_ctid` offset of a speculatively inserted tuple.
+pub const SPEC_TOKEN_OFFSET: u16 = 0xFFFE;
+/// `MovedPartitionsOffsetNumber`: the `t_ctid` offset of a row moved to another partition,
+/// the lowest of the offsets used as markers; no line pointer has such an offset.
+pub const MOVED_PARTITIONS_OFFSET: u16 = 0xFFFD;
 /// `HEAP_NATTS_MASK` in `t_infomask2`.
 pub const HEAP_NATTS_MASK: u16 = 0x07FF;
 
@@ -128,8 +137,8 @@ impl HeapTupleHeader {
             t_field3: le_u32(tuple, 8)?,
             t_ctid: ItemPointer::parse(tuple, 12)?,
             t_infomask2: le_u16(tuple, 18)?,
-            t_infomask: le_u16(tuple, 20)?,
-            t_hoff: tuple[22],
+            t_infomask: le_u16(tuple, T_INFOMASK_OFFSET)?,
+            t_hoff: *tuple.get(T_HOFF_OFFSET)?,
         })
     }
 

@@ -1,6 +1,10 @@
 //! The header every index tuple starts with (`IndexTupleData`): its `t_tid`, then `t_info`,
 //! whose bits give the tuple's size and say whether a null bitmap follows.
 
+use super::heap::SIZE_OF_ITEM_POINTER;
+
+/// Byte offset of `t_info`, right after `t_tid`.
+pub const T_INFO_OFFSET: usize = SIZE_OF_ITEM_POINTER;
 /// `INDEX_SIZE_MASK`: the low 13 bits of `t_info`, the tuple's size in bytes.
 pub const INDEX_SIZE_MASK: u16 = 0x1FFF;
 /// `INDEX_ALT_TID_MASK`: in a B-tree, the tuple is a pivot or a posting list.

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::bytes::le_u32;
+use super::bytes::{le_u32, range};
 use crate::format::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
 /// Size of one line pointer.
@@ -52,6 +52,12 @@ impl ItemId {
     /// True if the pointer claims storage on the page.
     pub fn has_storage(&self) -> bool {
         matches!(self.lp_flags, LpFlags::Normal | LpFlags::Dead) && self.lp_len > 0
+    }
+
+    /// The bytes `lp_off..lp_off + lp_len` of `page` (the item), if inside it.
+    #[inline]
+    pub fn storage<'p>(&self, page: &'p [u8]) -> Option<&'p [u8]> {
+        range(page, self.lp_off as usize, self.lp_len as usize)
     }
 }
 

@@ -1,5 +1,6 @@
-//! OIDs fixed by PostgreSQL's catalog headers (`pg_class.h`, `pg_tablespace.h`, …): the
-//! system catalogs the offline catalog reads and the two built-in tablespaces.
+//! OIDs fixed by PostgreSQL's catalog headers (`pg_class.h`, `pg_tablespace.h`, `pg_am.dat`,
+//! …): the system catalogs the offline catalog reads, the two built-in tablespaces and the
+//! built-in access methods.
 
 pub const PG_DATABASE: u32 = 1262;
 pub const PG_CLASS: u32 = 1259;
@@ -12,3 +13,14 @@ pub const PG_TABLESPACE: u32 = 1213;
 /// `DEFAULTTABLESPACE_OID` (pg_default) and `GLOBALTABLESPACE_OID` (pg_global).
 pub const DEFAULTTABLESPACE: u32 = 1663;
 pub const GLOBALTABLESPACE: u32 = 1664;
+
+/// Built-in access method OIDs (`pg_am`): `HEAP_TABLE_AM_OID`, `BTREE_AM_OID`, …
+pub mod am_oid {
+    pub const HEAP: u32 = 2;
+    pub const BTREE: u32 = 403;
+    pub const HASH: u32 = 405;
+    pub const GIST: u32 = 783;
+    pub const GIN: u32 = 2742;
+    pub const SPGIST: u32 = 4000;
+    pub const BRIN: u32 = 3580;
+}

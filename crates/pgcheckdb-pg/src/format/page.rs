@@ -30,6 +30,8 @@ pub const PD_VALID_FLAG_BITS: u16 = 0x0007;
 pub const DEFAULT_BLCKSZ: usize = 8192;
 /// `InvalidBlockNumber`: no block (a missing sibling, rightlink or chain link).
 pub const INVALID_BLOCK_NUMBER: u32 = u32::MAX;
+/// `MaxBlockNumber`: the largest block number a fork can have (`InvalidBlockNumber` - 1).
+pub const MAX_BLOCK_NUMBER: u64 = INVALID_BLOCK_NUMBER as u64 - 1;
 /// Disk sector size used to recognise torn writes.
 pub const SECTOR_SIZE: usize = 512;
 

@@ -19,7 +19,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::format::bytes::le_u16;
+use crate::format::bytes::{le_u16, put_le_u16};
 use crate::format::checksum::pg_checksum_page;
 use crate::format::page::{
     PD_CHECKSUM_OFFSET, PD_FLAGS_OFFSET, PD_LOWER_OFFSET, PD_SPECIAL_OFFSET, PD_UPPER_OFFSET,
@@ -344,8 +344,9 @@ fn get_u16(page: &[u8], off: usize, blcksz: usize) -> io::Result<u16> {
     le_u16(page, off).ok_or_else(|| out_of_page(off, blcksz))
 }
 
+/// Writes a header field of a whole block (always inside it).
 fn put_u16(page: &mut [u8], off: usize, value: u16) {
-    page[off..off + 2].copy_from_slice(&value.to_le_bytes());
+    let _ = put_le_u16(page, off, value);
 }
 
 #[cfg(test)]

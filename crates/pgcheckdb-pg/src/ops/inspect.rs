@@ -10,10 +10,11 @@ use serde::Serialize;
 
 use crate::check::physical::{check_page, PageCheckConfig, PageProblem, PageVerdict};
 use crate::format::btree::{BtMetaPage, BtPageOpaque, BTREE_MAGIC};
-use crate::format::bytes::{align_up, le_u16};
+use crate::format::bytes::{align_up, le_i32, le_u16};
 use crate::format::checksum::pg_checksum_page;
 use crate::format::control::{ChecksumState, ControlFile};
 use crate::format::heap::{HeapTupleHeader, ItemPointer};
+use crate::format::index_tuple::T_INFO_OFFSET;
 use crate::format::itemid::{line_pointers, ItemId};
 use crate::format::page::{is_all_zero, PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 use crate::format::relfile::ForkNumber;
@@ -201,11 +202,11 @@ fn visibility_map(bits: &[u8], vm_block: u64) -> VisibilityMapView {
 }
 
 fn free_space_map(body: &[u8], blcksz: usize) -> Option<FreeSpaceMapView> {
-    let fp_next_slot = i32::from_le_bytes(body.get(..4)?.try_into().ok()?);
+    let fp_next_slot = le_i32(body, 0)?;
     let nodes = body.get(4..)?;
     // NonLeafNodesPerPage = BLCKSZ / 2 - 1; the rest of the nodes are leaves.
     let non_leaf = (blcksz / 2).saturating_sub(1).min(nodes.len());
-    let leaves = &nodes[non_leaf..];
+    let leaves = nodes.get(non_leaf..).unwrap_or_default();
     let nonzero: Vec<(usize, u8)> = leaves
         .iter()
         .enumerate()
@@ -356,14 +357,16 @@ fn item_view(page: &[u8], h: &PageHeader, kind: PageKind, item: ItemId) -> ItemV
     }
     let start = item.lp_off as usize;
     let end = start + item.lp_len as usize;
-    if start < h.pd_upper as usize || end > h.pd_special as usize || end > page.len() {
-        view.problem = Some(format!(
-            "storage {start}..{end} is outside the tuple area {}..{}",
-            h.pd_upper, h.pd_special
-        ));
-        return view;
-    }
-    let tuple = &page[start..end];
+    let tuple = match item.storage(page) {
+        Some(tuple) if start >= h.pd_upper as usize && end <= h.pd_special as usize => tuple,
+        _ => {
+            view.problem = Some(format!(
+                "storage {start}..{end} is outside the tuple area {}..{}",
+                h.pd_upper, h.pd_special
+            ));
+            return view;
+        }
+    };
     match kind {
         PageKind::HeapLike | PageKind::Sequence => {
             view.heap_tuple = HeapTupleHeader::parse(tuple).map(|header| HeapTupleView {
@@ -396,7 +399,7 @@ fn is_frozen(h: &HeapTupleHeader) -> bool {
 
 /// `IndexTupleData`: `t_tid` and `t_info` (size in the low 13 bits, 0x4000 varwidth, 0x8000 nulls).
 fn index_tuple(tuple: &[u8]) -> Option<IndexTupleView> {
-    let t_info = le_u16(tuple, 6)?;
+    let t_info = le_u16(tuple, T_INFO_OFFSET)?;
     Some(IndexTupleView {
         t_tid: ItemPointer::parse(tuple, 0)?,
         size: t_info & 0x1FFF,

@@ -17,11 +17,9 @@ use crate::catalog::{persistence, Catalog, FileKey, RelationInfo};
 use crate::datadir::Location;
 use crate::finding::{DatabaseRef, Finding, FindingKind, RelationRef, Severity};
 use crate::format::control::DbState;
+use crate::format::oids::am_oid;
 use crate::format::relfile::ForkNumber;
 use crate::plan::Plan;
-
-/// `HEAP_TABLE_AM_OID`.
-const HEAP_TABLE_AM_OID: u32 = 2;
 
 /// What one relation needs and the listing holds.
 struct Files<'a> {
@@ -144,7 +142,7 @@ fn expects_files(key: &FileKey, rel: &RelationInfo, catalog: &Catalog) -> bool {
             && catalog.databases.get(&key.0).is_some_and(|d| !d.invalid));
     rel.kind.has_storage()
         && rel.persistence != persistence::TEMP
-        && !(table_am && rel.relam != HEAP_TABLE_AM_OID)
+        && !(table_am && rel.relam != am_oid::HEAP)
         && db_ok
 }
 

@@ -16,7 +16,8 @@ use crate::check::standard::PageFormat;
 use crate::format::btree::{flags as bt, BtPageOpaque, P_NONE};
 use crate::format::bytes::le_u16;
 use crate::format::gist::flags::{F_DELETED, F_LEAF};
-use crate::format::hash::page_type;
+use crate::format::gist::GIST_OPAQUE_FLAGS;
+use crate::format::hash::{page_type, HASHO_FLAG};
 use crate::format::itemid::{line_pointers_into, ItemId, LpFlags};
 use crate::format::page::PageHeader;
 use crate::format::relfile::ForkNumber;
@@ -111,11 +112,11 @@ impl Tally {
                 }
                 _ => 0,
             },
-            PageFormat::Hash => match le_u16(page, special + 12) {
+            PageFormat::Hash => match le_u16(page, special + HASHO_FLAG) {
                 Some(flag) if flag & LH_TUPLE_PAGES != 0 => with_storage(),
                 _ => 0,
             },
-            PageFormat::Gist => match le_u16(page, special + 12) {
+            PageFormat::Gist => match le_u16(page, special + GIST_OPAQUE_FLAGS) {
                 Some(f) if f & F_LEAF != 0 && f & F_DELETED == 0 => with_storage(),
                 _ => 0,
             },

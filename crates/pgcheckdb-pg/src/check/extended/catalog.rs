@@ -9,9 +9,9 @@ use std::path::Path;
 use crate::catalog::heapscan::{for_each_page, visible_rows_of_page, ScanTrouble};
 use crate::catalog::layouts::pg_index;
 use crate::catalog::{Catalog, FileKey};
-use crate::check::standard::am_oid;
 use crate::format::bytes::{le_u16, le_u32};
 use crate::format::oids;
+use crate::format::oids::am_oid;
 
 /// One `pg_index` row, as far as the extended level uses it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

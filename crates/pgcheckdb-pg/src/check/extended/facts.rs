@@ -5,59 +5,44 @@
 //! The B-tree records of one block (its own fact and what other pages claim about it) are
 //! described in `extended::btree::records`.
 
-/// The family of a fact (its second field).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Family {
-    /// The B-tree metapage (`BTMetaPageData`).
-    BtreeMeta = 0,
-    /// Everything about one B-tree block: the page's own fact (or its damaged mark) and what
-    /// its siblings, parents and half-dead children claim about it
-    /// (`btree::records::Rec`).
-    BtreePage = 1,
-    /// A page that failed the physical or standard checks: nothing is concluded from it.
-    /// (B-tree pages carry their damaged mark in [`Family::BtreePage`], to meet the claims.)
-    Damaged = 2,
-    /// A run of equal keys inside a unique index's leaf page with two or more heap TIDs.
-    UniqueRun = 3,
-    /// The heap line pointers whose HOT chain holds a live tuple.
-    HeapLive = 4,
-    /// Index -> heap TIDs, in the heap's unit: each heap page's line-pointer summary and the
-    /// index groups naming it, in one family so that they sort together by heap block
-    /// (`tids::record`). Number 11 is kept for this check too.
-    Tids = 10,
-    /// A TOAST page that failed the physical or standard checks: chunks may be missing from
-    /// the facts, so no chunk of that TOAST relation is called missing (see `toast`).
-    ToastDamaged = 8,
-    /// A live row's TOAST pointer or a TOAST chunk; its block field is the value id, so that a
-    /// value's pointers and chunks meet (see `toast`).
-    ToastValue = 9,
-    /// A heap page's visibility summary or a visibility-map run of set bits, both at heap
-    /// block numbers so that they meet in one sorted stream (see `extended::vm`).
-    Visibility = 5,
-    /// A tuple whose commit hint bit contradicts `pg_xact`.
-    HintBit = 6,
-    /// What a page of a hash, GiST, SP-GiST, GIN or BRIN index says about the index's graph,
-    /// or its damaged mark (see `extended::graphs`).
-    IndexGraph = 12,
-}
+use crate::format::bytes::{be_u16, be_u32, be_u64, range};
+use crate::format::enums::byte_enum;
 
-impl Family {
-    pub fn from_byte(b: u8) -> Option<Family> {
-        Some(match b {
-            0 => Family::BtreeMeta,
-            1 => Family::BtreePage,
-            2 => Family::Damaged,
-            3 => Family::UniqueRun,
-            4 => Family::HeapLive,
-            10 => Family::Tids,
-            8 => Family::ToastDamaged,
-            9 => Family::ToastValue,
-            5 => Family::Visibility,
-            6 => Family::HintBit,
-            12 => Family::IndexGraph,
-            _ => return None,
-        })
+byte_enum! {
+    /// The family of a fact (its second field).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Family {
+        /// The B-tree metapage (`BTMetaPageData`).
+        BtreeMeta = 0,
+        /// Everything about one B-tree block: the page's own fact (or its damaged mark) and what
+        /// its siblings, parents and half-dead children claim about it
+        /// (`btree::records::Rec`).
+        BtreePage = 1,
+        /// A page that failed the physical or standard checks: nothing is concluded from it.
+        /// (B-tree pages carry their damaged mark in [`Family::BtreePage`], to meet the claims.)
+        Damaged = 2,
+        /// A run of equal keys inside a unique index's leaf page with two or more heap TIDs.
+        UniqueRun = 3,
+        /// The heap line pointers whose HOT chain holds a live tuple.
+        HeapLive = 4,
+        /// Index -> heap TIDs, in the heap's unit: each heap page's line-pointer summary and the
+        /// index groups naming it, in one family so that they sort together by heap block
+        /// (`tids::record`). Number 11 is kept for this check too.
+        Tids = 10,
+        /// A TOAST page that failed the physical or standard checks: chunks may be missing from
+        /// the facts, so no chunk of that TOAST relation is called missing (see `toast`).
+        ToastDamaged = 8,
+        /// A live row's TOAST pointer or a TOAST chunk; its block field is the value id, so that a
+        /// value's pointers and chunks meet (see `toast`).
+        ToastValue = 9,
+        /// A heap page's visibility summary or a visibility-map run of set bits, both at heap
+        /// block numbers so that they meet in one sorted stream (see `extended::vm`).
+        Visibility = 5,
+        /// A tuple whose commit hint bit contradicts `pg_xact`.
+        HintBit = 6,
+        /// What a page of a hash, GiST, SP-GiST, GIN or BRIN index says about the index's graph,
+        /// or its damaged mark (see `extended::graphs`).
+        IndexGraph = 12,
     }
 }
 
@@ -162,30 +147,33 @@ impl<'a> Reader<'a> {
     }
 
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let s = self.b.get(self.pos..self.pos.checked_add(n)?)?;
+        let s = range(self.b, self.pos, n)?;
         self.pos += n;
         Some(s)
     }
 
+    /// The value `read` finds at the position, which then moves `n` bytes on.
+    #[inline]
+    fn next<T>(&mut self, n: usize, read: impl Fn(&'a [u8], usize) -> Option<T>) -> Option<T> {
+        let v = read(self.b, self.pos)?;
+        self.pos += n;
+        Some(v)
+    }
+
     pub fn u8(&mut self) -> Option<u8> {
-        Some(self.take(1)?[0])
+        self.next(1, |b, at| b.get(at).copied())
     }
 
     pub fn u16(&mut self) -> Option<u16> {
-        let s = self.take(2)?;
-        Some(u16::from_be_bytes([s[0], s[1]]))
+        self.next(2, be_u16)
     }
 
     pub fn u32(&mut self) -> Option<u32> {
-        let s = self.take(4)?;
-        Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+        self.next(4, be_u32)
     }
 
     pub fn u64(&mut self) -> Option<u64> {
-        let s = self.take(8)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(s);
-        Some(u64::from_be_bytes(a))
+        self.next(8, be_u64)
     }
 
     pub fn bytes(&mut self) -> Option<&'a [u8]> {
@@ -229,18 +217,19 @@ impl MetaFact {
     }
 }
 
-/// Where a run of equal keys sits on its leaf page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum RunPlace {
-    /// Neither first nor last: only kept when it holds two or more heap TIDs.
-    Inner = 0,
-    /// The page's first key.
-    First = 1,
-    /// The page's last key.
-    Last = 2,
-    /// The page's only key (both first and last).
-    Whole = 3,
+byte_enum! {
+    /// Where a run of equal keys sits on its leaf page.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum RunPlace {
+        /// Neither first nor last: only kept when it holds two or more heap TIDs.
+        Inner = 0,
+        /// The page's first key.
+        First = 1,
+        /// The page's last key.
+        Last = 2,
+        /// The page's only key (both first and last).
+        Whole = 3,
+    }
 }
 
 #[cfg(test)]

@@ -20,8 +20,8 @@ use super::ExtendedConfig;
 use crate::catalog::attributes::Attribute;
 use crate::catalog::{tablespace_of_path, Catalog, FileKey, RelKind, RelationInfo};
 use crate::check::order::{ordering_for, IndexOrdering, NotOrderChecked};
-use crate::check::standard::am_oid;
 use crate::format::control::DbState;
+use crate::format::oids::am_oid;
 use crate::format::relfile::ForkNumber;
 use crate::plan::Plan;
 

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::prefetch::prefetch;
+use crate::format::bytes::{be_u128_prefix, be_u32, le_u32, le_u32_of, range};
 
 /// How many records ahead a gather over a sorted arena asks for the next ones.
 const PREFETCH_AHEAD: usize = 16;
@@ -56,9 +57,7 @@ impl SpillDir {
 
 /// The unit a record belongs to: its first four bytes.
 pub fn unit_of(record: &[u8]) -> u32 {
-    record
-        .get(..4)
-        .map_or(u32::MAX, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    be_u32(record, 0).unwrap_or(u32::MAX)
 }
 
 /// Counters of the fact engine.
@@ -84,14 +83,11 @@ impl Arena {
         self.bytes.extend_from_slice(record);
     }
 
+    /// The record whose length starts at `start`, one of [`Arena::starts`]: [`Arena::push`]
+    /// wrote it whole, so it is never cut off (it would read as empty).
     fn record(&self, start: usize) -> &[u8] {
-        let len = u32::from_le_bytes([
-            self.bytes[start],
-            self.bytes[start + 1],
-            self.bytes[start + 2],
-            self.bytes[start + 3],
-        ]) as usize;
-        &self.bytes[start + 4..start + 4 + len]
+        let len = le_u32(&self.bytes, start).map_or(0, |n| n as usize);
+        range(&self.bytes, start + 4, len).unwrap_or_default()
     }
 
     /// Asks for the record at sorted position `pos` to be brought into the cache.
@@ -131,11 +127,9 @@ impl Arena {
 }
 
 /// The first 16 bytes of a record as a big-endian number, zero-padded.
+#[inline]
 fn prefix_key(record: &[u8]) -> u128 {
-    let mut b = [0u8; 16];
-    let n = record.len().min(16);
-    b[..n].copy_from_slice(&record[..n]);
-    u128::from_be_bytes(b)
+    be_u128_prefix(record)
 }
 
 /// Where one unit's records lie in a run file: `(unit, start, end)` byte offsets.
@@ -459,7 +453,7 @@ impl<'a> Cursor<'a> {
                 }
                 let mut len = [0u8; 4];
                 reader.read_exact(&mut len)?;
-                let len = u32::from_le_bytes(len) as usize;
+                let len = le_u32_of(&len) as usize;
                 self.buf.resize(len, 0);
                 reader.read_exact(&mut self.buf)?;
                 *left = left.saturating_sub(4 + len as u64);

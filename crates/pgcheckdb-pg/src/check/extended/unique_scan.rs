@@ -6,11 +6,11 @@ use super::btree::view::{first_data_key, item};
 use super::facts::RunPlace;
 use super::plan::UniqueSpec;
 use crate::format::btree::{BtPageOpaque, BT_IS_POSTING, BT_OFFSET_MASK};
-use crate::format::bytes::le_u16;
-use crate::format::heap::ItemPointer;
+use crate::format::bytes::{align_up, array, le_u16, le_u32};
+use crate::format::heap::{ItemPointer, SIZE_OF_ITEM_POINTER};
 use crate::format::index_tuple::{
     INDEX_ALT_TID_MASK, INDEX_NULL_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_ATTR_BITMAP,
-    SIZE_OF_INDEX_TUPLE,
+    SIZE_OF_INDEX_TUPLE, T_INFO_OFFSET,
 };
 use crate::format::itemid::{ItemId, LpFlags};
 use crate::format::toast::VARTAG_1B_E;
@@ -41,7 +41,7 @@ impl Entry<'_> {
             None => out.extend(at(0).map(|p| (p.block, p.offset, self.offnum))),
             Some((start, n)) => out.extend(
                 (0..n)
-                    .filter_map(|i| at(start + 6 * i))
+                    .filter_map(|i| at(start + SIZE_OF_ITEM_POINTER * i))
                     .map(|p| (p.block, p.offset, self.offnum)),
             ),
         }
@@ -59,20 +59,13 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
         return a == b;
     }
     // Two overlapping loads cover the key: its first and its last 4 or 8 bytes (loads of a
-    // fixed width: a width chosen at run time would copy through `memcpy`).
+    // fixed width: a width chosen at run time would copy through `memcpy`). Both keys hold
+    // them, so no load is `None`.
     if n >= 8 {
-        word::<8>(a, 0) == word::<8>(b, 0) && word::<8>(a, n - 8) == word::<8>(b, n - 8)
+        array::<8>(a, 0) == array::<8>(b, 0) && array::<8>(a, n - 8) == array::<8>(b, n - 8)
     } else {
-        word::<4>(a, 0) == word::<4>(b, 0) && word::<4>(a, n - 4) == word::<4>(b, n - 4)
+        array::<4>(a, 0) == array::<4>(b, 0) && array::<4>(a, n - 4) == array::<4>(b, n - 4)
     }
-}
-
-/// The `N` bytes at `at` of `s` (which holds them), as an array to compare.
-#[inline]
-fn word<const N: usize>(s: &[u8], at: usize) -> [u8; N] {
-    let mut v = [0u8; N];
-    v.copy_from_slice(&s[at..at + N]);
-    v
 }
 
 /// A run found: where it sits, its first entry's offset, its key, its heap TIDs.
@@ -167,7 +160,7 @@ fn run_of<'p, I: Iterator<Item = Entry<'p>>>(
 /// The comparable key of a non-pivot leaf tuple and where its heap TIDs are; `None` for a pivot
 /// tuple, a tuple whose key has a NULL (when NULLs are distinct), or one that cannot be decoded.
 fn entry<'p>(t: &'p [u8], offnum: u16, spec: &UniqueSpec, max_align: usize) -> Option<Entry<'p>> {
-    let info = le_u16(t, 6)?;
+    let info = le_u16(t, T_INFO_OFFSET)?;
     let size = ((info & INDEX_SIZE_MASK) as usize).min(t.len());
     let tid = ItemPointer::parse(t, 0)?;
     let has_nulls = info & INDEX_NULL_MASK != 0;
@@ -199,8 +192,8 @@ fn entry<'p>(t: &'p [u8], offnum: u16, spec: &UniqueSpec, max_align: usize) -> O
         (1u32 << nkeys) - 1
     };
     let nulls = if has_nulls {
-        let b = t.get(SIZE_OF_INDEX_TUPLE..SIZE_OF_INDEX_TUPLE + SIZE_OF_INDEX_ATTR_BITMAP)?;
-        !u32::from_le_bytes([b[0], b[1], b[2], b[3]]) & key_mask
+        // `IndexAttributeBitMapData`: SIZE_OF_INDEX_ATTR_BITMAP bytes after the header.
+        !le_u32(t, SIZE_OF_INDEX_TUPLE)? & key_mask
     } else {
         0
     };
@@ -238,15 +231,15 @@ fn key_columns_end(
         }
         let len = match att.attlen {
             n if n > 0 => {
-                off = crate::format::bytes::align_up(off - data_off, att.align) + data_off;
+                off = align_up(off - data_off, att.align) + data_off;
                 n as usize
             }
             -1 => {
                 let first = *t.get(off)?;
                 if first & 0x01 == 0 {
                     // 4-byte header: aligned, length in the upper 30 bits.
-                    off = crate::format::bytes::align_up(off - data_off, att.align) + data_off;
-                    let w = crate::format::bytes::le_u32(t, off)?;
+                    off = align_up(off - data_off, att.align) + data_off;
+                    let w = le_u32(t, off)?;
                     (w >> 2) as usize
                 } else if first == VARTAG_1B_E {
                     return None; // an external TOAST pointer never sits in an index tuple

@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::format::bytes::le_u64_words;
+
 /// An open C library locale (`newlocale`), used only for `strcoll_l`.
 #[derive(Debug)]
 pub struct LibcLocale {
@@ -48,17 +50,14 @@ const STACK_STRING: usize = 256;
 fn has_nul(s: &[u8]) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let mut words = s.chunks_exact(8);
-    for word in &mut words {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(word);
-        let w = u64::from_le_bytes(w);
+    let (words, rest) = le_u64_words(s);
+    for w in words {
         // Some byte of `w` is zero exactly when this is non-zero.
         if w.wrapping_sub(ONES) & !w & HIGHS != 0 {
             return true;
         }
     }
-    words.remainder().contains(&0)
+    rest.contains(&0)
 }
 
 /// Calls `f` with a NUL-terminated copy of `s`; `None` if `s` contains a NUL.

@@ -2,14 +2,17 @@
 //! B-tree operator classes of the built-in types (their support function 1), from the on-disk
 //! formats. Variable-length values are unpacked first (short headers, inline compression).
 
-use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use super::collate::Collate;
 use super::numeric::Numeric;
-use super::pglz;
 use crate::catalog::layouts::NAMEDATALEN;
-use crate::format::toast::VARTAG_1B_E;
+use crate::format::bytes::{le_u32, le_u32s, until_nul};
+use crate::format::datum::{
+    float4, float8, int2, int4, int8, oid, varlena, Interval, VECTOR_DIM1, VECTOR_HEADER,
+    VECTOR_NDIM,
+};
+
 /// `USECS_PER_DAY`.
 const USECS_PER_DAY: i128 = 86_400_000_000;
 /// `DAYS_PER_MONTH` as `interval_cmp_value` counts a month.
@@ -80,19 +83,13 @@ impl KeyType {
     /// Orders two stored values; `None` if either cannot be decoded.
     pub fn compare(&self, a: &[u8], b: &[u8]) -> Option<Ordering> {
         match self {
-            KeyType::Int2 => Some(i16_of(a)?.cmp(&i16_of(b)?)),
-            KeyType::Int4 | KeyType::Date => Some(i32_of(a)?.cmp(&i32_of(b)?)),
-            KeyType::Int8 | KeyType::Time | KeyType::Timestamp => Some(i64_of(a)?.cmp(&i64_of(b)?)),
-            KeyType::Oid => Some(u32_of(a)?.cmp(&u32_of(b)?)),
+            KeyType::Int2 => Some(int2(a)?.cmp(&int2(b)?)),
+            KeyType::Int4 | KeyType::Date => Some(int4(a)?.cmp(&int4(b)?)),
+            KeyType::Int8 | KeyType::Time | KeyType::Timestamp => Some(int8(a)?.cmp(&int8(b)?)),
+            KeyType::Oid => Some(oid(a)?.cmp(&oid(b)?)),
             KeyType::Bool | KeyType::Char => Some(a.first()?.cmp(b.first()?)),
-            KeyType::Float4 => Some(float_cmp(
-                f32::from_bits(u32_of(a)?) as f64,
-                f32::from_bits(u32_of(b)?) as f64,
-            )),
-            KeyType::Float8 => Some(float_cmp(
-                f64::from_bits(i64_of(a)? as u64),
-                f64::from_bits(i64_of(b)? as u64),
-            )),
+            KeyType::Float4 => Some(float_cmp(float4(a)? as f64, float4(b)? as f64)),
+            KeyType::Float8 => Some(float_cmp(float8(a)?, float8(b)?)),
             KeyType::Interval => Some(interval_span(a)?.cmp(&interval_span(b)?)),
             KeyType::Uuid => Some(a.get(..16)?.cmp(b.get(..16)?)),
             KeyType::Name(c) => c.compare(name_str(a)?, name_str(b)?),
@@ -121,19 +118,6 @@ impl KeyType {
     }
 }
 
-fn i16_of(b: &[u8]) -> Option<i16> {
-    Some(i16::from_le_bytes(b.get(..2)?.try_into().ok()?))
-}
-fn i32_of(b: &[u8]) -> Option<i32> {
-    Some(i32::from_le_bytes(b.get(..4)?.try_into().ok()?))
-}
-fn u32_of(b: &[u8]) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(..4)?.try_into().ok()?))
-}
-fn i64_of(b: &[u8]) -> Option<i64> {
-    Some(i64::from_le_bytes(b.get(..8)?.try_into().ok()?))
-}
-
 /// `float8_cmp_internal`: NaN equals NaN and sorts after everything; -0 equals 0.
 fn float_cmp(a: f64, b: f64) -> Ordering {
     match (a.is_nan(), b.is_nan()) {
@@ -144,87 +128,35 @@ fn float_cmp(a: f64, b: f64) -> Ordering {
     }
 }
 
-/// `interval_cmp_value`: `time + (month * 30 + day) * USECS_PER_DAY`, in 128 bits. The
-/// stored struct is `time` (int64), `day` (int32), `month` (int32).
+/// `interval_cmp_value`: `time + (month * 30 + day) * USECS_PER_DAY`, in 128 bits.
 fn interval_span(b: &[u8]) -> Option<i128> {
-    let time = i64_of(b)? as i128;
-    let day = i32_of(b.get(8..)?)? as i128;
-    let month = i32_of(b.get(12..)?)? as i128;
+    let Interval { time, day, month } = Interval::parse(b)?;
+    let (time, day, month) = (time as i128, day as i128, month as i128);
     Some(time + (month * DAYS_PER_MONTH + day) * USECS_PER_DAY)
 }
 
 /// The characters of a `name` (64 bytes) or of the `cstring` an index stores for it: up to
 /// the first NUL.
 fn name_str(b: &[u8]) -> Option<&[u8]> {
-    let b = &b[..b.len().min(NAMEDATALEN)];
-    Some(&b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())])
+    Some(until_nul(b.get(..NAMEDATALEN).unwrap_or(b)))
 }
 
 /// The `oidvector` payload: `ndim`, `dataoffset`, `elemtype`, `dim1`, `lbound1`, then the
 /// OIDs; as a sort key `(length, elements)`.
 fn oid_vector(p: &[u8]) -> Option<(usize, Vec<u32>)> {
-    const HEADER: usize = 20;
-    let ndim = u32_of(p)?;
+    let ndim = le_u32(p, VECTOR_NDIM)?;
     let len = match ndim {
         0 => 0,
-        _ => u32_of(p.get(12..)?)? as usize,
+        _ => le_u32(p, VECTOR_DIM1)? as usize,
     };
-    let oids = p.get(HEADER..HEADER.checked_add(len.checked_mul(4)?)?)?;
-    Some((len, oids.chunks_exact(4).filter_map(u32_of).collect()))
+    let oids = p.get(VECTOR_HEADER..VECTOR_HEADER.checked_add(len.checked_mul(4)?)?)?;
+    Some((len, le_u32s(oids).collect()))
 }
 
 /// `bpchar` compares without trailing blanks.
 fn trim_blanks(b: &[u8]) -> &[u8] {
     let end = b.iter().rposition(|&c| c != b' ').map_or(0, |p| p + 1);
-    &b[..end]
-}
-
-/// Low bits of a 4-byte header: `00` plain, `10` compressed inline.
-const VARATT_4B_COMPRESSED: u32 = 0x02;
-/// `VARLENA_EXTSIZE_BITS`: the raw size in `va_tcinfo`; the top two bits are the method.
-const VARLENA_EXTSIZE_MASK: u32 = 0x3FFF_FFFF;
-/// The largest raw size of a compressed key that an index tuple (at most about a third of a
-/// page) can hold: lz4 expands at most about 255-fold. Larger claims are damage, and are not
-/// decompressed (not comparable) rather than allocated.
-const MAX_INDEX_RAW_SIZE: usize = 1 << 20;
-const TOAST_PGLZ_COMPRESSION_ID: u32 = 0;
-const TOAST_LZ4_COMPRESSION_ID: u32 = 1;
-
-/// The payload of a stored varlena value: short and long headers, inline compression (pglz,
-/// lz4). `None` for an external TOAST pointer (an index stores none) or a malformed value.
-pub fn varlena(b: &[u8]) -> Option<Cow<'_, [u8]>> {
-    let first = *b.first()?;
-    if first == VARTAG_1B_E {
-        return None;
-    }
-    if first & 0x01 == 0x01 {
-        let len = (first >> 1) as usize;
-        return b.get(1..len).map(Cow::Borrowed);
-    }
-    let header = u32_of(b)?;
-    let len = (header >> 2) as usize;
-    match header & 0x03 {
-        0 => b.get(4..len).map(Cow::Borrowed),
-        VARATT_4B_COMPRESSED => {
-            let tcinfo = u32_of(b.get(4..)?)?;
-            let raw_size = (tcinfo & VARLENA_EXTSIZE_MASK) as usize;
-            if raw_size > MAX_INDEX_RAW_SIZE {
-                return None;
-            }
-            let data = b.get(8..len)?;
-            let raw = match tcinfo >> 30 {
-                TOAST_PGLZ_COMPRESSION_ID => pglz::decompress(data, raw_size)?,
-                TOAST_LZ4_COMPRESSION_ID => {
-                    let mut out = vec![0u8; raw_size];
-                    let n = lz4_flex::block::decompress_into(data, &mut out).ok()?;
-                    (n == raw_size).then_some(out)?
-                }
-                _ => return None,
-            };
-            Some(Cow::Owned(raw))
-        }
-        _ => None,
-    }
+    b.get(..end).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -399,29 +331,5 @@ mod tests {
         fixed[..2].copy_from_slice(b"ab");
         assert_eq!(name.compare(&fixed, b"ab\0"), Some(Equal));
         ascending(&name, &[b"\0".to_vec(), b"a\0".to_vec(), b"ab\0".to_vec()]);
-    }
-
-    #[test]
-    fn compressed_values_are_unpacked_and_external_ones_refused() {
-        // pglz: "abc" then a 6-byte back-reference, raw size 9, method bits 0.
-        let data = [0b0000_1000u8, b'a', b'b', b'c', 0x03, 0x03];
-        let mut v = ((((8 + data.len()) as u32) << 2) | VARATT_4B_COMPRESSED)
-            .to_le_bytes()
-            .to_vec();
-        v.extend(9u32.to_le_bytes());
-        v.extend(data);
-        assert_eq!(varlena(&v).as_deref(), Some(&b"abcabcabc"[..]));
-        // lz4: method bits 01.
-        let raw = b"xyzxyzxyzxyzxyzxyzxyzxyz".repeat(4);
-        let mut packed = vec![0u8; lz4_flex::block::get_maximum_output_size(raw.len())];
-        let n = lz4_flex::block::compress_into(&raw, &mut packed).expect("lz4 compress");
-        packed.truncate(n);
-        let mut v = ((((8 + packed.len()) as u32) << 2) | VARATT_4B_COMPRESSED)
-            .to_le_bytes()
-            .to_vec();
-        v.extend((raw.len() as u32 | (TOAST_LZ4_COMPRESSION_ID << 30)).to_le_bytes());
-        v.extend(&packed);
-        assert_eq!(varlena(&v).as_deref(), Some(&raw[..]));
-        assert_eq!(varlena(&[VARTAG_1B_E, 18, 0, 0]), None);
     }
 }

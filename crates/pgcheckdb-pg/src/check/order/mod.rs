@@ -7,14 +7,14 @@
 //! index is reported as not order-checked, with the reason.
 //!
 //! Parts: [`opclass`] maps an index's catalog rows to comparators, [`datum`] holds the
-//! comparators ([`numeric`] the numeric format), [`collate`] the string collations, [`tuple`] decodes index tuples, [`pglz`]
-//! unpacks compressed values, [`quick`] orders single integer-like keys without decoding.
+//! comparators ([`numeric`] the numeric format) over the values [`crate::format::datum`]
+//! decodes and unpacks, [`collate`] the string collations, [`tuple`] decodes index tuples,
+//! [`quick`] orders single integer-like keys without decoding.
 
 pub mod collate;
 pub mod datum;
 pub mod numeric;
 pub mod opclass;
-pub mod pglz;
 pub mod plan;
 pub mod quick;
 pub mod tuple;
@@ -548,7 +548,7 @@ mod tests {
             let b = leaf(1, &[Some(1), None]);
             let _ = ord.compare(&a, &b);
             let _ = ord.compare_keys(&b, &a);
-            let _ = datum::varlena(&a);
+            let _ = crate::format::datum::varlena(&a);
             let _ = KeyType::Numeric.compare(&a, &b);
         }
     }

@@ -5,6 +5,8 @@
 
 use std::cmp::Ordering;
 
+use crate::format::bytes::{le_i16, le_i16s, le_u16};
+
 /// `n_header` sign bits.
 const NUMERIC_SIGN_MASK: u16 = 0xC000;
 const NUMERIC_NEG: u16 = 0x4000;
@@ -35,7 +37,7 @@ pub enum Numeric {
 impl Numeric {
     /// From the payload (after the varlena header): the short or long format.
     pub fn parse(p: &[u8]) -> Option<Numeric> {
-        let header = u16::from_le_bytes(p.get(..2)?.try_into().ok()?);
+        let header = le_u16(p, 0)?;
         let (negative, weight, digits_at) = match header & NUMERIC_SIGN_MASK {
             NUMERIC_SPECIAL => {
                 return match header & NUMERIC_EXT_SIGN_MASK {
@@ -55,7 +57,7 @@ impl Numeric {
                 (header & NUMERIC_SHORT_SIGN_MASK != 0, weight, 2)
             }
             sign => {
-                let weight = i16::from_le_bytes(p.get(2..4)?.try_into().ok()?) as i32;
+                let weight = le_i16(p, 2)? as i32;
                 (sign == NUMERIC_NEG, weight, 4)
             }
         };
@@ -63,10 +65,7 @@ impl Numeric {
         if rest.len() % 2 != 0 {
             return None;
         }
-        let digits = rest
-            .chunks_exact(2)
-            .map(|c| i16::from_le_bytes([c[0], c[1]]))
-            .collect();
+        let digits = le_i16s(rest).collect();
         Some(Numeric::Finite {
             negative,
             weight,

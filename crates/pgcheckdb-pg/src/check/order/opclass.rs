@@ -9,9 +9,8 @@ use super::NotOrderChecked;
 use crate::catalog::attributes::Attribute;
 use crate::catalog::index_meta::{CollProvider, IndexMeta, OpClass, OrderCatalog};
 use crate::catalog::FIRST_NORMAL_OBJECT_ID;
+use crate::format::oids::am_oid;
 
-/// `BTREE_AM_OID`.
-const BTREE_AM_OID: u32 = 403;
 /// `PG_CATALOG_NAMESPACE`.
 const PG_CATALOG_NAMESPACE: u32 = 11;
 /// `DEFAULT_COLLATION_OID`.
@@ -88,9 +87,9 @@ fn is_builtin(order: &OrderCatalog, db: u32, oid: u32, class: &OpClass) -> bool 
     let family_ok = order
         .opfamilies
         .get(&(db, class.family))
-        .is_none_or(|f| f.method == BTREE_AM_OID && class.family < FIRST_NORMAL_OBJECT_ID);
+        .is_none_or(|f| f.method == am_oid::BTREE && class.family < FIRST_NORMAL_OBJECT_ID);
     oid < FIRST_NORMAL_OBJECT_ID
-        && class.method == BTREE_AM_OID
+        && class.method == am_oid::BTREE
         && class.namespace == PG_CATALOG_NAMESPACE
         && family_ok
 }

@@ -10,9 +10,9 @@ use std::cmp::Ordering;
 
 use super::datum::KeyType;
 use super::tuple::StoredAs;
-use crate::format::bytes::le_u16;
+use crate::format::bytes::{be_u128, le_i16, le_i32, le_i64, le_u16, le_u32};
 use crate::format::index_tuple::{
-    INDEX_ALT_TID_MASK, INDEX_NULL_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_TUPLE,
+    INDEX_ALT_TID_MASK, INDEX_NULL_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_TUPLE, T_INFO_OFFSET,
 };
 
 /// `INDEX_ALT_TID_MASK` and `INDEX_NULL_MASK` of `t_info`: a pivot or posting list, a NULL.
@@ -72,13 +72,13 @@ impl QuickKey {
     pub fn key(&self, item: &[u8]) -> Option<i128> {
         let b = plain_key(item, self.offset, self.width.len())?;
         Some(match self.width {
-            Width::Signed(2) => i128::from(i16::from_le_bytes(b.try_into().ok()?)),
-            Width::Signed(4) => i128::from(i32::from_le_bytes(b.try_into().ok()?)),
-            Width::Signed(_) => i128::from(i64::from_le_bytes(b.try_into().ok()?)),
-            Width::Unsigned32 => i128::from(u32::from_le_bytes(b.try_into().ok()?)),
+            Width::Signed(2) => i128::from(le_i16(b, 0)?),
+            Width::Signed(4) => i128::from(le_i32(b, 0)?),
+            Width::Signed(_) => i128::from(le_i64(b, 0)?),
+            Width::Unsigned32 => i128::from(le_u32(b, 0)?),
             // Big-endian bytes order like `memcmp`; flipping the top bit maps that unsigned
             // order onto the signed one.
-            Width::Bytes16 => (u128::from_be_bytes(b.try_into().ok()?) ^ (1 << 127)) as i128,
+            Width::Bytes16 => (be_u128(b, 0)? ^ (1 << 127)) as i128,
         })
     }
 
@@ -105,7 +105,7 @@ pub fn plain_key_offset(stored: StoredAs, max_align: usize) -> usize {
 /// list or pivot) whose size agrees with `t_info` and holds them; `None` for every other tuple.
 #[inline]
 pub fn plain_key(item: &[u8], offset: usize, len: usize) -> Option<&[u8]> {
-    let t_info = le_u16(item, 6)?;
+    let t_info = le_u16(item, T_INFO_OFFSET)?;
     if t_info & NOT_PLAIN_MASK != 0 || (t_info & INDEX_SIZE_MASK) as usize != item.len() {
         return None;
     }

@@ -1,16 +1,14 @@
 //! One B-tree index tuple as the key order sees it: its key attributes (NULL or the stored
 //! bytes), how many it has (pivot tuples may be suffix-truncated), and its heap TID key.
 
-use crate::format::btree::{BT_IS_POSTING, BT_OFFSET_MASK};
-use crate::format::bytes::{align_up, le_u16};
+use crate::format::btree::{BT_IS_POSTING, BT_OFFSET_MASK, BT_PIVOT_HEAP_TID_ATTR};
+use crate::format::bytes::{align_up, le_u16, le_u32};
 use crate::format::heap::{ItemPointer, SIZE_OF_ITEM_POINTER};
 use crate::format::index_tuple::{
     INDEX_ALT_TID_MASK, INDEX_NULL_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_ATTR_BITMAP,
-    SIZE_OF_INDEX_TUPLE,
+    SIZE_OF_INDEX_TUPLE, T_INFO_OFFSET,
 };
-
-/// `BT_PIVOT_HEAP_TID_ATTR`: a pivot that keeps a heap TID at its end.
-const BT_PIVOT_HEAP_TID_ATTR: u16 = 0x1000;
+use crate::format::toast::VARTAG_1B_E;
 
 /// A heap TID as a sortable pair (block, offset).
 pub type Tid = (u32, u16);
@@ -93,7 +91,7 @@ pub fn decode_into<'a>(
     max_align: usize,
     out: &mut KeyTuple<'a>,
 ) -> Option<()> {
-    let t_info = le_u16(item, 6)?;
+    let t_info = le_u16(item, T_INFO_OFFSET)?;
     let size = (t_info & INDEX_SIZE_MASK) as usize;
     if size != item.len() || size < SIZE_OF_INDEX_TUPLE {
         return None;
@@ -172,14 +170,14 @@ pub fn decode_into<'a>(
 /// The total size of a stored varlena (header included).
 fn varlena_size(b: &[u8]) -> Option<usize> {
     let first = *b.first()?;
-    if first == 0x01 {
+    if first == VARTAG_1B_E {
         // External TOAST pointer: tag byte, then a payload whose size depends on the tag.
         return None;
     }
     let len = if first & 0x01 == 0x01 {
         (first >> 1) as usize
     } else {
-        (u32::from_le_bytes(b.get(..4)?.try_into().ok()?) >> 2) as usize
+        (le_u32(b, 0)? >> 2) as usize
     };
     (len >= 1 && len <= b.len()).then_some(len)
 }

@@ -11,11 +11,10 @@ use crate::finding::FindingKind as K;
 use crate::format::bytes::align_up;
 use crate::format::bytes::le_u32;
 use crate::format::heap::{infomask as im, HeapTupleHeader};
+use crate::format::toast::{
+    VARATT_EXTERNAL_SIZE, VARLENA_EXTSIZE_MASK, VARTAG_1B_E, VARTAG_ONDISK,
+};
 
-/// `VARTAG_ONDISK`: the only external varlena tag allowed on disk.
-const VARTAG_ONDISK: u8 = 18;
-/// Size of `varatt_external`, the payload of an on-disk TOAST pointer.
-const VARATT_EXTERNAL_SIZE: usize = 16;
 /// Largest raw size of a varlena (`MaxAllocSize`-ish bound used by amcheck).
 const VARLENA_MAX_RAW: u32 = 0x3FFF_FFFF;
 
@@ -23,7 +22,10 @@ impl TupleCheck<'_> {
     /// Walks attributes `1..=natts` the way the server deforms a tuple, checking every length
     /// and varlena header against the tuple's end.
     pub(super) fn walk_attributes(&mut self, h: &HeapTupleHeader, attrs: &[Attribute]) {
-        let data = &self.tuple[h.t_hoff as usize..];
+        // `header_ok` has checked `t_hoff` against the tuple's length.
+        let Some(data) = self.tuple.get(h.t_hoff as usize..) else {
+            return;
+        };
         let mut off = 0usize;
         for (i, a) in attrs.iter().enumerate() {
             let attnum = i + 1;
@@ -97,7 +99,7 @@ impl TupleCheck<'_> {
         let (Some(rawsize), Some(extinfo), Some(valueid), Some(toastrelid)) = fields else {
             return Err(toast("TOAST pointer is cut off".into()));
         };
-        let extsize = extinfo & 0x3FFF_FFFF;
+        let extsize = extinfo & VARLENA_EXTSIZE_MASK;
         let method = extinfo >> 30;
         let mut problems = Vec::new();
         if rawsize > VARLENA_MAX_RAW {
@@ -206,7 +208,7 @@ fn varlena_span(data: &[u8], off: usize, a: &Attribute) -> Result<AttrSpan, Span
         start = align_up(start, a.align);
     }
     let b0 = *data.get(start).ok_or(SpanError::StartsBeyond(start))?;
-    let (size, external) = if b0 == 0x01 {
+    let (size, external) = if b0 == VARTAG_1B_E {
         let tag = *data.get(start + 1).ok_or(SpanError::ExternalCut)?;
         if tag != VARTAG_ONDISK {
             return Err(SpanError::ExternalTag(tag));

@@ -12,7 +12,9 @@ use crate::format::btree::{
 };
 use crate::format::bytes::le_u16;
 use crate::format::heap::{ItemPointer, SIZE_OF_ITEM_POINTER};
-use crate::format::index_tuple::{INDEX_ALT_TID_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_TUPLE};
+use crate::format::index_tuple::{
+    INDEX_ALT_TID_MASK, INDEX_SIZE_MASK, SIZE_OF_INDEX_TUPLE, T_INFO_OFFSET,
+};
 use crate::format::itemid::{line_pointers_into, ItemId, LpFlags};
 use crate::format::page::PageHeader;
 use crate::format::special::MAX_BT_CYCLE_ID;
@@ -187,15 +189,22 @@ fn check_item(
         ));
     }
     let (off, len) = (item.lp_off as usize, item.lp_len as usize);
-    if !is_aligned(off, max_align) || off < h.pd_upper as usize || off + len > h.pd_special as usize
-    {
-        return Err(format!(
-            "item at {off} with lp_len {len} is outside the item area {}..{}",
-            h.pd_upper, h.pd_special
-        ));
-    }
-    let tuple = &page[off..off + len];
-    let t_info = le_u16(tuple, 6).ok_or("index tuple shorter than its header")?;
+    let tuple = match item.storage(page) {
+        Some(tuple)
+            if is_aligned(off, max_align)
+                && off >= h.pd_upper as usize
+                && off + len <= h.pd_special as usize =>
+        {
+            tuple
+        }
+        _ => {
+            return Err(format!(
+                "item at {off} with lp_len {len} is outside the item area {}..{}",
+                h.pd_upper, h.pd_special
+            ))
+        }
+    };
+    let t_info = le_u16(tuple, T_INFO_OFFSET).ok_or("index tuple shorter than its header")?;
     let size = (t_info & INDEX_SIZE_MASK) as usize;
     if size != len {
         return Err(format!(

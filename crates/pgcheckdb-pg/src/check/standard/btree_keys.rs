@@ -14,7 +14,7 @@ use crate::check::order::tuple::KeyTuple;
 use crate::finding::FindingKind as K;
 use crate::format::btree::{BtPageOpaque, P_HIKEY, P_NONE};
 use crate::format::bytes::le_u16;
-use crate::format::index_tuple::INDEX_SIZE_MASK;
+use crate::format::index_tuple::{INDEX_SIZE_MASK, T_INFO_OFFSET};
 use crate::format::itemid::{ItemId, LpFlags};
 use crate::format::page::PageHeader;
 
@@ -29,7 +29,7 @@ fn item_bytes<'p>(page: &'p [u8], h: &PageHeader, item: &ItemId) -> Option<&'p [
         return None;
     }
     let tuple = page.get(off..off + len)?;
-    let size = (le_u16(tuple, 6)? & INDEX_SIZE_MASK) as usize;
+    let size = (le_u16(tuple, T_INFO_OFFSET)? & INDEX_SIZE_MASK) as usize;
     (size == len).then_some(tuple)
 }
 

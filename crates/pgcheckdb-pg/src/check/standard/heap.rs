@@ -13,16 +13,12 @@ use crate::catalog::xact::{CommitLog, XidStatus};
 use crate::finding::{FindingKind as K, Severity};
 use crate::format::bytes::le_u32;
 use crate::format::heap::{
-    infomask as im, infomask2 as im2, HeapTupleHeader, SIZEOF_HEAP_TUPLE_HEADER,
+    infomask as im, infomask2 as im2, HeapTupleHeader, MOVED_PARTITIONS_OFFSET,
+    SIZEOF_HEAP_TUPLE_HEADER, SPEC_TOKEN_OFFSET,
 };
 use crate::format::itemid::{line_pointers_into, max_offset_number, ItemId, LpFlags};
-use crate::format::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
+use crate::format::page::{PageHeader, INVALID_BLOCK_NUMBER, SIZE_OF_PAGE_HEADER_DATA};
 use crate::format::special::SEQ_MAGIC;
-
-/// `ItemPointer` offset used as a speculative-insertion token marker.
-const SPEC_TOKEN_OFFSET: u16 = 0xFFFE;
-/// `ItemPointer` offset that marks a row moved to another partition.
-const MOVED_PARTITIONS_OFFSET: u16 = 0xFFFD;
 
 /// `MaxHeapTuplesPerPage` for this block size.
 fn max_heap_tuples_per_page(facts: &ClusterFacts) -> usize {
@@ -60,9 +56,8 @@ pub fn check_heap_page(
                 let min_len = max_align(SIZEOF_HEAP_TUPLE_HEADER, facts.max_align);
                 if let Some(range) = items::check_item_bounds(h, item, min_len, facts, out) {
                     storage.push((range, item.offnum));
-                    if item.lp_flags == LpFlags::Normal {
-                        let tuple =
-                            &page[item.lp_off as usize..(item.lp_off + item.lp_len) as usize];
+                    // Bounds checked just above: the storage is on the page.
+                    if let (LpFlags::Normal, Some(tuple)) = (item.lp_flags, item.storage(page)) {
                         TupleCheck {
                             tuple,
                             offnum: item.offnum,
@@ -163,7 +158,7 @@ fn redirect_target_problem(
     {
         return None; // reported at the target itself
     }
-    let target = HeapTupleHeader::parse(&page[start..end])?;
+    let target = HeapTupleHeader::parse(t.storage(page)?)?;
     (target.t_infomask2 & im2::HEAP_ONLY_TUPLE == 0).then(|| {
         format!(
             "redirect to offset {} which is not a heap-only tuple",
@@ -274,7 +269,7 @@ impl TupleCheck<'_> {
     fn check_ctid(&mut self, h: &HeapTupleHeader) {
         let ctid = h.t_ctid;
         let special = ctid.offset == SPEC_TOKEN_OFFSET
-            || (ctid.block == u32::MAX && ctid.offset == MOVED_PARTITIONS_OFFSET);
+            || (ctid.block == INVALID_BLOCK_NUMBER && ctid.offset == MOVED_PARTITIONS_OFFSET);
         if special {
             return;
         }

@@ -8,9 +8,10 @@ use super::{index_meta, items, Inputs, PageFormat, Scratch, StructureProblem};
 use crate::finding::FindingKind as K;
 use crate::format::bytes::{le_u16, le_u32};
 use crate::format::gin::flags::{GIN_DATA, GIN_DELETED, GIN_META};
-use crate::format::gin::GIN_SPECIAL_SIZE;
+use crate::format::gin::{GIN_OPAQUE_FLAGS, GIN_OPAQUE_RIGHTLINK, GIN_SPECIAL_SIZE};
 use crate::format::gist::flags::F_DELETED;
-use crate::format::hash::{page_type, HASH_MAGIC, HASH_SPECIAL_SIZE};
+use crate::format::gist::{GIST_OPAQUE_FLAGS, GIST_OPAQUE_RIGHTLINK};
+use crate::format::hash::{page_type, HASHO_FLAG, HASH_MAGIC, HASH_SPECIAL_SIZE};
 use crate::format::page::INVALID_BLOCK_NUMBER;
 use crate::format::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 use crate::format::special::{BRIN_PAGE_TYPES, GIST_PAGE_ID, HASHO_PAGE_ID, SPGIST_PAGE_ID};
@@ -54,11 +55,12 @@ pub fn check_index_page(
 fn holds_index_tuples(page: &[u8], h: &PageHeader, blkno: u64, format: &PageFormat) -> bool {
     let special = h.pd_special as usize;
     match format {
-        PageFormat::Hash => {
-            LH_TUPLE_PAGES.contains(&(le_u16(page, special + 12).unwrap_or(0) & page_type::MASK))
+        PageFormat::Hash => LH_TUPLE_PAGES
+            .contains(&(le_u16(page, special + HASHO_FLAG).unwrap_or(0) & page_type::MASK)),
+        PageFormat::Gist => le_u16(page, special + GIST_OPAQUE_FLAGS).unwrap_or(0) & F_DELETED == 0,
+        PageFormat::Gin => {
+            le_u16(page, special + GIN_OPAQUE_FLAGS).unwrap_or(0) & GIN_NO_ITEMS == 0
         }
-        PageFormat::Gist => le_u16(page, special + 12).unwrap_or(0) & F_DELETED == 0,
-        PageFormat::Gin => le_u16(page, special + 6).unwrap_or(0) & GIN_NO_ITEMS == 0,
         PageFormat::SpGist => {
             blkno != 0 && le_u16(page, special).unwrap_or(0) & SPGIST_NO_ITEMS == 0
         }
@@ -111,7 +113,7 @@ fn hash(page: &[u8], special: usize, size: usize, last: u16, blkno: u64) -> Resu
             "hash page id {last:#06x}, expected {HASHO_PAGE_ID:#06x}"
         ));
     }
-    let flag = le_u16(page, special + 12).unwrap_or(0) & page_type::MASK;
+    let flag = le_u16(page, special + HASHO_FLAG).unwrap_or(0) & page_type::MASK;
     if !matches!(flag, 0 | 1 | 2 | 4 | 8) {
         return Err(format!(
             "hash page type {flag:#x} is not one of overflow, bucket, bitmap, meta"
@@ -141,7 +143,7 @@ fn gist(
             "GiST page id {last:#06x}, expected {GIST_PAGE_ID:#06x}"
         ));
     }
-    let right = le_u32(page, special + 8).unwrap_or(INVALID_BLOCK_NUMBER);
+    let right = le_u32(page, special + GIST_OPAQUE_RIGHTLINK).unwrap_or(INVALID_BLOCK_NUMBER);
     if right != INVALID_BLOCK_NUMBER && right as u64 >= fork_blocks {
         return Err(format!(
             "GiST rightlink {right} beyond the index's {fork_blocks} blocks"
@@ -158,7 +160,7 @@ fn gin(
     fork_blocks: u64,
 ) -> Result<(), String> {
     expect_special("GIN", size, GIN_SPECIAL_SIZE)?;
-    let flags = le_u16(page, special + 6).unwrap_or(0);
+    let flags = le_u16(page, special + GIN_OPAQUE_FLAGS).unwrap_or(0);
     if flags > 0xFF {
         return Err(format!("GIN flags {flags:#06x} have unknown bits"));
     }
@@ -167,7 +169,7 @@ fn gin(
             "block {blkno} has GIN flags {flags:#04x}; only block 0 is the metapage"
         ));
     }
-    let right = le_u32(page, special).unwrap_or(INVALID_BLOCK_NUMBER);
+    let right = le_u32(page, special + GIN_OPAQUE_RIGHTLINK).unwrap_or(INVALID_BLOCK_NUMBER);
     if blkno != 0 && right != INVALID_BLOCK_NUMBER && right as u64 >= fork_blocks {
         return Err(format!(
             "GIN rightlink {right} beyond the index's {fork_blocks} blocks"

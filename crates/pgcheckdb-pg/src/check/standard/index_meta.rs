@@ -6,6 +6,9 @@ use super::{ClusterFacts, PageFormat, StructureProblem};
 use crate::finding::FindingKind as K;
 use crate::format::brin::BRIN_MAX_PAGES_PER_RANGE;
 use crate::format::bytes::le_u32;
+use crate::format::gin::{
+    GINM_HEAD, GINM_N_PENDING_PAGES, GINM_TAIL, GINM_VERSION, GIN_CURRENT_VERSION,
+};
 use crate::format::hash::{
     HASHM_HIGHMASK, HASHM_LOWMASK, HASHM_MAPP, HASHM_MAXBUCKET, HASHM_NMAPS, HASHM_OVFLPOINT,
     HASHM_SPARES, HASHM_VERSION, HASH_MAX_SPLITPOINTS, HASH_VERSION,
@@ -14,13 +17,6 @@ use crate::format::page::INVALID_BLOCK_NUMBER;
 use crate::format::page::SIZE_OF_PAGE_HEADER_DATA;
 use crate::format::spgist::SPGIST_LAST_FIXED_BLKNO;
 
-/// `GIN_CURRENT_VERSION`.
-const GIN_CURRENT_VERSION: u32 = 2;
-/// Byte offsets inside `GinMetaPageData`.
-const GIN_HEAD: usize = 0;
-const GIN_TAIL: usize = 4;
-const GIN_N_PENDING_PAGES: usize = 12;
-const GIN_VERSION: usize = 48;
 /// `SPGIST_CACHED_PAGES` entries of (`blkno`, `freeSpace`) after `magicNumber`.
 const SPGIST_CACHED_PAGES: usize = 8;
 /// `BRIN_CURRENT_VERSION`.
@@ -102,7 +98,7 @@ fn hash_meta(meta: &dyn Fn(usize) -> u32, facts: &ClusterFacts, blocks: u64) -> 
 
 fn gin_meta(meta: &dyn Fn(usize) -> u32, blocks: u64) -> Vec<String> {
     let mut p = Vec::new();
-    let (head, tail) = (meta(GIN_HEAD), meta(GIN_TAIL));
+    let (head, tail) = (meta(GINM_HEAD), meta(GINM_TAIL));
     if (head == INVALID_BLOCK_NUMBER) != (tail == INVALID_BLOCK_NUMBER) {
         p.push(format!(
             "GIN pending list head {head} and tail {tail}: one is set, the other not"
@@ -115,13 +111,13 @@ fn gin_meta(meta: &dyn Fn(usize) -> u32, blocks: u64) -> Vec<String> {
             ));
         }
     }
-    let pending = meta(GIN_N_PENDING_PAGES) as u64;
+    let pending = meta(GINM_N_PENDING_PAGES) as u64;
     if pending > blocks {
         p.push(format!(
             "GIN metapage counts {pending} pending-list pages, the index has {blocks} blocks"
         ));
     }
-    let version = meta(GIN_VERSION);
+    let version = meta(GINM_VERSION);
     if version > GIN_CURRENT_VERSION {
         p.push(format!(
             "GIN metapage version {version} is above {GIN_CURRENT_VERSION}"

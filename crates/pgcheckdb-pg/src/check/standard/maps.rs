@@ -5,6 +5,7 @@ use serde_json::json;
 
 use super::{ClusterFacts, StructureProblem};
 use crate::finding::{FindingKind as K, Severity};
+use crate::format::bytes::le_u64_words;
 use crate::format::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 use crate::format::vm::{VM_ALL_FROZEN, VM_ALL_VISIBLE};
 
@@ -31,7 +32,7 @@ pub fn check_vm_page(
         out.push(StructureProblem::error(K::VisibilityMapInvalid, m));
         return;
     }
-    let bits = &page[SIZE_OF_PAGE_HEADER_DATA..];
+    let bits = page.get(SIZE_OF_PAGE_HEADER_DATA..).unwrap_or_default();
     if !any_frozen_not_visible(bits) {
         return;
     }
@@ -62,18 +63,10 @@ pub fn check_vm_page(
 /// page covers 32,672 heap pages, and nearly every page checked has none.
 fn any_frozen_not_visible(bits: &[u8]) -> bool {
     /// The low bit of every pair in a word: each pair's all-visible bit.
-    const PAIR_LOW_BITS: u64 = u64::from_le_bytes([0x55; 8]);
+    const PAIR_LOW_BITS: u64 = 0x5555_5555_5555_5555;
     let frozen_not_visible = |w: u64| (w >> 1) & !w & PAIR_LOW_BITS != 0;
-    let mut words = bits.chunks_exact(8);
-    let any_word = words.by_ref().any(|c| {
-        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        frozen_not_visible(w)
-    });
-    any_word
-        || words
-            .remainder()
-            .iter()
-            .any(|&b| frozen_not_visible(u64::from(b)))
+    let (mut words, rest) = le_u64_words(bits);
+    words.any(frozen_not_visible) || rest.iter().any(|&b| frozen_not_visible(u64::from(b)))
 }
 
 pub fn check_fsm_page(

@@ -28,18 +28,8 @@ use crate::catalog::attributes::Attribute;
 use crate::catalog::xact::CommitLog;
 use crate::catalog::{RelKind, RelationInfo};
 use crate::finding::{FindingKind, Severity};
+use crate::format::oids::am_oid;
 use crate::format::relfile::ForkNumber;
-
-/// Built-in access method OIDs (`pg_am`).
-pub mod am_oid {
-    pub const HEAP: u32 = 2;
-    pub const BTREE: u32 = 403;
-    pub const HASH: u32 = 405;
-    pub const GIST: u32 = 783;
-    pub const GIN: u32 = 2742;
-    pub const SPGIST: u32 = 4000;
-    pub const BRIN: u32 = 3580;
-}
 
 /// What the catalog says about a heap relation, for tuple checks.
 #[derive(Debug, Clone)]

@@ -47,9 +47,11 @@ pub fn newest_xid(control: &ControlFile, datadir: &Path, reference: u32) -> Opti
             newest = Some(later(newest.unwrap_or(reference.wrapping_sub(1)), xid));
         }
         prev = Some(start);
-        lsn = if record[XL_RMID] == RM_XLOG_ID
-            && record[XL_INFO] & XLR_RMGR_INFO_MASK == XLOG_SWITCH
-        {
+        let switch = record.get(XL_RMID) == Some(&RM_XLOG_ID)
+            && record
+                .get(XL_INFO)
+                .is_some_and(|info| info & XLR_RMGR_INFO_MASK == XLOG_SWITCH);
+        lsn = if switch {
             (next / reader.seg_size + u64::from(next % reader.seg_size != 0)) * reader.seg_size
         } else {
             next.next_multiple_of(8)
@@ -108,8 +110,9 @@ impl WalReader {
         }
         out.clear();
         let end = self.read(lsn, tot_len as usize, out)?;
-        let crc = crc32c::crc32c(&out[SIZE_OF_XLOG_RECORD..]);
-        let crc = crc32c::crc32c_append(crc, &out[..XL_CRC_OFFSET]);
+        // `tot_len` covers the header: both parts are there.
+        let crc = crc32c::crc32c(out.get(SIZE_OF_XLOG_RECORD..)?);
+        let crc = crc32c::crc32c_append(crc, out.get(..XL_CRC_OFFSET)?);
         (Some(crc) == le_u32(out, XL_CRC_OFFSET)).then_some((lsn, end))
     }
 

@@ -134,7 +134,9 @@ pub fn decode_record(record: &[u8], major: u32) -> Result<RecordRefs, &'static s
     let mut last_rel: Option<RelFileLocator> = None;
     let short = "a header runs past the record";
     while pos < len && len - pos > payload {
-        let id = record[pos];
+        let Some(&id) = record.get(pos) else {
+            break;
+        };
         match id {
             XLR_BLOCK_ID_DATA_SHORT => {
                 main_len = *record.get(pos + 1).ok_or(short)? as usize;
@@ -163,7 +165,12 @@ pub fn decode_record(record: &[u8], major: u32) -> Result<RecordRefs, &'static s
     if pos.checked_add(payload) != Some(len) {
         return Err("header and payload lengths do not add up to xl_tot_len");
     }
-    main_data_refs(record, &record[len - main_len..], &mut out);
+    // `main_len` is part of the payload, which ends the record.
+    main_data_refs(
+        record,
+        record.get(len - main_len..).unwrap_or_default(),
+        &mut out,
+    );
     Ok(out)
 }
 
@@ -217,17 +224,19 @@ fn image_compressed(bimg_info: u8, major: u32) -> bool {
 /// The facts in a record's main data: relation files created or truncated, the end of a
 /// backup, a segment switch.
 fn main_data_refs(record: &[u8], main: &[u8], out: &mut RecordRefs) {
-    let info = record[XL_INFO] & XLR_RMGR_INFO_MASK;
-    match record[XL_RMID] {
+    // The caller checked that the record holds its `XLogRecord` header.
+    let (Some(&xl_info), Some(&rmid)) = (record.get(XL_INFO), record.get(XL_RMID)) else {
+        return;
+    };
+    let info = xl_info & XLR_RMGR_INFO_MASK;
+    match rmid {
         RM_XLOG_ID if info == XLOG_SWITCH => out.switch = true,
         RM_XLOG_ID if info == XLOG_BACKUP_END => {
             out.backup_end_of = le_u32(main, 0)
                 .zip(le_u32(main, 4))
                 .map(|(lo, hi)| u64::from(lo) | (u64::from(hi) << 32));
         }
-        RM_XACT_ID => out
-            .relations
-            .extend(dropped_relations(record[XL_INFO], main)),
+        RM_XACT_ID => out.relations.extend(dropped_relations(xl_info, main)),
         RM_SMGR_ID if info == XLOG_SMGR_CREATE => {
             out.relations.extend(RelFileLocator::read(main, 0))
         }

@@ -14,6 +14,7 @@ use super::sync::start_range_writeback;
 use crate::check::physical::{check_page, PageCheckConfig, PageProblem, PageVerdict};
 use crate::check::structure::Structure;
 use crate::finding::{Finding, FindingKind, Severity};
+use crate::format::bytes::{le_u16, put_le_u16};
 use crate::format::checksum::pg_checksum_page;
 use crate::format::page::PD_CHECKSUM_OFFSET;
 use crate::format::page::SECTOR_SIZE;
@@ -54,8 +55,9 @@ pub fn classify_block(page: &[u8], blkno: u32, blcksz: usize, max_align: usize) 
         PageVerdict::Problem(p) => Some(p),
     };
     let checksum = pg_checksum_page(page, blkno);
-    let stored = u16::from_le_bytes([page[PD_CHECKSUM_OFFSET], page[PD_CHECKSUM_OFFSET + 1]]);
-    if stored == checksum {
+    // A page too short for its header was refused above: `pd_checksum` is there.
+    let stored = le_u16(page, PD_CHECKSUM_OFFSET);
+    if stored == Some(checksum) {
         BlockAction::AlreadyValid { warning }
     } else {
         BlockAction::Stamp { checksum, warning }
@@ -96,8 +98,8 @@ pub fn stamp_chunk_judged(
             action = BlockAction::Rejected;
         }
         if let BlockAction::Stamp { checksum, .. } = action {
-            page[PD_CHECKSUM_OFFSET..PD_CHECKSUM_OFFSET + 2]
-                .copy_from_slice(&checksum.to_le_bytes());
+            // Whole blocks of `blcksz`: `pd_checksum` is always inside.
+            let _ = put_le_u16(page, PD_CHECKSUM_OFFSET, checksum);
             let start = i * blcksz;
             match dirty.last_mut() {
                 Some(last) if last.end == start => last.end += blcksz,

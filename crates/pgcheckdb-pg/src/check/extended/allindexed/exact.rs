@@ -18,6 +18,7 @@ use std::sync::Mutex;
 
 use crate::check::extended::lock;
 use crate::check::extended::prefetch::prefetch_ptr;
+use crate::format::bytes::le_u64_padded;
 use crate::format::heap::SIZEOF_HEAP_TUPLE_HEADER;
 use crate::format::page::SIZE_OF_PAGE_HEADER_DATA;
 
@@ -72,9 +73,8 @@ impl LiveMap {
             return;
         };
         for (word, chunk) in words.iter().zip(bits.chunks(8)) {
-            let mut le = [0u8; 8];
-            le[..chunk.len()].copy_from_slice(chunk);
-            word.store(u64::from_le_bytes(le), Ordering::Relaxed);
+            // A chunk holds at most 8 bytes: never `None`.
+            word.store(le_u64_padded(chunk).unwrap_or(0), Ordering::Relaxed);
         }
     }
 

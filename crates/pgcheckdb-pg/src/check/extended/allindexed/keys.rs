@@ -13,8 +13,10 @@ use std::borrow::Cow;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::catalog::attributes::Attribute;
-use crate::check::order::datum;
 use crate::check::standard::attribute_span;
+use crate::format::bytes::{le_u64, le_u64_padded, until_nul};
+use crate::format::control::NAMEDATALEN;
+use crate::format::datum::varlena;
 use crate::format::heap::{infomask2 as im2, HeapTupleHeader, HEAP_NATTS_MASK};
 use crate::format::toast::VARTAG_1B_E;
 
@@ -58,7 +60,7 @@ pub fn form_of(heap_attlen: i16, index_attlen: i16) -> Option<ValueForm> {
         (h, i) if h == i && h > 0 => Some(ValueForm::Fixed),
         (-1, -1) => Some(ValueForm::Varlena),
         (-2, -2) => Some(ValueForm::CString),
-        (64, -2) => Some(ValueForm::NameAsCString),
+        (h, -2) if h == NAMEDATALEN as i16 => Some(ValueForm::NameAsCString),
         _ => None,
     }
 }
@@ -71,11 +73,9 @@ fn normalised(v: &[u8], form: ValueForm) -> Result<Cow<'_, [u8]>, Unkeyable> {
             if v.first() == Some(&VARTAG_1B_E) {
                 return Err(Unkeyable::External);
             }
-            datum::varlena(v).ok_or(Unkeyable::Malformed)?
+            varlena(v).ok_or(Unkeyable::Malformed)?
         }
-        ValueForm::CString | ValueForm::NameAsCString => {
-            Cow::Borrowed(&v[..v.iter().position(|&c| c == 0).unwrap_or(v.len())])
-        }
+        ValueForm::CString | ValueForm::NameAsCString => Cow::Borrowed(until_nul(v)),
     })
 }
 
@@ -138,21 +138,11 @@ impl KeyHasher {
     }
 }
 
-/// A value of up to 8 bytes as a little-endian word, zero-padded; `None` when longer. Built
-/// from whole loads, not copied into a buffer and read back: the read-back of a short copy
-/// cannot be forwarded from the store and stalls on every key.
+/// A value of up to 8 bytes as a little-endian word, zero-padded; `None` when longer
+/// ([`le_u64_padded`]).
 #[inline]
 pub fn small_word(p: &[u8]) -> Option<u64> {
-    Some(match *p {
-        [a, b, c, d, e, f, g, h] => u64::from_le_bytes([a, b, c, d, e, f, g, h]),
-        [a, b, c, d] => u64::from(u32::from_le_bytes([a, b, c, d])),
-        [a, b] => u64::from(u16::from_le_bytes([a, b])),
-        _ if p.len() <= 8 => p
-            .iter()
-            .rev()
-            .fold(0u64, |w, &byte| (w << 8) | u64::from(byte)),
-        _ => return None,
-    })
+    le_u64_padded(p)
 }
 
 /// A value of 9 to 16 bytes as one word: its first and its last 8 bytes (overlapping when
@@ -163,9 +153,7 @@ fn two_words(p: &[u8]) -> Option<u64> {
     if !(9..=16).contains(&p.len()) {
         return None;
     }
-    let word = |at: usize| -> Option<u64> {
-        Some(u64::from_le_bytes(p.get(at..at + 8)?.try_into().ok()?))
-    };
+    let word = |at: usize| le_u64(p, at);
     Some(fold_mul(word(0)? ^ MUL_TID, word(p.len() - 8)? ^ MUL_OUT))
 }
 

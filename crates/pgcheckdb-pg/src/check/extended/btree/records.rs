@@ -10,42 +10,30 @@
 
 use crate::check::extended::facts::{Family, Reader, RunPlace, Writer};
 use crate::format::btree::{flags as bf, P_NONE};
+use crate::format::enums::byte_enum;
+use crate::format::index_tuple::T_INFO_OFFSET;
+use crate::format::page::INVALID_BLOCK_NUMBER;
 
 /// Bytes of an index tuple before `t_info`: a pivot's downlink or a high key's unused block
 /// and its `ip_posid`. Pivot keys are compared from `t_info` on, as for every B-tree version.
-pub const PIVOT_KEY_FROM: usize = 6;
+pub const PIVOT_KEY_FROM: usize = T_INFO_OFFSET;
 
-/// The kind of a record about one block (the byte right after the block number): the page's
-/// own fact sorts first, so every claim meets it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum Rec {
-    /// The page failed its physical or standard checks: nothing is concluded from it.
-    Damaged = 0,
-    Page = 1,
-    Left = 2,
-    Right = 3,
-    Downlink = 4,
-    TopParent = 5,
-    /// The page's first run of equal keys (unique indexes).
-    FirstRun = 6,
-    /// The left sibling's last run of equal keys (unique indexes).
-    LastRun = 7,
-}
-
-impl Rec {
-    fn from_byte(b: u8) -> Option<Rec> {
-        Some(match b {
-            0 => Rec::Damaged,
-            1 => Rec::Page,
-            2 => Rec::Left,
-            3 => Rec::Right,
-            4 => Rec::Downlink,
-            5 => Rec::TopParent,
-            6 => Rec::FirstRun,
-            7 => Rec::LastRun,
-            _ => return None,
-        })
+byte_enum! {
+    /// The kind of a record about one block (the byte right after the block number): the page's
+    /// own fact sorts first, so every claim meets it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    pub enum Rec {
+        /// The page failed its physical or standard checks: nothing is concluded from it.
+        Damaged = 0,
+        Page = 1,
+        Left = 2,
+        Right = 3,
+        Downlink = 4,
+        TopParent = 5,
+        /// The page's first run of equal keys (unique indexes).
+        FirstRun = 6,
+        /// The left sibling's last run of equal keys (unique indexes).
+        LastRun = 7,
     }
 }
 
@@ -94,16 +82,17 @@ impl PageView<'_> {
     }
 }
 
-/// Where a downlink's child must end: the high key it must have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Bound {
-    /// The parent's next pivot (its offset is in the record).
-    NextPivot = 0,
-    /// The parent's high key.
-    ParentHighKey = 1,
-    /// Nothing: the parent is the rightmost page of its level.
-    Nothing = 2,
+byte_enum! {
+    /// Where a downlink's child must end: the high key it must have.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Bound {
+        /// The parent's next pivot (its offset is in the record).
+        NextPivot = 0,
+        /// The parent's high key.
+        ParentHighKey = 1,
+        /// Nothing: the parent is the rightmost page of its level.
+        Nothing = 2,
+    }
 }
 
 /// Writes every record of page `blkno` to `push`, reusing `buf`. Without `keys` (the index
@@ -158,7 +147,7 @@ pub fn page_records(
         push(buf);
     }
     if let (true, Some(top)) = (p.btpo_flags & bf::BTP_HALF_DEAD != 0, p.top_parent) {
-        if top != u32::MAX {
+        if top != INVALID_BLOCK_NUMBER {
             start(buf, unit, top, Rec::TopParent).u32(blkno);
             push(buf);
         }
@@ -350,12 +339,7 @@ pub fn read<'a>(r: &mut Reader<'a>) -> Option<Record<'a>> {
         Rec::Downlink => {
             let (parent, offnum, parent_level, index, siblings) =
                 (r.u32()?, r.u16()?, r.u32()?, r.u16()?, r.u16()?);
-            let bound = match r.u8()? {
-                0 => Bound::NextPivot,
-                1 => Bound::ParentHighKey,
-                2 => Bound::Nothing,
-                _ => return None,
-            };
+            let bound = Bound::from_byte(r.u8()?)?;
             let bound_offnum = r.u16()?;
             let has = r.u8()? == 1;
             let expected = r.bytes()?;
@@ -385,13 +369,7 @@ pub fn read<'a>(r: &mut Reader<'a>) -> Option<Record<'a>> {
 fn read_run<'a>(r: &mut Reader<'a>) -> Option<RunRec<'a>> {
     let blkno = r.u32()?;
     let level = r.u32()?;
-    let place = match r.u8()? {
-        0 => RunPlace::Inner,
-        1 => RunPlace::First,
-        2 => RunPlace::Last,
-        3 => RunPlace::Whole,
-        _ => return None,
-    };
+    let place = RunPlace::from_byte(r.u8()?)?;
     let offnum = r.u16()?;
     let key = r.bytes()?;
     let n = r.u16()?;

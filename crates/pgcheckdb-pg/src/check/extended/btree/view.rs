@@ -4,8 +4,10 @@
 
 use super::records::{DownlinkView, PageView};
 use crate::format::btree::{flags as bf, BtPageOpaque, P_HIKEY, P_NONE};
+use crate::format::bytes::le_u64;
 use crate::format::heap::ItemPointer;
 use crate::format::itemid::ItemId;
+use crate::format::page::SIZE_OF_PAGE_HEADER_DATA;
 
 /// The bytes of item `offnum` (1-based), if its line pointer has storage on the page.
 pub fn item<'p>(page: &'p [u8], items: &[ItemId], offnum: u16) -> Option<&'p [u8]> {
@@ -38,10 +40,7 @@ pub fn page_view<'p>(page: &'p [u8], o: &BtPageOpaque, items: &[ItemId]) -> Page
     if o.btpo_flags & bf::BTP_DELETED != 0 {
         if o.btpo_flags & bf::BTP_HAS_FULLXID != 0 {
             // BTDeletedPageData: the safexid right after the page header.
-            let at = crate::format::page::SIZE_OF_PAGE_HEADER_DATA;
-            f.safexid = page
-                .get(at..at + 8)
-                .map(|s| u64::from_le_bytes(s.try_into().unwrap_or([0; 8])));
+            f.safexid = le_u64(page, SIZE_OF_PAGE_HEADER_DATA);
         }
         return f;
     }

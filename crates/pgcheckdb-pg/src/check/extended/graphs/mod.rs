@@ -32,8 +32,8 @@ use super::facts::{Family, Writer};
 use super::spill::RunBuilder;
 use super::tids::TidNotChecked;
 use crate::catalog::{Catalog, FileKey, RelKind};
-use crate::check::standard::am_oid;
 use crate::format::control::DbState;
+use crate::format::oids::am_oid;
 
 /// The access methods whose graphs are checked here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

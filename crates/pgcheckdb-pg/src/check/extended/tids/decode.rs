@@ -11,12 +11,15 @@ use crate::format::bytes::{le_u16, le_u32};
 use crate::format::gin::flags::{
     GIN_COMPRESSED, GIN_DATA, GIN_DELETED, GIN_LEAF, GIN_LIST, GIN_META,
 };
-use crate::format::gin::{GIN_ITUP_COMPRESSED, GIN_TREE_POSTING};
+use crate::format::gin::{
+    GIN_DATA_START, GIN_ITUP_COMPRESSED, GIN_OPAQUE_FLAGS, GIN_OPAQUE_MAXOFF, GIN_TREE_POSTING,
+};
 use crate::format::gist::flags::{F_DELETED, F_LEAF};
-use crate::format::hash::page_type;
+use crate::format::gist::GIST_OPAQUE_FLAGS;
+use crate::format::hash::{page_type, HASHO_FLAG};
 use crate::format::heap::ItemPointer;
 use crate::format::itemid::ItemId;
-use crate::format::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
+use crate::format::page::PageHeader;
 use crate::format::spgist::flags::{SPGIST_DELETED, SPGIST_LEAF, SPGIST_META};
 use crate::format::spgist::SPGIST_LIVE;
 
@@ -41,7 +44,7 @@ pub fn page_tids(
     match am {
         IndexAm::Btree => btree_leaf(page, special, items, out),
         IndexAm::Hash => {
-            let flag = le_u16(page, special + 12).unwrap_or(0) & page_type::MASK;
+            let flag = le_u16(page, special + HASHO_FLAG).unwrap_or(0) & page_type::MASK;
             // The page types that hold index tuples.
             if flag == page_type::BUCKET || flag == page_type::OVERFLOW {
                 plain_tuples(page, items, 1, out)
@@ -50,7 +53,7 @@ pub fn page_tids(
             }
         }
         IndexAm::Gist => {
-            let flags = le_u16(page, special + 12).unwrap_or(0);
+            let flags = le_u16(page, special + GIST_OPAQUE_FLAGS).unwrap_or(0);
             if flags & F_LEAF != 0 && flags & F_DELETED == 0 {
                 plain_tuples(page, items, 1, out)
             } else {
@@ -154,7 +157,7 @@ fn gin_page(
     items: &[ItemId],
     out: &mut Vec<(u32, u16)>,
 ) -> u64 {
-    let flags = le_u16(page, special + 6).unwrap_or(0);
+    let flags = le_u16(page, special + GIN_OPAQUE_FLAGS).unwrap_or(0);
     if flags & (GIN_DELETED | GIN_META) != 0 || flags & GIN_LEAF == 0 && flags & GIN_LIST == 0 {
         return 0;
     }
@@ -207,11 +210,9 @@ pub(crate) fn gin_data_leaf(
     flags: u16,
     out: &mut Vec<(u32, u16)>,
 ) -> u64 {
-    // GinDataPageGetData: the page contents after the right bound (an ItemPointerData,
-    // MAXALIGNed to 8).
-    let start = SIZE_OF_PAGE_HEADER_DATA + 8;
+    let start = GIN_DATA_START;
     if flags & GIN_COMPRESSED == 0 {
-        let maxoff = le_u16(page, special + 4).unwrap_or(0) as usize;
+        let maxoff = le_u16(page, special + GIN_OPAQUE_MAXOFF).unwrap_or(0) as usize;
         for i in 0..maxoff {
             match ItemPointer::parse(page, start + 6 * i) {
                 Some(p) if start + 6 * (i + 1) <= special => out.push((p.block, p.offset)),
@@ -252,7 +253,7 @@ fn decode_posting_list(b: &[u8], out: &mut Vec<(u32, u16)>) -> Option<()> {
     let mut val = ((first.block as u64) << gin::OFFSET_BITS) | first.offset as u64;
     let mut pos = 0;
     while pos < bytes.len() {
-        let (delta, used) = varbyte(&bytes[pos..])?;
+        let (delta, used) = varbyte(bytes.get(pos..)?)?;
         pos += used;
         val = val.checked_add(delta)?;
         let block = u32::try_from(val >> gin::OFFSET_BITS).ok()?;

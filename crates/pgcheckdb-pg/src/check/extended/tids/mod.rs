@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use super::catalog::IndexRow;
 use crate::catalog::{Catalog, FileKey, RelKind};
-use crate::check::standard::am_oid;
+use crate::format::oids::am_oid;
 
 /// The index access methods whose leaf entries give heap TIDs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,19 +19,21 @@
 
 use super::super::facts::{Family, Reader, Writer};
 use crate::check::extended::heap::HeapTuples;
+use crate::format::enums::byte_enum;
 use crate::format::heap::infomask2 as im2;
 use crate::format::itemid::{ItemId, LpFlags};
 
-/// What a record is (first body byte).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Tag {
-    HeapLines = 0,
-    IndexGroup = 1,
-    /// Index entries that did not decode, counted as not checked (at block `u32::MAX`).
-    Undecoded = 2,
-    /// An index group of TIDs in the page's order.
-    IndexUnsorted = 3,
+byte_enum! {
+    /// What a record is (first body byte).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Tag {
+        HeapLines = 0,
+        IndexGroup = 1,
+        /// Index entries that did not decode, counted as not checked (at block `u32::MAX`).
+        Undecoded = 2,
+        /// An index group of TIDs in the page's order.
+        IndexUnsorted = 3,
+    }
 }
 
 /// Writes a count of index entries that did not decode.
@@ -41,27 +43,29 @@ pub fn write_undecoded(buf: &mut Vec<u8>, unit: u32, count: u64) {
         .u64(count);
 }
 
-/// The state of a heap page as the scan saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum PageState {
-    /// Passed the physical and standard checks.
-    Sound = 0,
-    /// All zero.
-    New = 1,
-    /// Failed a check: nothing is concluded about TIDs into it.
-    Damaged = 2,
+byte_enum! {
+    /// The state of a heap page as the scan saw it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum PageState {
+        /// Passed the physical and standard checks.
+        Sound = 0,
+        /// All zero.
+        New = 1,
+        /// Failed a check: nothing is concluded about TIDs into it.
+        Damaged = 2,
+    }
 }
 
-/// Whether an index entry may name a line pointer (2 bits each in the summary's map).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum LpTarget {
-    /// `LP_NORMAL` (not heap-only), `LP_REDIRECT` or `LP_DEAD`.
-    Valid = 0,
-    Unused = 1,
-    /// `LP_NORMAL` holding a tuple with `HEAP_ONLY_TUPLE`.
-    HeapOnly = 2,
+byte_enum! {
+    /// Whether an index entry may name a line pointer (2 bits each in the summary's map).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum LpTarget {
+        /// `LP_NORMAL` (not heap-only), `LP_REDIRECT` or `LP_DEAD`.
+        Valid = 0,
+        Unused = 1,
+        /// `LP_NORMAL` holding a tuple with `HEAP_ONLY_TUPLE`.
+        HeapOnly = 2,
+    }
 }
 
 impl LpTarget {
@@ -155,11 +159,8 @@ pub fn target_in(nlines: u16, map: &[u8], offset: u16) -> Option<LpTarget> {
     }
     let i = offset as usize - 1;
     let bits = map.get(i / 4).map_or(0, |b| (b >> ((i % 4) * 2)) & 3);
-    Some(match bits {
-        1 => LpTarget::Unused,
-        2 => LpTarget::HeapOnly,
-        _ => LpTarget::Valid,
-    })
+    // 0 and the unused 3 read as valid.
+    Some(LpTarget::from_byte(bits).unwrap_or(LpTarget::Valid))
 }
 
 /// Heap blocks per chunk of the TID facts (512 MiB of table at 8 kB blocks; a block within a
@@ -175,13 +176,14 @@ pub fn chunk_of(blkno: u32) -> u32 {
 /// Offsets at or above this are always written as a list.
 const BITMAP_LIMIT: u16 = 2048;
 
-/// How one heap block's offsets are written in a group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum OffsetsForm {
-    List = 0,
-    Bitmap = 1,
-    One = 2,
+byte_enum! {
+    /// How one heap block's offsets are written in a group.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum OffsetsForm {
+        List = 0,
+        Bitmap = 1,
+        One = 2,
+    }
 }
 
 /// Writes one index group: the TIDs `tids` (sorted, no repeats, all in one chunk) held by
@@ -258,16 +260,15 @@ impl Group<'_> {
                 f(block, scratch);
                 continue;
             }
-            match r.u8()? {
-                0 => {
+            match OffsetsForm::from_byte(r.u8()?)? {
+                OffsetsForm::List => {
                     let n = r.u16()?;
                     for _ in 0..n {
                         scratch.push(r.u16()?);
                     }
                 }
-                1 => bitmap_offsets(r.bytes()?, scratch),
-                2 => scratch.push(r.u16()?),
-                _ => return None,
+                OffsetsForm::Bitmap => bitmap_offsets(r.bytes()?, scratch),
+                OffsetsForm::One => scratch.push(r.u16()?),
             }
             f(block, scratch);
         }
@@ -299,15 +300,10 @@ pub enum TidRecord<'a> {
 /// Reads the body of a `Tids` record of chunk `head_chunk` (the record's block field);
 /// `None` when it does not decode.
 pub fn read<'a>(head_chunk: u32, r: &mut Reader<'a>) -> Option<TidRecord<'a>> {
-    match r.u8()? {
-        0 => {
+    match Tag::from_byte(r.u8()?)? {
+        Tag::HeapLines => {
             let blkno = r.u32()?;
-            let state = match r.u8()? {
-                0 => PageState::Sound,
-                1 => PageState::New,
-                2 => PageState::Damaged,
-                _ => return None,
-            };
+            let state = PageState::from_byte(r.u8()?)?;
             let nlines = r.u16()?;
             let map = r.bytes()?;
             Some(TidRecord::Heap(HeapLines {
@@ -317,19 +313,18 @@ pub fn read<'a>(head_chunk: u32, r: &mut Reader<'a>) -> Option<TidRecord<'a>> {
                 map,
             }))
         }
-        tag @ (1 | 3) => {
+        tag @ (Tag::IndexGroup | Tag::IndexUnsorted) => {
             let index_block = r.u32()?;
             let index_fork = r.u32()?;
             Some(TidRecord::Index(Group {
                 index_fork,
                 index_block,
                 chunk: head_chunk,
-                unsorted: tag == Tag::IndexUnsorted as u8,
+                unsorted: tag == Tag::IndexUnsorted,
                 entries: r.rest(),
             }))
         }
-        2 => Some(TidRecord::Undecoded(r.u64()?)),
-        _ => None,
+        Tag::Undecoded => Some(TidRecord::Undecoded(r.u64()?)),
     }
 }
 

@@ -10,41 +10,46 @@ use crate::check::extended::heap::{certainly_live, HeapTuples};
 use crate::check::extended::spill::RunBuilder;
 use crate::check::standard::attribute_span;
 use crate::format::bytes::le_u32;
+use crate::format::enums::byte_enum;
 use crate::format::heap::{infomask as im, HeapTupleHeader};
 use crate::format::itemid::{ItemId, LpFlags};
+use crate::format::toast::{chunk_offset, VARATT_4B_COMPRESSED, VARLENA_EXTSIZE_MASK, VARTAG_1B_E};
 
-/// The sub-kind byte that starts a [`Family::ToastValue`] body: a value's pointers sort before
-/// its chunks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ValueFact {
-    Pointer = 0,
-    Chunk = 1,
+byte_enum! {
+    /// The sub-kind byte that starts a [`Family::ToastValue`] body: a value's pointers sort before
+    /// its chunks.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ValueFact {
+        Pointer = 0,
+        Chunk = 1,
+    }
 }
 
-/// How sure it is that a chunk tuple is live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum ChunkLife {
-    /// Certainly dead (inserter aborted, or deleter committed): only counted.
-    Dead = 0,
-    /// Neither certainly dead nor certainly live (an in-progress, prepared or unknown
-    /// transaction, a multixact deleter): present, but never blamed.
-    Possible = 1,
-    /// Inserted by a committed transaction, not deleted by one that committed or may commit.
-    Certain = 2,
+byte_enum! {
+    /// How sure it is that a chunk tuple is live.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    pub enum ChunkLife {
+        /// Certainly dead (inserter aborted, or deleter committed): only counted.
+        Dead = 0,
+        /// Neither certainly dead nor certainly live (an in-progress, prepared or unknown
+        /// transaction, a multixact deleter): present, but never blamed.
+        Possible = 1,
+        /// Inserted by a committed transaction, not deleted by one that committed or may commit.
+        Certain = 2,
+    }
 }
 
-/// How a chunk's `chunk_data` is stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ChunkForm {
-    /// A plain varlena (1-byte or 4-byte header): its data length is the chunk's size.
-    Plain = 0,
-    /// A compressed inline varlena: never written into a TOAST relation.
-    Compressed = 1,
-    /// An external varlena: never written into a TOAST relation.
-    External = 2,
+byte_enum! {
+    /// How a chunk's `chunk_data` is stored.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ChunkForm {
+        /// A plain varlena (1-byte or 4-byte header): its data length is the chunk's size.
+        Plain = 0,
+        /// A compressed inline varlena: never written into a TOAST relation.
+        Compressed = 1,
+        /// An external varlena: never written into a TOAST relation.
+        External = 2,
+    }
 }
 
 /// A live row's TOAST pointer as a fact.
@@ -109,8 +114,8 @@ impl ChunkFact {
 
 /// Decodes the body of a [`Family::ToastValue`] record about value `valueid`.
 pub fn read_value(valueid: u32, r: &mut Reader<'_>) -> Option<ValueRecord> {
-    Some(match r.u8()? {
-        0 => ValueRecord::Pointer(PointerFact {
+    Some(match ValueFact::from_byte(r.u8()?)? {
+        ValueFact::Pointer => ValueRecord::Pointer(PointerFact {
             valueid,
             extsize: r.u32()?,
             rawsize: r.u32()?,
@@ -118,26 +123,15 @@ pub fn read_value(valueid: u32, r: &mut Reader<'_>) -> Option<ValueRecord> {
             offset: r.u16()?,
             attnum: r.u16()?,
         }),
-        1 => ValueRecord::Chunk(ChunkFact {
+        ValueFact::Chunk => ValueRecord::Chunk(ChunkFact {
             valueid,
             seq: r.u32()?,
-            life: match r.u8()? {
-                0 => ChunkLife::Dead,
-                1 => ChunkLife::Possible,
-                2 => ChunkLife::Certain,
-                _ => return None,
-            },
-            form: match r.u8()? {
-                0 => ChunkForm::Plain,
-                1 => ChunkForm::Compressed,
-                2 => ChunkForm::External,
-                _ => return None,
-            },
+            life: ChunkLife::from_byte(r.u8()?)?,
+            form: ChunkForm::from_byte(r.u8()?)?,
             size: r.u32()?,
             block: r.u32()?,
             offset: r.u16()?,
         }),
-        _ => return None,
     })
 }
 
@@ -172,7 +166,7 @@ pub fn pointer_facts(
             }
             let fact = PointerFact {
                 valueid: p.valueid,
-                extsize: p.extinfo & EXTSIZE_MASK,
+                extsize: p.extinfo & VARLENA_EXTSIZE_MASK,
                 rawsize: p.rawsize,
                 block: blkno,
                 offset: it.offnum,
@@ -183,10 +177,6 @@ pub fn pointer_facts(
         });
     }
 }
-
-/// `VARLENA_EXTSIZE_MASK`: the low 30 bits of `va_extinfo` (the top two are the compression
-/// method, 14+).
-const EXTSIZE_MASK: u32 = 0x3FFF_FFFF;
 
 /// `varatt_external`, the payload of an on-disk TOAST pointer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,14 +236,6 @@ pub fn external_pointers(
     }
 }
 
-/// Byte offsets in a TOAST chunk tuple's data: `chunk_id oid`, `chunk_seq int4`, then
-/// `chunk_data bytea` (at 8, already aligned for its `int4` alignment).
-mod chunk_offset {
-    pub const CHUNK_ID: usize = 0;
-    pub const CHUNK_SEQ: usize = 4;
-    pub const CHUNK_DATA: usize = 8;
-}
-
 /// One record per chunk tuple of a sound TOAST page.
 pub fn chunk_facts(
     unit: u32,
@@ -297,15 +279,15 @@ pub fn decode_chunk(t: &[u8], h: &HeapTupleHeader) -> Option<ChunkFact> {
     let seq = le_u32(data, chunk_offset::CHUNK_SEQ)?;
     let at = chunk_offset::CHUNK_DATA;
     let b0 = *data.get(at)?;
-    let (form, size) = if b0 == 0x01 {
+    let (form, size) = if b0 == VARTAG_1B_E {
         (ChunkForm::External, 0)
     } else if b0 & 0x01 == 0x01 {
         (ChunkForm::Plain, ((b0 >> 1) as u32).checked_sub(1)?)
     } else {
         // A 4-byte header: bit 1 of the first byte set means compressed (VARATT_IS_4B_C).
         let word = le_u32(data, at)?;
-        let total = (word >> 2) & EXTSIZE_MASK;
-        let form = if b0 & 0x03 == 0x02 {
+        let total = (word >> 2) & VARLENA_EXTSIZE_MASK;
+        let form = if u32::from(b0 & 0x03) == VARATT_4B_COMPRESSED {
             ChunkForm::Compressed
         } else {
             ChunkForm::Plain

@@ -42,8 +42,8 @@ use std::sync::Arc;
 
 use crate::catalog::attributes::Attribute;
 use crate::catalog::{Catalog, FileKey, RelKind};
-use crate::check::standard::am_oid;
 use crate::format::control::DbState;
+use crate::format::oids::am_oid;
 use crate::plan::Plan;
 
 #[cfg(doc)]

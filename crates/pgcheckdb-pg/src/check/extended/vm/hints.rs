@@ -8,43 +8,33 @@ use super::xids::{Statuses, XidWindow};
 use crate::catalog::xact::XidStatus;
 use crate::check::extended::facts::{Reader, Writer};
 use crate::check::standard::xids::xmax_is_locked_only;
+use crate::format::enums::byte_enum;
 use crate::format::heap::{infomask as im, HeapTupleHeader};
 
-/// Which commit hint bit contradicts `pg_xact`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum HintConflict {
-    /// `HEAP_XMIN_COMMITTED` (without `HEAP_XMIN_INVALID`) while xmin aborted.
-    XminCommittedButAborted = 1,
-    /// `HEAP_XMIN_INVALID` (without `HEAP_XMIN_COMMITTED`) while xmin committed.
-    XminInvalidButCommitted = 2,
-    /// `HEAP_XMAX_COMMITTED` on a plain xmax that aborted.
-    XmaxCommittedButAborted = 3,
-    /// `HEAP_XMAX_INVALID` on a plain updating xmax that committed.
-    XmaxInvalidButCommitted = 4,
-    /// `HEAP_XMIN_COMMITTED` (without `HEAP_XMIN_INVALID`) while `pg_xact` of a cluster shut
-    /// down cleanly shows xmin in progress: the server sets the hint only once `pg_xact` says
-    /// committed, and a clean shutdown writes every commit-log page, so the page that held the
-    /// commit was lost (a lost write of `pg_xact`) or the hint is wrong.
-    XminCommittedButInProgress = 5,
-    /// `HEAP_XMAX_COMMITTED` on a plain xmax that updated or deleted the row, while `pg_xact` of
-    /// a cluster shut down cleanly shows it in progress.
-    XmaxCommittedButInProgress = 6,
+byte_enum! {
+    /// Which commit hint bit contradicts `pg_xact`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum HintConflict {
+        /// `HEAP_XMIN_COMMITTED` (without `HEAP_XMIN_INVALID`) while xmin aborted.
+        XminCommittedButAborted = 1,
+        /// `HEAP_XMIN_INVALID` (without `HEAP_XMIN_COMMITTED`) while xmin committed.
+        XminInvalidButCommitted = 2,
+        /// `HEAP_XMAX_COMMITTED` on a plain xmax that aborted.
+        XmaxCommittedButAborted = 3,
+        /// `HEAP_XMAX_INVALID` on a plain updating xmax that committed.
+        XmaxInvalidButCommitted = 4,
+        /// `HEAP_XMIN_COMMITTED` (without `HEAP_XMIN_INVALID`) while `pg_xact` of a cluster shut
+        /// down cleanly shows xmin in progress: the server sets the hint only once `pg_xact` says
+        /// committed, and a clean shutdown writes every commit-log page, so the page that held the
+        /// commit was lost (a lost write of `pg_xact`) or the hint is wrong.
+        XminCommittedButInProgress = 5,
+        /// `HEAP_XMAX_COMMITTED` on a plain xmax that updated or deleted the row, while `pg_xact` of
+        /// a cluster shut down cleanly shows it in progress.
+        XmaxCommittedButInProgress = 6,
+    }
 }
 
 impl HintConflict {
-    pub fn from_byte(b: u8) -> Option<HintConflict> {
-        Some(match b {
-            1 => HintConflict::XminCommittedButAborted,
-            2 => HintConflict::XminInvalidButCommitted,
-            3 => HintConflict::XmaxCommittedButAborted,
-            4 => HintConflict::XmaxInvalidButCommitted,
-            5 => HintConflict::XminCommittedButInProgress,
-            6 => HintConflict::XmaxCommittedButInProgress,
-            _ => return None,
-        })
-    }
-
     pub fn describe(self, xid: u32) -> String {
         match self {
             HintConflict::XminCommittedButAborted => {

@@ -92,13 +92,13 @@ impl<'p> Table<'p> {
             return;
         };
         match head.family {
-            Family::Visibility if self.map => match r.u8() {
-                Some(t) if t == Tag::MapRun as u8 => {
+            Family::Visibility if self.map => match r.u8().and_then(Tag::from_byte) {
+                Some(Tag::MapRun) => {
                     if let Some(run) = MapRun::read(head.blkno, &mut r) {
                         self.map_run(run);
                     }
                 }
-                Some(t) if t == Tag::HeapPage as u8 => {
+                Some(Tag::HeapPage) => {
                     if let Some(s) = PageSummary::read(&mut r) {
                         self.heap_page(head.blkno, &s);
                     }

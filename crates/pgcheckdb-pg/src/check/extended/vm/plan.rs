@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::catalog::{Catalog, FileKey, RelKind};
-use crate::check::standard::am_oid;
 use crate::datadir::Location;
 use crate::format::control::DbState;
+use crate::format::oids::am_oid;
 use crate::format::relfile::ForkNumber;
 use crate::plan::Plan;
 

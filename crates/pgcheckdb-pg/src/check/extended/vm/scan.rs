@@ -20,18 +20,20 @@ use crate::catalog::xact::{CommitLog, XidStatus, FIRST_NORMAL_TRANSACTION_ID};
 use crate::check::extended::facts::{Reader, Writer};
 use crate::check::extended::heap::HeapTuples;
 use crate::check::standard::xids::{xmax_is_locked_only, xmin_frozen};
+use crate::format::enums::byte_enum;
 use crate::format::heap::{infomask as im, HeapTupleHeader};
 use crate::format::itemid::LpFlags;
 use crate::format::page::{PD_ALL_VISIBLE, SIZE_OF_PAGE_HEADER_DATA};
 use crate::format::vm::{HEAPBLOCKS_PER_BYTE, VM_ALL_FROZEN, VM_ALL_VISIBLE};
 
-/// The first byte of a [`super::super::facts::Family::Visibility`] record's body: a map run
-/// sorts before the heap page it starts at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Tag {
-    MapRun = 0,
-    HeapPage = 1,
+byte_enum! {
+    /// The first byte of a [`super::super::facts::Family::Visibility`] record's body: a map run
+    /// sorts before the heap page it starts at.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Tag {
+        MapRun = 0,
+        HeapPage = 1,
+    }
 }
 
 /// `HEAPBLOCKS_PER_PAGE`: heap blocks one map page covers.
@@ -39,43 +41,30 @@ pub fn heapblocks_per_page(blcksz: usize) -> u64 {
     ((blcksz - SIZE_OF_PAGE_HEADER_DATA) * HEAPBLOCKS_PER_BYTE) as u64
 }
 
-/// Why a line pointer keeps its page from being all-visible or all-frozen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Why {
-    /// `LP_DEAD`: neither visible nor frozen.
-    LpDead = 1,
-    /// xmin aborted (hint bit `HEAP_XMIN_INVALID` or `pg_xact`), or invalid.
-    XminAborted = 2,
-    /// xmin never committed: `pg_xact` shows it in progress after a clean shutdown.
-    XminNotCommitted = 3,
-    /// Deleted or updated by a committed transaction.
-    XmaxCommitted = 4,
-    /// xmin is a normal xid, not frozen.
-    XminNotFrozen = 5,
-    /// xmax is a normal xid (it must be cleared by freezing).
-    XmaxNotFrozen = 6,
-    /// xmax is a multixact.
-    MultiNotFrozen = 7,
-    /// `xvac` of a moved tuple is a normal xid.
-    XvacNotFrozen = 8,
+byte_enum! {
+    /// Why a line pointer keeps its page from being all-visible or all-frozen.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Why {
+        /// `LP_DEAD`: neither visible nor frozen.
+        LpDead = 1,
+        /// xmin aborted (hint bit `HEAP_XMIN_INVALID` or `pg_xact`), or invalid.
+        XminAborted = 2,
+        /// xmin never committed: `pg_xact` shows it in progress after a clean shutdown.
+        XminNotCommitted = 3,
+        /// Deleted or updated by a committed transaction.
+        XmaxCommitted = 4,
+        /// xmin is a normal xid, not frozen.
+        XminNotFrozen = 5,
+        /// xmax is a normal xid (it must be cleared by freezing).
+        XmaxNotFrozen = 6,
+        /// xmax is a multixact.
+        MultiNotFrozen = 7,
+        /// `xvac` of a moved tuple is a normal xid.
+        XvacNotFrozen = 8,
+    }
 }
 
 impl Why {
-    fn from_byte(b: u8) -> Option<Why> {
-        Some(match b {
-            1 => Why::LpDead,
-            2 => Why::XminAborted,
-            3 => Why::XminNotCommitted,
-            4 => Why::XmaxCommitted,
-            5 => Why::XminNotFrozen,
-            6 => Why::XmaxNotFrozen,
-            7 => Why::MultiNotFrozen,
-            8 => Why::XvacNotFrozen,
-            _ => return None,
-        })
-    }
-
     /// What the line pointer is, for a message.
     pub fn describe(self, xid: u32) -> String {
         match self {

@@ -11,6 +11,8 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use crate::format::bytes::until_nul;
+
 /// The tar block size.
 pub const TAR_BLOCK: usize = 512;
 
@@ -316,8 +318,7 @@ pub fn parse_header(block: &[u8; TAR_BLOCK]) -> Result<Member, String> {
 }
 
 fn field_str(f: &[u8]) -> String {
-    let end = f.iter().position(|&b| b == 0).unwrap_or(f.len());
-    String::from_utf8_lossy(&f[..end]).into_owned()
+    String::from_utf8_lossy(until_nul(f)).into_owned()
 }
 
 fn clean_path(p: &str) -> String {
@@ -337,9 +338,9 @@ fn octal(f: &[u8]) -> Option<u64> {
 /// A numeric field: octal, or base-256 when its first byte has the high bit set (sizes of 8
 /// GiB and more).
 fn number(f: &[u8]) -> Option<u64> {
-    if f.first().is_some_and(|b| b & 0x80 != 0) {
-        let mut v: u64 = u64::from(f[0] & 0x7F);
-        for &b in &f[1..] {
+    if let Some((&first, rest)) = f.split_first().filter(|(&b, _)| b & 0x80 != 0) {
+        let mut v: u64 = u64::from(first & 0x7F);
+        for &b in rest {
             v = v.checked_mul(256)?.checked_add(u64::from(b))?;
         }
         return Some(v);

@@ -7,20 +7,17 @@ use crate::check::extended::facts::Writer;
 use crate::check::extended::graphs::Sink;
 use crate::check::extended::tids::decode::gin_data_leaf;
 use crate::format::bytes::{le_u16, le_u32};
-use crate::format::gin::{GIN_SPECIAL_SIZE, GIN_TREE_POSTING};
+use crate::format::gin::{
+    GINM_HEAD, GINM_TAIL, GIN_DATA_START, GIN_OPAQUE_FLAGS, GIN_OPAQUE_MAXOFF,
+    GIN_OPAQUE_RIGHTLINK, GIN_SPECIAL_SIZE, GIN_TREE_POSTING,
+};
 use crate::format::heap::ItemPointer;
 use crate::format::itemid::line_pointers;
 use crate::format::page::INVALID_BLOCK_NUMBER;
 use crate::format::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
 
-/// `GinDataPageGetData`: after the page header and the right bound (an `ItemPointerData`,
-/// MAXALIGNed to 8).
-const DATA_START: usize = SIZE_OF_PAGE_HEADER_DATA + 8;
 /// `sizeof(PostingItem)`: `child_blkno` (a `BlockIdData`) and `key` (an `ItemPointerData`).
 const POSTING_ITEM_SIZE: usize = 10;
-/// `GinMetaPageData.head` and `.tail`, at `PageGetContents`.
-const META_HEAD: usize = SIZE_OF_PAGE_HEADER_DATA;
-const META_TAIL: usize = SIZE_OF_PAGE_HEADER_DATA + 4;
 
 /// One link held by a page, before it is written.
 struct Link {
@@ -41,9 +38,9 @@ pub fn emit(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
         return;
     }
     let (Some(rightlink), Some(maxoff), Some(flags)) = (
-        le_u32(page, special),
-        le_u16(page, special + 4),
-        le_u16(page, special + 6),
+        le_u32(page, special + GIN_OPAQUE_RIGHTLINK),
+        le_u16(page, special + GIN_OPAQUE_MAXOFF),
+        le_u16(page, special + GIN_OPAQUE_FLAGS),
     ) else {
         return;
     };
@@ -54,8 +51,10 @@ pub fn emit(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
     };
     let mut links = Vec::new();
     if flags & GIN_META != 0 {
-        let head = le_u32(page, META_HEAD).unwrap_or(INVALID_BLOCK_NUMBER);
-        let tail = le_u32(page, META_TAIL).unwrap_or(INVALID_BLOCK_NUMBER);
+        let head =
+            le_u32(page, SIZE_OF_PAGE_HEADER_DATA + GINM_HEAD).unwrap_or(INVALID_BLOCK_NUMBER);
+        let tail =
+            le_u32(page, SIZE_OF_PAGE_HEADER_DATA + GINM_TAIL).unwrap_or(INVALID_BLOCK_NUMBER);
         sink.push(blkno, |w| {
             w.u8(Tag::Meta as u8).u32(head).u32(tail);
         });
@@ -144,7 +143,7 @@ fn data_internal(
 ) {
     let mut prev: Option<u64> = None;
     for i in 1..=maxoff as usize {
-        let at = DATA_START + (i - 1) * POSTING_ITEM_SIZE;
+        let at = GIN_DATA_START + (i - 1) * POSTING_ITEM_SIZE;
         if at + POSTING_ITEM_SIZE > special {
             break;
         }

@@ -38,45 +38,39 @@ mod tests;
 pub use check::Check;
 pub use emit::emit;
 
+use crate::format::enums::byte_enum;
 pub(crate) use crate::format::gin::flags;
 
 /// `GIN_ROOT_BLKNO`: the entry tree's root.
 const GIN_ROOT_BLKNO: u32 = 1;
 
-/// The tags of this module's records (after the frame's damaged and new-page marks).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum Tag {
-    /// The metapage's pending list: `head`, `tail`.
-    Meta = super::FIRST_AM_TAG,
-    /// A page's own fact ([`PageFact`]).
-    Page = super::FIRST_AM_TAG + 1,
-    /// A link the page holds ([`LinkKind`], child block, key).
-    Link = super::FIRST_AM_TAG + 2,
+byte_enum! {
+    /// The tags of this module's records (after the frame's damaged and new-page marks).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Tag {
+        /// The metapage's pending list: `head`, `tail`.
+        Meta = super::FIRST_AM_TAG,
+        /// A page's own fact ([`PageFact`]).
+        Page = super::FIRST_AM_TAG + 1,
+        /// A link the page holds ([`LinkKind`], child block, key).
+        Link = super::FIRST_AM_TAG + 2,
+    }
 }
 
-/// What kind of link a page holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum LinkKind {
-    /// An entry-tree internal tuple's downlink (`GinGetDownlink`).
-    EntryDownlink = 0,
-    /// An entry leaf tuple's posting-tree root (`GinIsPostingTree`, `GinGetPostingTree`).
-    PostingRoot = 1,
-    /// A `PostingItem` of an internal posting-tree page.
-    DataDownlink = 2,
+byte_enum! {
+    /// What kind of link a page holds.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum LinkKind {
+        /// An entry-tree internal tuple's downlink (`GinGetDownlink`).
+        EntryDownlink = 0,
+        /// An entry leaf tuple's posting-tree root (`GinIsPostingTree`, `GinGetPostingTree`).
+        PostingRoot = 1,
+        /// A `PostingItem` of an internal posting-tree page.
+        DataDownlink = 2,
+    }
 }
 
 impl LinkKind {
-    fn from_byte(b: u8) -> Option<LinkKind> {
-        Some(match b {
-            0 => LinkKind::EntryDownlink,
-            1 => LinkKind::PostingRoot,
-            2 => LinkKind::DataDownlink,
-            _ => return None,
-        })
-    }
-
     fn name(self) -> &'static str {
         match self {
             LinkKind::EntryDownlink => "entry-tree downlink",
@@ -86,24 +80,15 @@ impl LinkKind {
     }
 }
 
-/// Something wrong inside one page, found while writing its fact.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum PageIssue {
-    None = 0,
-    /// A posting-tree leaf's heap TIDs do not ascend (at the given 0-based TID).
-    TidsOutOfOrder = 1,
-    /// An internal posting-tree page's keys descend (at the given 1-based item).
-    KeysOutOfOrder = 2,
-}
-
-impl PageIssue {
-    fn from_byte(b: u8) -> PageIssue {
-        match b {
-            1 => PageIssue::TidsOutOfOrder,
-            2 => PageIssue::KeysOutOfOrder,
-            _ => PageIssue::None,
-        }
+byte_enum! {
+    /// Something wrong inside one page, found while writing its fact.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum PageIssue {
+        None = 0,
+        /// A posting-tree leaf's heap TIDs do not ascend (at the given 0-based TID).
+        TidsOutOfOrder = 1,
+        /// An internal posting-tree page's keys descend (at the given 1-based item).
+        KeysOutOfOrder = 2,
     }
 }
 

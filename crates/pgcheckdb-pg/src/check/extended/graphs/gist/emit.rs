@@ -1,10 +1,11 @@
 //! What one sound GiST page says about the graph: its flags and rightlink, and on a live
 //! internal page the child block of every tuple.
 
-use super::{DOWNLINK_TAG, OPAQUE_FLAGS, OPAQUE_RIGHTLINK, PAGE_TAG};
+use super::{DOWNLINK_TAG, PAGE_TAG};
 use crate::check::extended::graphs::Sink;
 use crate::format::bytes::{le_u16, le_u32};
 use crate::format::gist::flags;
+use crate::format::gist::{GIST_OPAQUE_FLAGS, GIST_OPAQUE_RIGHTLINK};
 use crate::format::heap::ItemPointer;
 use crate::format::itemid::line_pointers;
 use crate::format::page::PageHeader;
@@ -17,8 +18,8 @@ pub fn emit(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
     };
     let special = h.pd_special as usize;
     let (Some(page_flags), Some(rightlink)) = (
-        le_u16(page, special + OPAQUE_FLAGS),
-        le_u32(page, special + OPAQUE_RIGHTLINK),
+        le_u16(page, special + GIST_OPAQUE_FLAGS),
+        le_u32(page, special + GIST_OPAQUE_RIGHTLINK),
     ) else {
         return;
     };

@@ -32,9 +32,6 @@ use super::FIRST_AM_TAG;
 
 /// `GIST_ROOT_BLKNO`.
 const GIST_ROOT_BLKNO: u32 = 0;
-/// Offsets in `GISTPageOpaqueData`: `rightlink` after the 8-byte `nsn`, then `flags`.
-const OPAQUE_RIGHTLINK: usize = 8;
-const OPAQUE_FLAGS: usize = 12;
 
 /// Record tags: the page's own facts (`flags`, `rightlink`), and one downlink of an internal
 /// page (child block, offset number of the tuple), both keyed by the page's block.

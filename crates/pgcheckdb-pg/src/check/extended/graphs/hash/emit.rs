@@ -5,6 +5,7 @@
 use super::{meta_bytes, page_type};
 use crate::check::extended::graphs::{Sink, FIRST_AM_TAG};
 use crate::format::bytes::{le_u16, le_u32};
+use crate::format::hash::{HASHO_BUCKET, HASHO_FLAG, HASHO_NEXTBLKNO, HASHO_PREVBLKNO};
 use crate::format::index_tuple::{INDEX_NULL_MASK, SIZE_OF_INDEX_TUPLE};
 use crate::format::itemid::{line_pointers, LpFlags};
 use crate::format::page::{PageHeader, SIZE_OF_PAGE_HEADER_DATA};
@@ -40,10 +41,10 @@ pub fn emit(page: &[u8], blkno: u32, sink: &mut Sink<'_>) {
     };
     let special = h.pd_special as usize;
     let (Some(prev), Some(next), Some(bucket), Some(flag)) = (
-        le_u32(page, special),
-        le_u32(page, special + 4),
-        le_u32(page, special + 8),
-        le_u16(page, special + 12),
+        le_u32(page, special + HASHO_PREVBLKNO),
+        le_u32(page, special + HASHO_NEXTBLKNO),
+        le_u32(page, special + HASHO_BUCKET),
+        le_u16(page, special + HASHO_FLAG),
     ) else {
         return;
     };

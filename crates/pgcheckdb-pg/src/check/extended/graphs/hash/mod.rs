@@ -35,7 +35,7 @@ pub(crate) fn meta_bytes(page: &[u8]) -> &[u8] {
     let contents = page.get(SIZE_OF_PAGE_HEADER_DATA..).unwrap_or(&[]);
     let nmaps = le_u32(contents, HASHM_NMAPS).unwrap_or(0) as usize;
     let end = HASHM_MAPP + 4 * nmaps.min(HASH_MAX_BITMAPS);
-    &contents[..end.min(contents.len())]
+    contents.get(..end).unwrap_or(contents)
 }
 
 /// The metapage fields the graph needs, checked to be usable (else [`Meta::parse`] gives

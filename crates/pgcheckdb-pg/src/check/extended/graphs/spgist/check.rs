@@ -164,7 +164,7 @@ impl Check {
         let (Some(code), Some(a), Some(b), Some(c)) = (r.u8(), r.u16(), r.u16(), r.u16()) else {
             return;
         };
-        let Some(code) = PageProblem::from_u8(code) else {
+        let Some(code) = PageProblem::from_byte(code) else {
             return;
         };
         let (message, detail) = match code {
@@ -233,7 +233,10 @@ impl GraphCheck for Check {
                 let (Some(f), Some(kinds)) = (r.u16(), r.bytes()) else {
                     return;
                 };
-                let kinds = kinds.iter().map(|&b| Kind::from_u8(b)).collect();
+                let kinds = kinds
+                    .iter()
+                    .map(|&b| Kind::from_byte(b).unwrap_or(Kind::Nothing))
+                    .collect();
                 self.read_as(blkno, Block::Page { flags: f, kinds });
             }
             Some(LINK_TAG) => {

@@ -155,7 +155,7 @@ fn leaf_kinds(tuples: &[Option<&[u8]>], problems: &mut Vec<(PageProblem, [u16; 3
     for (from, to) in links {
         let live_target = to <= n
             && matches!(
-                Kind::from_u8(kinds[to - 1]),
+                Kind::from_byte(kinds[to - 1]).unwrap_or(Kind::Nothing),
                 Kind::ChainHead | Kind::ChainMember
             );
         if !live_target {
@@ -232,7 +232,12 @@ mod tests {
         let refs: Vec<Option<&[u8]>> = ts.iter().map(|t| Some(t.as_slice())).collect();
         let mut problems = Vec::new();
         let k = leaf_kinds(&refs, &mut problems);
-        (k.into_iter().map(Kind::from_u8).collect(), problems)
+        (
+            k.into_iter()
+                .map(|b| Kind::from_byte(b).unwrap_or(Kind::Nothing))
+                .collect(),
+            problems,
+        )
     }
 
     #[test]

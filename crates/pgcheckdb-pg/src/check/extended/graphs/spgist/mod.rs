@@ -39,6 +39,7 @@ pub use emit::emit;
 
 use super::FIRST_AM_TAG;
 
+use crate::format::enums::byte_enum;
 use crate::format::spgist::{SPGIST_NULL_BLKNO, SPGIST_ROOT_BLKNO};
 
 /// `SpGistBlockIsRoot`.
@@ -53,42 +54,30 @@ const PAGE_TAG: u8 = FIRST_AM_TAG;
 const LINK_TAG: u8 = FIRST_AM_TAG + 1;
 const PROBLEM_TAG: u8 = FIRST_AM_TAG + 2;
 
-/// What a line pointer of a page holds, as far as the graph is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum Kind {
-    /// No storage, or too short to read.
-    Nothing = 0,
-    /// A live inner tuple.
-    Inner = 1,
-    /// A live leaf tuple no other tuple of the page links to: a chain's head.
-    ChainHead = 2,
-    /// A live leaf tuple another one links to.
-    ChainMember = 3,
-    /// `SPGIST_DEAD`.
-    Dead = 4,
-    /// `SPGIST_REDIRECT`.
-    Redirect = 5,
-    /// `SPGIST_PLACEHOLDER`.
-    Placeholder = 6,
-    /// A live leaf tuple of a root that is a leaf (not chained).
-    RootLeaf = 7,
+byte_enum! {
+    /// What a line pointer of a page holds, as far as the graph is concerned.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Kind {
+        /// No storage, or too short to read.
+        Nothing = 0,
+        /// A live inner tuple.
+        Inner = 1,
+        /// A live leaf tuple no other tuple of the page links to: a chain's head.
+        ChainHead = 2,
+        /// A live leaf tuple another one links to.
+        ChainMember = 3,
+        /// `SPGIST_DEAD`.
+        Dead = 4,
+        /// `SPGIST_REDIRECT`.
+        Redirect = 5,
+        /// `SPGIST_PLACEHOLDER`.
+        Placeholder = 6,
+        /// A live leaf tuple of a root that is a leaf (not chained).
+        RootLeaf = 7,
+    }
 }
 
 impl Kind {
-    fn from_u8(b: u8) -> Kind {
-        match b {
-            1 => Kind::Inner,
-            2 => Kind::ChainHead,
-            3 => Kind::ChainMember,
-            4 => Kind::Dead,
-            5 => Kind::Redirect,
-            6 => Kind::Placeholder,
-            7 => Kind::RootLeaf,
-            _ => Kind::Nothing,
-        }
-    }
-
     fn describe(self) -> &'static str {
         match self {
             Kind::Nothing => "no tuple",
@@ -103,34 +92,21 @@ impl Kind {
     }
 }
 
-/// Problems one page shows alone, written by [`emit`] with up to three offset numbers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum PageProblem {
-    /// (tuple, its nextOffset): the link names no live leaf tuple of the page.
-    BadLink = 1,
-    /// (tuple, its nextOffset, the other tuple linking there).
-    SharedLink = 2,
-    /// (a tuple on the loop).
-    Cycle = 3,
-    /// (tuple, its tupstate): a root leaf tuple that is not live.
-    RootNotLive = 4,
-    /// (tuple, its nextOffset): a root leaf tuple that is chained.
-    RootChained = 5,
-    /// (tuple): an inner tuple whose nodes run past its end.
-    NodesOverrun = 6,
-}
-
-impl PageProblem {
-    fn from_u8(b: u8) -> Option<PageProblem> {
-        Some(match b {
-            1 => PageProblem::BadLink,
-            2 => PageProblem::SharedLink,
-            3 => PageProblem::Cycle,
-            4 => PageProblem::RootNotLive,
-            5 => PageProblem::RootChained,
-            6 => PageProblem::NodesOverrun,
-            _ => return None,
-        })
+byte_enum! {
+    /// Problems one page shows alone, written by [`emit`] with up to three offset numbers.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum PageProblem {
+        /// (tuple, its nextOffset): the link names no live leaf tuple of the page.
+        BadLink = 1,
+        /// (tuple, its nextOffset, the other tuple linking there).
+        SharedLink = 2,
+        /// (a tuple on the loop).
+        Cycle = 3,
+        /// (tuple, its tupstate): a root leaf tuple that is not live.
+        RootNotLive = 4,
+        /// (tuple, its nextOffset): a root leaf tuple that is chained.
+        RootChained = 5,
+        /// (tuple): an inner tuple whose nodes run past its end.
+        NodesOverrun = 6,
     }
 }

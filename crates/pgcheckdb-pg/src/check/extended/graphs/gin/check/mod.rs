@@ -144,14 +144,19 @@ impl GraphCheck for Check {
         let Some(tag) = r.u8() else {
             return;
         };
-        if tag == Tag::Meta as u8 {
-            if let (Some(head), Some(tail)) = (r.u32(), r.u32()) {
-                self.meta = Some((head, tail));
+        match Tag::from_byte(tag) {
+            Some(Tag::Meta) => {
+                if let (Some(head), Some(tail)) = (r.u32(), r.u32()) {
+                    self.meta = Some((head, tail));
+                }
             }
-        } else if tag == Tag::Page as u8 {
-            self.read_page(blkno, &mut r);
-        } else if tag == Tag::Link as u8 {
-            self.read_link(blkno, &mut r);
+            Some(Tag::Page) => {
+                self.read_page(blkno, &mut r);
+            }
+            Some(Tag::Link) => {
+                self.read_link(blkno, &mut r);
+            }
+            None => {}
         }
     }
 
@@ -244,7 +249,7 @@ impl Check {
             if s.seen != Seen::Sound {
                 continue;
             }
-            let message = match PageIssue::from_byte(s.fact.issue) {
+            let message = match PageIssue::from_byte(s.fact.issue).unwrap_or(PageIssue::None) {
                 PageIssue::None => continue,
                 PageIssue::TidsOutOfOrder => {
                     format!("heap TID {} does not ascend", s.fact.issue_at + 1)
