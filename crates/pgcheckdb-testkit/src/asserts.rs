@@ -5,10 +5,11 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Display;
+use std::path::Path;
 
 use serde_json::Value;
 
-use crate::run::{key_of, Key, Run};
+use crate::run::{key_of, verify_json, Key, Run};
 
 /// A key with a block.
 pub fn key(kind: &str, file: &str, block: u64) -> Key {
@@ -64,6 +65,19 @@ pub fn assert_spilled(run: &Run) {
         spilled["spill_files"].as_u64().unwrap_or(0) > 0,
         "no spill: {spilled}"
     );
+}
+
+/// `verify --level extended` of `datadir` with `--memory <memory>` and a fresh `--temp-dir`,
+/// asserting that the facts spilled to disk; the run, and the spill directory (to check that
+/// nothing was left in it).
+pub fn verify_spilled(bin: &Path, datadir: &Path, memory: &str) -> (Run, tempfile::TempDir) {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let dir = datadir.display().to_string();
+    let temp_arg = temp.path().display().to_string();
+    let extra = ["--memory", memory, "--temp-dir", &temp_arg];
+    let run = verify_json(bin, &["-D", &dir], "extended", &extra, None);
+    assert_spilled(&run);
+    (run, temp)
 }
 
 /// The `index_graph_invalid` finding at `block` of relation file `file` whose message says

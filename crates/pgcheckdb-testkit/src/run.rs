@@ -294,16 +294,3 @@ pub fn verify_json(
     args.extend_from_slice(extra);
     pgcheckdb(bin, &args, user)
 }
-
-/// `verify --level extended` of `datadir` with `--memory <memory>` and a fresh `--temp-dir`,
-/// asserting that the facts spilled to disk; the run, and the spill directory (to check that
-/// nothing was left in it).
-pub fn verify_spilled(bin: &Path, datadir: &Path, memory: &str) -> (Run, tempfile::TempDir) {
-    let temp = tempfile::tempdir().expect("temp dir");
-    let dir = datadir.display().to_string();
-    let temp_arg = temp.path().display().to_string();
-    let extra = ["--memory", memory, "--temp-dir", &temp_arg];
-    let run = verify_json(bin, &["-D", &dir], "extended", &extra, None);
-    crate::asserts::assert_spilled(&run);
-    (run, temp)
-}

@@ -9,6 +9,7 @@ pub mod btree;
 
 use std::path::{Path, PathBuf};
 
+use pgcheckdb_testkit::asserts;
 use pgcheckdb_testkit::run::{self, Run};
 use pgcheckdb_testkit::RunAs;
 
@@ -48,7 +49,7 @@ pub fn verify_extended(datadir: &Path, extra: &[&str]) -> Run {
 /// [`verify_extended`] with `--memory <memory>` and a fresh `--temp-dir`, asserting that the
 /// facts spilled; the run and the spill directory.
 pub fn verify_spilled(datadir: &Path, memory: &str) -> (Run, tempfile::TempDir) {
-    run::verify_spilled(&bin(), datadir, memory)
+    asserts::verify_spilled(&bin(), datadir, memory)
 }
 
 /// Reads block `block` of the relation file at `path`, lets `change` edit it, writes it back
