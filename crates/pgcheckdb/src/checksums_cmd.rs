@@ -15,14 +15,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail};
 use pgcheckdb_pg::ops::enable::{self, EnableOptions, EnableOutcome, EnableReport, Enabler};
 use pgcheckdb_pg::ops::lock::DataDirLock;
+use pgcheckdb_pg::ops::open::{read_control, resolve_datadir};
 use pgcheckdb_report::{human_bytes, write_finding, Format};
 use pgcheckdb_scan::Progress;
 use serde_json::json;
 
 use crate::cli::checksums::{DisableArgs, EnableArgs};
-use crate::cli::{ChecksumsAction, ChecksumsArgs, Common, OutputFormat};
+use crate::cli::{ChecksumsAction, ChecksumsArgs, Common};
 use crate::exit::{EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
-use crate::verify_cmd::{read_control, resolve_datadir};
 use crate::{progress, signals};
 
 pub fn run(common: &Common, args: &ChecksumsArgs) -> anyhow::Result<u8> {
@@ -33,25 +33,11 @@ pub fn run(common: &Common, args: &ChecksumsArgs) -> anyhow::Result<u8> {
     }
 }
 
-fn format(common: &Common) -> Format {
-    match common.format {
-        OutputFormat::Text => Format::Text,
-        OutputFormat::Json => Format::Json,
-    }
-}
-
-fn jobs(common: &Common) -> usize {
-    common
-        .jobs
-        .map(|j| j as usize)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
-
 fn status(common: &Common, pgdata: Option<&PathBuf>) -> anyhow::Result<u8> {
     let datadir = resolve_datadir(pgdata)?;
     let control = read_control(&datadir)?;
     let state = control.checksum_state();
-    match format(common) {
+    match common.report_format() {
         Format::Json => println!(
             "{}",
             json!({
@@ -109,7 +95,7 @@ fn lock(datadir: &Path, command: &str, dry_run: bool) -> anyhow::Result<Option<D
 }
 
 fn enable_cmd(common: &Common, args: &EnableArgs) -> anyhow::Result<u8> {
-    let fmt = format(common);
+    let fmt = common.report_format();
     signals::install_for_writes()?;
     let enabler = match prepare_enable(args) {
         Ok(e) => e,
@@ -129,21 +115,21 @@ fn enable_cmd(common: &Common, args: &EnableArgs) -> anyhow::Result<u8> {
 /// report (unchanged, as far as it is known) and the error.
 fn prepare_enable(args: &EnableArgs) -> Result<Enabler, (String, anyhow::Error)> {
     let unknown = || "unknown".to_string();
-    let datadir = resolve_datadir(args.pgdata.as_ref()).map_err(|e| (unknown(), e))?;
+    let datadir = resolve_datadir(args.pgdata.as_ref()).map_err(|e| (unknown(), e.into()))?;
     let lock = lock(&datadir, "checksums enable", args.dry_run).map_err(|e| {
         let state = state_for_summary(&datadir);
         (state, e.context(format!("\"{}\"", datadir.display())))
     })?;
-    let control = read_control(&datadir).map_err(|e| (unknown(), e))?;
+    let control = read_control(&datadir).map_err(|e| (unknown(), e.into()))?;
     let state = control.checksum_state().name();
     Enabler::prepare(&datadir, control, lock)
         .map_err(|e| (state, anyhow!("\"{}\": {e}", datadir.display())))
 }
 
 fn run_enable(common: &Common, args: &EnableArgs, enabler: &Enabler) -> anyhow::Result<u8> {
-    let fmt = format(common);
+    let fmt = common.report_format();
     let opts = EnableOptions {
-        jobs: jobs(common),
+        jobs: common.jobs_or_all_cores(),
         dry_run: args.dry_run,
         allow_damaged: args.allow_damaged,
         skip_structure_checks: args.skip_structure_checks,
@@ -334,21 +320,22 @@ fn print_enable_report(fmt: Format, quiet: bool, report: &EnableReport) -> io::R
 }
 
 fn disable_cmd(common: &Common, args: &DisableArgs) -> anyhow::Result<u8> {
-    let fmt = format(common);
+    let fmt = common.report_format();
     signals::install_for_writes()?;
     let fail = |checksums: String, e: anyhow::Error| -> anyhow::Error {
         let message = format!("cannot disable data checksums: {e:#}");
         print_failure_summary(fmt, "checksums disable", "refused", &checksums, &message);
         anyhow!(message)
     };
-    let datadir = resolve_datadir(args.pgdata.as_ref()).map_err(|e| fail("unknown".into(), e))?;
+    let datadir =
+        resolve_datadir(args.pgdata.as_ref()).map_err(|e| fail("unknown".into(), e.into()))?;
     let lock = DataDirLock::acquire(&datadir, "checksums disable").map_err(|e| {
         fail(
             state_for_summary(&datadir),
             anyhow!("\"{}\": {e}", datadir.display()),
         )
     })?;
-    let control = read_control(&datadir).map_err(|e| fail("unknown".into(), e))?;
+    let control = read_control(&datadir).map_err(|e| fail("unknown".into(), e.into()))?;
     let switched = match enable::disable(&datadir, &control, &lock, signals::cancel_flag()) {
         Ok(switched) => switched,
         Err(e) if e.control_unchanged() => {

@@ -17,6 +17,7 @@ use pgcheckdb_pg::ops::cluster::check_stopped;
 use pgcheckdb_pg::ops::confine::WriteRoots;
 use pgcheckdb_pg::ops::corrupt::{Damage, HeaderDamage, SegmentFile};
 use pgcheckdb_pg::ops::lock::DataDirLock;
+use pgcheckdb_pg::ops::open::{read_control, resolve_datadir};
 use pgcheckdb_report::escape::escape_control;
 use serde_json::json;
 
@@ -24,7 +25,6 @@ use crate::cli::{Common, CorruptArgs, CorruptHow, OutputFormat};
 use crate::exit::EXIT_OK;
 use crate::signals;
 use crate::target::{resolve, BlockTarget};
-use crate::verify_cmd::{read_control, resolve_datadir};
 
 pub fn run(common: &Common, args: &CorruptArgs) -> anyhow::Result<u8> {
     reject_unused_options(args)?;

@@ -5,12 +5,12 @@
 use anyhow::{bail, Context};
 use pgcheckdb_pg::ops::cluster::check_stopped;
 use pgcheckdb_pg::ops::inspect::{hex_dump, inspect_block, render_text};
+use pgcheckdb_pg::ops::open::{check_pid_file, read_control, resolve_datadir};
 use pgcheckdb_report::escape::escape_control_keep_newlines;
 
 use crate::cli::{Common, InspectArgs, OutputFormat};
 use crate::exit::EXIT_OK;
 use crate::target::{resolve, BlockTarget};
-use crate::verify_cmd::{check_pid_file, read_control, resolve_datadir};
 
 pub fn run(common: &Common, args: &InspectArgs) -> anyhow::Result<u8> {
     let datadir = resolve_datadir(args.pgdata.as_ref())?;
