@@ -33,7 +33,6 @@ mod exit;
 mod inspect_cmd;
 mod progress;
 mod signals;
-mod target;
 mod verbose;
 mod verify_cmd;
 

@@ -384,6 +384,19 @@ pub struct BlockArgs {
     pub fork: Option<String>,
 }
 
+impl BlockArgs {
+    /// The block these flags ask for.
+    pub fn request(&self) -> pgcheckdb_pg::ops::target::BlockRequest {
+        pgcheckdb_pg::ops::target::BlockRequest {
+            file: self.file.clone(),
+            relation: self.relation.clone(),
+            database: self.database.clone(),
+            block: self.block,
+            fork: self.fork.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct InspectArgs {
     /// Data directory (default: $PGDATA).
