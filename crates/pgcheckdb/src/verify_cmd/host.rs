@@ -29,12 +29,12 @@ impl<'a> Terminal<'a> {
 
 impl Host for Terminal<'_> {
     fn event(&mut self, event: Event<'_>) {
+        if let Some((phase, what)) = phase_line(&event) {
+            self.phases.done(phase, &what);
+        }
         let (quiet, verbose) = (self.common.quiet, self.common.verbose);
+        let text = self.common.report_format() == Format::Text;
         match event {
-            Event::ControlRead { shown } => self.phases.done(
-                "read global/pg_control",
-                &format!("data directory \"{}\"", shown.display()),
-            ),
             Event::NoServerRunning { datadir } => eprintln_text!(
                 "pgcheckdb: no server is running on \"{}\": checking it offline",
                 datadir.display()
@@ -43,21 +43,8 @@ impl Host for Terminal<'_> {
                 control,
                 level,
                 jobs,
-            } => {
-                if self.common.report_format() == Format::Text && !quiet {
-                    print::announce(control, level, jobs);
-                }
-            }
-            Event::CatalogsRead { catalog } => self
-                .phases
-                .done("read the catalogs offline", &verbose::catalog_line(catalog)),
+            } if text && !quiet => print::announce(control, level, jobs),
             Event::Listed { plan, catalog } => {
-                let what = format!(
-                    "{} relation file(s) in {} fork(s)",
-                    plan.dir.files.len(),
-                    plan.forks.len()
-                );
-                self.phases.done("listed the data directory", &what);
                 for line in verbose::plan_lines(plan, Some(catalog)) {
                     self.phases.say(&line);
                 }
@@ -65,36 +52,9 @@ impl Host for Terminal<'_> {
             Event::StructurePlanned {
                 structure,
                 extended,
-            } => {
-                if !quiet {
-                    print::structure_notes(structure, extended, verbose);
-                }
-            }
-            Event::Scanned { report, jobs } => {
-                let what = format!(
-                    "{} block(s), {}, {} finding(s), {} jobs",
-                    report.summary.blocks,
-                    human_bytes(report.summary.bytes),
-                    report.findings.len(),
-                    jobs
-                );
-                self.phases.done("scanned the blocks", &what);
-            }
-            Event::Rechecked { online } => self
-                .phases
-                .done("re-read the pages that failed", &online.text_line()),
-            Event::Named => self.phases.done(
-                "named the findings",
-                "database and relation names from the catalogs",
-            ),
-            Event::SetAside { findings } => {
-                if verbose {
-                    print::set_aside(findings);
-                }
-            }
-            Event::BackupChecked { backup } => self
-                .phases
-                .done("checked the base backup", &backup.text_line()),
+            } if !quiet => print::structure_notes(structure, extended, verbose),
+            Event::SetAside { findings } if verbose => print::set_aside(findings),
+            _ => {}
         }
     }
 
@@ -121,4 +81,42 @@ impl Host for Terminal<'_> {
     fn connect(&mut self, conninfo: &str) -> Result<Box<dyn Server>, HostError> {
         Ok(Box::new(Connection::connect(conninfo)?))
     }
+}
+
+/// The `-v` line of a step that ends a phase: the phase and what it found.
+fn phase_line(event: &Event<'_>) -> Option<(&'static str, String)> {
+    Some(match event {
+        Event::ControlRead { shown } => (
+            "read global/pg_control",
+            format!("data directory \"{}\"", shown.display()),
+        ),
+        Event::CatalogsRead { catalog } => {
+            ("read the catalogs offline", verbose::catalog_line(catalog))
+        }
+        Event::Listed { plan, .. } => (
+            "listed the data directory",
+            format!(
+                "{} relation file(s) in {} fork(s)",
+                plan.dir.files.len(),
+                plan.forks.len()
+            ),
+        ),
+        Event::Scanned { report, jobs } => (
+            "scanned the blocks",
+            format!(
+                "{} block(s), {}, {} finding(s), {} jobs",
+                report.summary.blocks,
+                human_bytes(report.summary.bytes),
+                report.findings.len(),
+                jobs
+            ),
+        ),
+        Event::Rechecked { online } => ("re-read the pages that failed", online.text_line()),
+        Event::Named => (
+            "named the findings",
+            "database and relation names from the catalogs".to_string(),
+        ),
+        Event::BackupChecked { backup } => ("checked the base backup", backup.text_line()),
+        _ => return None,
+    })
 }
