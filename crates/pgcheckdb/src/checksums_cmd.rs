@@ -13,16 +13,18 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail};
-use pgcheckdb_pg::ops::enable::{self, EnableOptions, EnableOutcome, EnableReport, Enabler};
+use pgcheckdb_pg::ops::enable::{
+    self, EnableOptions, EnableOutcome, EnableReport, Enabler, SwitchError,
+};
 use pgcheckdb_pg::ops::lock::DataDirLock;
+use pgcheckdb_pg::ops::open::{read_control, resolve_datadir};
 use pgcheckdb_report::{human_bytes, write_finding, Format};
 use pgcheckdb_scan::Progress;
 use serde_json::json;
 
 use crate::cli::checksums::{DisableArgs, EnableArgs};
-use crate::cli::{ChecksumsAction, ChecksumsArgs, Common, OutputFormat};
+use crate::cli::{ChecksumsAction, ChecksumsArgs, Common};
 use crate::exit::{EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
-use crate::verify_cmd::{read_control, resolve_datadir};
 use crate::{progress, signals};
 
 pub fn run(common: &Common, args: &ChecksumsArgs) -> anyhow::Result<u8> {
@@ -33,25 +35,11 @@ pub fn run(common: &Common, args: &ChecksumsArgs) -> anyhow::Result<u8> {
     }
 }
 
-fn format(common: &Common) -> Format {
-    match common.format {
-        OutputFormat::Text => Format::Text,
-        OutputFormat::Json => Format::Json,
-    }
-}
-
-fn jobs(common: &Common) -> usize {
-    common
-        .jobs
-        .map(|j| j as usize)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
-
 fn status(common: &Common, pgdata: Option<&PathBuf>) -> anyhow::Result<u8> {
     let datadir = resolve_datadir(pgdata)?;
     let control = read_control(&datadir)?;
     let state = control.checksum_state();
-    match format(common) {
+    match common.report_format() {
         Format::Json => println!(
             "{}",
             json!({
@@ -109,7 +97,7 @@ fn lock(datadir: &Path, command: &str, dry_run: bool) -> anyhow::Result<Option<D
 }
 
 fn enable_cmd(common: &Common, args: &EnableArgs) -> anyhow::Result<u8> {
-    let fmt = format(common);
+    let fmt = common.report_format();
     signals::install_for_writes()?;
     let enabler = match prepare_enable(args) {
         Ok(e) => e,
@@ -129,42 +117,28 @@ fn enable_cmd(common: &Common, args: &EnableArgs) -> anyhow::Result<u8> {
 /// report (unchanged, as far as it is known) and the error.
 fn prepare_enable(args: &EnableArgs) -> Result<Enabler, (String, anyhow::Error)> {
     let unknown = || "unknown".to_string();
-    let datadir = resolve_datadir(args.pgdata.as_ref()).map_err(|e| (unknown(), e))?;
+    let datadir = resolve_datadir(args.pgdata.as_ref()).map_err(|e| (unknown(), e.into()))?;
     let lock = lock(&datadir, "checksums enable", args.dry_run).map_err(|e| {
         let state = state_for_summary(&datadir);
         (state, e.context(format!("\"{}\"", datadir.display())))
     })?;
-    let control = read_control(&datadir).map_err(|e| (unknown(), e))?;
+    let control = read_control(&datadir).map_err(|e| (unknown(), e.into()))?;
     let state = control.checksum_state().name();
     Enabler::prepare(&datadir, control, lock)
         .map_err(|e| (state, anyhow!("\"{}\": {e}", datadir.display())))
 }
 
 fn run_enable(common: &Common, args: &EnableArgs, enabler: &Enabler) -> anyhow::Result<u8> {
-    let fmt = format(common);
+    let fmt = common.report_format();
     let opts = EnableOptions {
-        jobs: jobs(common),
+        jobs: common.jobs_or_all_cores(),
         dry_run: args.dry_run,
         allow_damaged: args.allow_damaged,
         skip_structure_checks: args.skip_structure_checks,
         ..EnableOptions::default()
     };
     if !common.quiet {
-        eprintln_text!(
-            "pgcheckdb: {} data checksums in \"{}\": PostgreSQL {}, {} relation files, {}, {} jobs",
-            if opts.dry_run {
-                "dry run: would enable"
-            } else {
-                "enabling"
-            },
-            enabler.datadir().display(),
-            enabler
-                .postgres_version()
-                .map_or("?".into(), |m| m.to_string()),
-            enabler.file_count(),
-            human_bytes(enabler.total_bytes()),
-            opts.jobs
-        );
+        announce_enable(enabler, &opts);
     }
     let progress_state = Progress::default();
     let result = signals::cancel_on_signal(&progress_state.cancel, || {
@@ -178,17 +152,7 @@ fn run_enable(common: &Common, args: &EnableArgs, enabler: &Enabler) -> anyhow::
     let report = match result {
         Ok(r) => r,
         Err(e) => {
-            let (checksums, message) = if e.control_unchanged() {
-                (
-                    "off",
-                    format!(
-                        "{e}; data checksums are still off in \"{}\"",
-                        enabler.datadir().display()
-                    ),
-                )
-            } else {
-                ("unknown", e.to_string())
-            };
+            let (checksums, message) = enable_failure(enabler, &e);
             print_failure_summary(fmt, "checksums enable", "error", checksums, &message);
             bail!(message);
         }
@@ -198,7 +162,48 @@ fn run_enable(common: &Common, args: &EnableArgs, enabler: &Enabler) -> anyhow::
         return Ok(interrupted_enable(fmt, signal, Some(&report)));
     }
     print_enable_report(fmt, common.quiet, &report)?;
-    if report.outcome == EnableOutcome::Enabled && !common.quiet {
+    print_enable_notes(common.quiet, &report);
+    Ok(enable_exit_code(&report))
+}
+
+/// The opening line of `enable`.
+fn announce_enable(enabler: &Enabler, opts: &EnableOptions) {
+    eprintln_text!(
+        "pgcheckdb: {} data checksums in \"{}\": PostgreSQL {}, {} relation files, {}, {} jobs",
+        if opts.dry_run {
+            "dry run: would enable"
+        } else {
+            "enabling"
+        },
+        enabler.datadir().display(),
+        enabler
+            .postgres_version()
+            .map_or("?".into(), |m| m.to_string()),
+        enabler.file_count(),
+        human_bytes(enabler.total_bytes()),
+        opts.jobs
+    );
+}
+
+/// The checksum state to report and the message of a run that failed.
+fn enable_failure(enabler: &Enabler, e: &SwitchError) -> (&'static str, String) {
+    if e.control_unchanged() {
+        (
+            "off",
+            format!(
+                "{e}; data checksums are still off in \"{}\"",
+                enabler.datadir().display()
+            ),
+        )
+    } else {
+        ("unknown", e.to_string())
+    }
+}
+
+/// The lines on stderr after an `enable` report: the warning about standbys, the tool errors,
+/// a signal that came after the switch.
+fn print_enable_notes(quiet: bool, report: &EnableReport) {
+    if report.outcome == EnableOutcome::Enabled && !quiet {
         eprintln_text!(
             "pgcheckdb: warning: standbys and copies of this cluster keep checksums off: rebuild them from this cluster \
              (pg_basebackup) or stop and enable each one too before they are used with it (pg_rewind, backups)"
@@ -213,7 +218,6 @@ fn run_enable(common: &Common, args: &EnableArgs, enabler: &Enabler) -> anyhow::
             signals::name(signal)
         );
     }
-    Ok(enable_exit_code(&report))
 }
 
 /// The one line and the summary of an `enable` stopped by a signal; returns the exit status.
@@ -334,21 +338,22 @@ fn print_enable_report(fmt: Format, quiet: bool, report: &EnableReport) -> io::R
 }
 
 fn disable_cmd(common: &Common, args: &DisableArgs) -> anyhow::Result<u8> {
-    let fmt = format(common);
+    let fmt = common.report_format();
     signals::install_for_writes()?;
     let fail = |checksums: String, e: anyhow::Error| -> anyhow::Error {
         let message = format!("cannot disable data checksums: {e:#}");
         print_failure_summary(fmt, "checksums disable", "refused", &checksums, &message);
         anyhow!(message)
     };
-    let datadir = resolve_datadir(args.pgdata.as_ref()).map_err(|e| fail("unknown".into(), e))?;
+    let datadir =
+        resolve_datadir(args.pgdata.as_ref()).map_err(|e| fail("unknown".into(), e.into()))?;
     let lock = DataDirLock::acquire(&datadir, "checksums disable").map_err(|e| {
         fail(
             state_for_summary(&datadir),
             anyhow!("\"{}\": {e}", datadir.display()),
         )
     })?;
-    let control = read_control(&datadir).map_err(|e| fail("unknown".into(), e))?;
+    let control = read_control(&datadir).map_err(|e| fail("unknown".into(), e.into()))?;
     let switched = match enable::disable(&datadir, &control, &lock, signals::cancel_flag()) {
         Ok(switched) => switched,
         Err(e) if e.control_unchanged() => {
@@ -365,27 +370,38 @@ fn disable_cmd(common: &Common, args: &DisableArgs) -> anyhow::Result<u8> {
     drop(lock);
     if !switched {
         let signal = signals::caught().unwrap_or(libc::SIGINT);
-        if fmt == Format::Json {
-            println!(
-                "{}",
-                json!({"type": "summary", "command": "checksums disable", "outcome": "interrupted",
-                       "signal": signals::name(signal), "checksums": "on"})
-            );
-        }
-        eprintln_text!(
-            "pgcheckdb: interrupted ({}): data checksums are still on",
-            signals::name(signal)
-        );
-        return Ok(signals::exit_code(signal));
+        return Ok(interrupted_disable(fmt, signal));
     }
+    print_disabled(fmt, common.quiet, control.major);
+    Ok(EXIT_OK)
+}
+
+/// The summary and the line of a `disable` stopped by a signal; returns the exit status.
+fn interrupted_disable(fmt: Format, signal: i32) -> u8 {
+    if fmt == Format::Json {
+        println!(
+            "{}",
+            json!({"type": "summary", "command": "checksums disable", "outcome": "interrupted",
+                   "signal": signals::name(signal), "checksums": "on"})
+        );
+    }
+    eprintln_text!(
+        "pgcheckdb: interrupted ({}): data checksums are still on",
+        signals::name(signal)
+    );
+    signals::exit_code(signal)
+}
+
+/// The summary (JSON), or the warning and the line (text), of a `disable` that switched.
+fn print_disabled(fmt: Format, quiet: bool, postgres_version: Option<u32>) {
     match fmt {
         Format::Json => println!(
             "{}",
             json!({"type": "summary", "command": "checksums disable", "outcome": "disabled", "checksums": "off",
-                   "postgres_version": control.major})
+                   "postgres_version": postgres_version})
         ),
         Format::Text => {
-            if !common.quiet {
+            if !quiet {
                 eprintln_text!(
                     "pgcheckdb: warning: standbys and copies of this cluster keep checksums on: disable them too or rebuild them"
                 );
@@ -393,5 +409,4 @@ fn disable_cmd(common: &Common, args: &DisableArgs) -> anyhow::Result<u8> {
             println_text!("Checksums disabled in cluster");
         }
     }
-    Ok(EXIT_OK)
 }

@@ -17,14 +17,14 @@ use pgcheckdb_pg::ops::cluster::check_stopped;
 use pgcheckdb_pg::ops::confine::WriteRoots;
 use pgcheckdb_pg::ops::corrupt::{Damage, HeaderDamage, SegmentFile};
 use pgcheckdb_pg::ops::lock::DataDirLock;
+use pgcheckdb_pg::ops::open::{read_control, resolve_datadir};
+use pgcheckdb_pg::ops::target::{resolve, BlockTarget};
 use pgcheckdb_report::escape::escape_control;
 use serde_json::json;
 
 use crate::cli::{Common, CorruptArgs, CorruptHow, OutputFormat};
 use crate::exit::EXIT_OK;
 use crate::signals;
-use crate::target::{resolve, BlockTarget};
-use crate::verify_cmd::{read_control, resolve_datadir};
 
 pub fn run(common: &Common, args: &CorruptArgs) -> anyhow::Result<u8> {
     reject_unused_options(args)?;
@@ -43,7 +43,7 @@ pub fn run(common: &Common, args: &CorruptArgs) -> anyhow::Result<u8> {
     if let Err(reason) = check_stopped(&datadir, &control) {
         bail!("refusing to damage \"{}\": {reason}", datadir.display());
     }
-    let target = resolve(&datadir, &control, &args.target)?;
+    let target = resolve(&datadir, &control, &args.target.request())?;
     target.check_exists()?;
     if args.how == CorruptHow::Swap {
         check_swap_partner(&target, args, control.relseg_size as u64)?;

@@ -5,12 +5,12 @@
 use anyhow::{bail, Context};
 use pgcheckdb_pg::ops::cluster::check_stopped;
 use pgcheckdb_pg::ops::inspect::{hex_dump, inspect_block, render_text};
+use pgcheckdb_pg::ops::open::{check_pid_file, read_control, resolve_datadir};
+use pgcheckdb_pg::ops::target::{resolve, BlockTarget};
 use pgcheckdb_report::escape::escape_control_keep_newlines;
 
 use crate::cli::{Common, InspectArgs, OutputFormat};
 use crate::exit::EXIT_OK;
-use crate::target::{resolve, BlockTarget};
-use crate::verify_cmd::{check_pid_file, read_control, resolve_datadir};
 
 pub fn run(common: &Common, args: &InspectArgs) -> anyhow::Result<u8> {
     let datadir = resolve_datadir(args.pgdata.as_ref())?;
@@ -19,7 +19,7 @@ pub fn run(common: &Common, args: &InspectArgs) -> anyhow::Result<u8> {
     if let Err(reason) = check_stopped(&datadir, &control) {
         bail!("cannot inspect \"{}\" offline: {reason}", datadir.display());
     }
-    let target = resolve(&datadir, &control, &args.target)?;
+    let target = resolve(&datadir, &control, &args.target.request())?;
     target.check_exists()?;
     let (dump, page) = inspect_block(
         &target.path,

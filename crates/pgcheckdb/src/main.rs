@@ -29,14 +29,10 @@ mod clock;
 mod corrupt_cmd;
 mod demo_cmd;
 mod docs_cmd;
-mod estimate;
 mod exit;
 mod inspect_cmd;
-mod online_cmd;
 mod progress;
 mod signals;
-mod tar_backup;
-mod target;
 mod verbose;
 mod verify_cmd;
 

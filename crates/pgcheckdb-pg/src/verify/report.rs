@@ -94,6 +94,16 @@ impl VerifyReport {
         self.summary.extended = Some(outcome.summary);
     }
 
+    /// The summary's `error`: the first tool error, with how many more there are.
+    pub fn error_line(&self) -> Option<String> {
+        self.tool_errors
+            .first()
+            .map(|first| match self.tool_errors.len() {
+                1 => first.clone(),
+                n => format!("{first} (and {} more error(s))", n - 1),
+            })
+    }
+
     /// Findings of error severity.
     pub fn error_count(&self) -> usize {
         self.findings

@@ -49,6 +49,23 @@ pub struct Common {
     pub metrics_file: Option<PathBuf>,
 }
 
+impl Common {
+    /// The report format of `--format` (`prometheus` is text besides its metrics).
+    pub fn report_format(&self) -> pgcheckdb_report::Format {
+        match self.format {
+            OutputFormat::Text => pgcheckdb_report::Format::Text,
+            OutputFormat::Json => pgcheckdb_report::Format::Json,
+        }
+    }
+
+    /// `-j`, or every core.
+    pub fn jobs_or_all_cores(&self) -> usize {
+        self.jobs
+            .map(|j| j as usize)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+}
+
 /// `-j, --jobs N`.
 #[derive(Debug, Args)]
 pub struct JobsFlag {
@@ -365,6 +382,19 @@ pub struct BlockArgs {
     /// Fork (main, fsm, vm, init); default: the fork named by --file, else main.
     #[arg(long)]
     pub fork: Option<String>,
+}
+
+impl BlockArgs {
+    /// The block these flags ask for.
+    pub fn request(&self) -> pgcheckdb_pg::ops::target::BlockRequest {
+        pgcheckdb_pg::ops::target::BlockRequest {
+            file: self.file.clone(),
+            relation: self.relation.clone(),
+            database: self.database.clone(),
+            block: self.block,
+            fork: self.fork.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -1,13 +1,13 @@
-//! The connection of `verify --online --dbname`: what is asked of the running server (the end
-//! of WAL, a checkpoint, transaction status, a relation's file number) and the check that the
-//! server runs the cluster being verified.
+//! The connection of `verify --online --dbname` ([`Connection`]): what the library's online
+//! steps ask of the running server (the end of WAL, a checkpoint, transaction status, a
+//! relation's file number, the cluster it runs), asked in SQL with the `postgres` crate.
 
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context};
-use pgcheckdb_pg::format::control::ControlFile;
+use anyhow::{anyhow, Context};
+use pgcheckdb_pg::ops::verifier::{HostError, Server};
 use pgcheckdb_pg::verify::online::parse_lsn;
 
 /// The end of WAL: the insert position of a primary, the received or replayed position of a
@@ -28,16 +28,16 @@ const XACT_STATUS_SQL: &str = "SELECT x, s = 'committed' FROM \
      WHERE s IN ('committed', 'aborted')";
 
 /// A connection to the running server.
-pub struct Server {
+pub struct Connection {
     client: postgres::Client,
     /// To reach the other databases of the cluster.
     config: postgres::Config,
 }
 
-impl Server {
+impl Connection {
     /// Connects with a connection string or URL; `PGHOST`, `PGPORT`, `PGUSER` and `PGDATABASE`
     /// fill in what it leaves out, as libpq does.
-    pub fn connect(conninfo: &str) -> anyhow::Result<Server> {
+    pub fn connect(conninfo: &str) -> anyhow::Result<Connection> {
         let mut config = if conninfo.trim().is_empty() {
             postgres::Config::new()
         } else {
@@ -50,18 +50,12 @@ impl Server {
         let client = config
             .connect(postgres::NoTls)
             .map_err(|e| anyhow!("could not connect to the server: {}", pg_error(&e)))?;
-        Ok(Server { client, config })
+        Ok(Connection { client, config })
     }
+}
 
-    /// Refuses a server that does not run the cluster of `datadir`: its end of WAL, checkpoints,
-    /// catalog and commit statuses would be another cluster's. The system identifier must be
-    /// `pg_control`'s; the server's `data_directory`, when the role may read it, must be this
-    /// directory.
-    pub(super) fn check_same_cluster(
-        &mut self,
-        control: &ControlFile,
-        datadir: &Path,
-    ) -> anyhow::Result<()> {
+impl Server for Connection {
+    fn system_identifier(&mut self) -> Result<u64, HostError> {
         let row = self
             .client
             .query_one("SELECT system_identifier FROM pg_control_system()", &[])
@@ -74,39 +68,17 @@ impl Server {
         // A bigint on the server: identifiers past 2^63 arrive negative.
         let id = row
             .try_get::<_, i64>(0)
-            .map_err(|e| anyhow!("the server sent no system identifier: {e}"))?
-            as u64;
-        if id != control.system_identifier {
-            bail!(
-                "the server reached with --dbname runs another cluster (system identifier {id}; \"{}\" has {})",
-                datadir.display(),
-                control.system_identifier
-            );
-        }
-        // Only superusers and members of pg_read_all_settings may read it.
-        let Ok(row) = self.client.query_one("SHOW data_directory", &[]) else {
-            return Ok(());
-        };
-        let Ok(theirs) = row.try_get::<_, String>(0) else {
-            return Ok(());
-        };
-        if let (Ok(a), Ok(b)) = (
-            std::fs::canonicalize(&theirs),
-            std::fs::canonicalize(datadir),
-        ) {
-            if a != b {
-                bail!(
-                    "the server reached with --dbname runs the data directory \"{}\", not \"{}\" (a copy of the same cluster)",
-                    a.display(),
-                    b.display()
-                );
-            }
-        }
-        Ok(())
+            .map_err(|e| anyhow!("the server sent no system identifier: {e}"))?;
+        Ok(id as u64)
     }
 
-    /// The file number database `db` gives relation `oid` now, `None` when the relation is gone.
-    pub(super) fn filenode_in(&mut self, db: &str, oid: u32) -> anyhow::Result<Option<u32>> {
+    fn data_directory(&mut self) -> Option<String> {
+        // Only superusers and members of pg_read_all_settings may read it.
+        let row = self.client.query_one("SHOW data_directory", &[]).ok()?;
+        row.try_get::<_, String>(0).ok()
+    }
+
+    fn filenode_in(&mut self, db: &str, oid: u32) -> Result<Option<u32>, HostError> {
         let mut config = self.config.clone();
         config.dbname(db);
         let mut client = config
@@ -123,8 +95,7 @@ impl Server {
         Ok(node.and_then(|n| u32::try_from(n).ok()))
     }
 
-    /// The end of WAL now.
-    pub fn end_of_wal(&mut self) -> anyhow::Result<u64> {
+    fn end_of_wal(&mut self) -> Result<u64, HostError> {
         let row = self.client.query_one(END_OF_WAL_SQL, &[]).map_err(|e| {
             anyhow!(
                 "could not ask the server for the end of WAL: {}",
@@ -133,12 +104,11 @@ impl Server {
         })?;
         let text: Option<String> = row.get(0);
         let text = text.context("the server does not know its end of WAL (a standby that has neither received nor replayed WAL)")?;
-        parse_lsn(&text).with_context(|| format!("the server sent an unreadable LSN \"{text}\""))
+        Ok(parse_lsn(&text)
+            .with_context(|| format!("the server sent an unreadable LSN \"{text}\""))?)
     }
 
-    /// The first transaction id not yet completed, as a full (epoch-extended) id: every id
-    /// below it has either ended or is running, so the server can say which.
-    pub(super) fn next_completed_xid(&mut self) -> anyhow::Result<u64> {
+    fn next_completed_xid(&mut self) -> Result<u64, HostError> {
         let row = self.client.query_one(SNAPSHOT_XMAX_SQL, &[]).map_err(|e| {
             anyhow!(
                 "could not ask the server for its snapshot: {}",
@@ -146,36 +116,35 @@ impl Server {
             )
         })?;
         let xmax: i64 = row.get(0);
-        u64::try_from(xmax).map_err(|_| anyhow!("the server sent a negative transaction id {xmax}"))
+        Ok(u64::try_from(xmax)
+            .map_err(|_| anyhow!("the server sent a negative transaction id {xmax}"))?)
     }
 
-    /// The ids of `xids` (full ids) that have committed (`true`) or aborted (`false`); ids
-    /// still running and ids older than the server's commit log are left out.
-    pub(super) fn ended_xacts(&mut self, xids: &[i64]) -> anyhow::Result<Vec<(u64, bool)>> {
+    fn ended_xacts(&mut self, xids: &[i64]) -> Result<Vec<(u64, bool)>, HostError> {
         let rows = self.client.query(XACT_STATUS_SQL, &[&xids]).map_err(|e| {
             anyhow!(
                 "could not ask the server for transaction status: {}",
                 pg_error(&e)
             )
         })?;
-        rows.iter()
+        let ended: anyhow::Result<Vec<(u64, bool)>> = rows
+            .iter()
             .map(|r| {
                 let xid: i64 = r.get(0);
                 let committed: bool = r.get(1);
                 Ok((u64::try_from(xid)?, committed))
             })
-            .collect()
+            .collect();
+        Ok(ended?)
     }
 
-    /// Runs `CHECKPOINT` (a restartpoint on a standby).
-    pub fn checkpoint(&mut self) -> anyhow::Result<()> {
+    fn checkpoint(&mut self) -> Result<(), HostError> {
         self.client
             .batch_execute("CHECKPOINT")
-            .map_err(|e| anyhow!("CHECKPOINT failed: {}", pg_error(&e)))
+            .map_err(|e| anyhow!("CHECKPOINT failed: {}", pg_error(&e)).into())
     }
 
-    /// `checkpoint_timeout`: the longest wait for the next checkpoint.
-    pub(super) fn checkpoint_timeout(&mut self) -> Duration {
+    fn checkpoint_timeout(&mut self) -> Duration {
         let secs = self
             .client
             .query_one(

@@ -1,36 +1,34 @@
-//! `verify --online`: the steps around the block scan of a running cluster. Without a
-//! connection: the redo point of `pg_control` (re-read until its CRC verifies) and the re-reads
-//! of pages that failed. With `--dbname`: the end of WAL (pages beyond it are corrupt), a
-//! `CHECKPOINT` (or the wait for the next one) after which in-flux pages are read once more,
-//! and, at the standard level, the commit status of transactions `pg_xact` on disk does not
-//! show yet ([`server`] holds what is asked of the server). The rules themselves are in
-//! `pgcheckdb_pg::verify::online`.
+//! `verify --online`: the steps around the block scan of a running cluster ([`Online`]).
+//! Without a connection: the redo point of `pg_control` (re-read until its CRC verifies) and
+//! the re-reads of pages that failed. With `--dbname` (a [`Server`] the host connects to): the
+//! end of WAL (pages beyond it are corrupt), a `CHECKPOINT` (or the wait for the next one)
+//! after which in-flux pages are read once more, and, at the standard level, the commit status
+//! of transactions `pg_xact` on disk does not show yet. The rules themselves are in
+//! `verify::online` and `verify::recheck`.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
-use pgcheckdb_pg::catalog::xact::{CommitLog, XidStatus, FIRST_NORMAL_TRANSACTION_ID};
-use pgcheckdb_pg::catalog::Catalog;
-use pgcheckdb_pg::check::standard::bounds::cluster_facts;
-use pgcheckdb_pg::check::structure::Structure;
-use pgcheckdb_pg::finding::{Finding, FindingKind};
-use pgcheckdb_pg::format::control::ControlFile;
-use pgcheckdb_pg::ops::cluster::{check_stopped, RunningReason};
-use pgcheckdb_pg::plan::Plan;
-use pgcheckdb_pg::scope::Scope;
-use pgcheckdb_pg::verify::naming::name_findings;
-use pgcheckdb_pg::verify::online::{
+use super::error::VerifyError;
+use super::host::{Event, Host, Server};
+use super::request::OnlineRequest;
+use crate::catalog::xact::{CommitLog, XidStatus, FIRST_NORMAL_TRANSACTION_ID};
+use crate::catalog::Catalog;
+use crate::check::standard::bounds::cluster_facts;
+use crate::check::structure::Structure;
+use crate::finding::{Finding, FindingKind, Severity};
+use crate::format::control::ControlFile;
+use crate::ops::cluster::{check_stopped, RunningReason};
+use crate::plan::Plan;
+use crate::scope::Scope;
+use crate::verify::naming::name_findings;
+use crate::verify::online::{
     keep_lasting, lsn_text, read_control_settled, OnlineSummary, ScanOptions,
 };
-use pgcheckdb_pg::verify::options::Level;
-use pgcheckdb_pg::verify::recheck::{Rechecker, LISTING_KINDS};
-use pgcheckdb_pg::verify::report::VerifyReport;
-
-use crate::cli::VerifyArgs;
-
-mod server;
-pub use server::Server;
+use crate::verify::options::Level;
+use crate::verify::recheck::{Rechecker, Settled, LISTING_KINDS};
+use crate::verify::report::VerifyReport;
 
 /// Times the catalog is read while its pages do not parse (torn by concurrent writes).
 const CATALOG_READS: usize = 3;
@@ -44,7 +42,7 @@ const XIDS_PER_QUERY: usize = 100_000;
 
 /// The state of one online run.
 pub struct Online {
-    server: Option<Server>,
+    server: Option<Box<dyn Server>>,
     checkpoint_allowed: bool,
     start_redo: u64,
     /// The end of WAL before the scan: pages above it are noted for the end-of-WAL check.
@@ -58,38 +56,37 @@ impl Online {
     /// Refuses what is not supported online, connects if asked and notes the start. `None`:
     /// no server runs on a cleanly stopped cluster, which is then checked offline (strictly).
     pub fn start(
-        args: &VerifyArgs,
+        request: &OnlineRequest,
         level: Level,
         datadir: &Path,
         control: &ControlFile,
-    ) -> anyhow::Result<Option<Online>> {
+        host: &mut dyn Host,
+    ) -> Result<Option<Online>, VerifyError> {
         if level == Level::Extended {
-            bail!("--online checks the physical and standard levels; the extended level needs a stopped cluster or a copy");
+            return Err(VerifyError::Refused("--online checks the physical and standard levels; the extended level needs a stopped cluster or a copy".into()));
         }
         match check_stopped(datadir, control) {
             Ok(()) => {
-                eprintln_text!(
-                    "pgcheckdb: no server is running on \"{}\": checking it offline",
-                    datadir.display()
-                );
+                host.event(Event::NoServerRunning { datadir });
                 return Ok(None);
             }
             Err(RunningReason::LivePostmaster { .. }) => {}
-            Err(reason) => bail!(
-                "--online checks a cluster whose server is running; \"{}\": {reason}",
-                datadir.display()
-            ),
+            Err(reason) => {
+                return Err(VerifyError::Refused(format!(
+                    "--online checks a cluster whose server is running; \"{}\": {reason}",
+                    datadir.display()
+                )))
+            }
         }
-        let mut server = args.dbname.as_deref().map(Server::connect).transpose()?;
-        if let Some(s) = server.as_mut() {
-            s.check_same_cluster(control, datadir)?;
-        }
-        let start_end = server.as_mut().map(Server::end_of_wal).transpose()?;
-        if let Some(end) = start_end {
-            check_end_not_behind(end, control, datadir)?;
-        }
+        let (server, start_end) = match request.dbname.as_deref() {
+            Some(conninfo) => {
+                let (server, end) = connect(conninfo, control, datadir, host)?;
+                (Some(server), Some(end))
+            }
+            None => (None, None),
+        };
         Ok(Some(Online {
-            checkpoint_allowed: !args.no_checkpoint,
+            checkpoint_allowed: request.checkpoint_allowed,
             start_redo: control.redo,
             start_end,
             summary: OnlineSummary {
@@ -107,22 +104,12 @@ impl Online {
     /// log on disk does not show as ended (its pages lag behind the server's memory until the
     /// next checkpoint) is asked of the server, among the newest [`MAX_XIDS_ASKED`] ids, and
     /// recorded in `clog`. Ids that end during the scan stay unknown to the checks.
-    pub fn fill_commit_log(&mut self, clog: &mut CommitLog) -> anyhow::Result<()> {
+    pub fn fill_commit_log(&mut self, clog: &mut CommitLog) -> Result<(), VerifyError> {
         let Some(server) = self.server.as_mut() else {
             return Ok(());
         };
         let next = server.next_completed_xid()?;
-        let first = next.saturating_sub(MAX_XIDS_ASKED);
-        let lagging: Vec<i64> = (first..next)
-            .filter(|&x| x as u32 >= FIRST_NORMAL_TRANSACTION_ID)
-            .filter(|&x| {
-                !matches!(
-                    clog.status(x as u32),
-                    XidStatus::Committed | XidStatus::Aborted
-                )
-            })
-            .filter_map(|x| i64::try_from(x).ok())
-            .collect();
+        let lagging = lagging_xids(clog, next);
         let mut recorded = 0;
         for batch in lagging.chunks(XIDS_PER_QUERY) {
             for (xid, committed) in server.ended_xacts(batch)? {
@@ -165,7 +152,7 @@ impl Online {
         catalog: &Catalog,
         level: Level,
         report: &mut VerifyReport,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), VerifyError> {
         self.doubtful = plan.findings.clone();
         let control_now = read_control_settled(&plan.datadir)?;
         // Pages are judged again against the files as they are now: a relation that grew
@@ -183,29 +170,7 @@ impl Online {
             structure: structure.as_ref(),
         };
         let mut settled = checks.failed_pages(&mut report.findings, self.start_redo);
-        if let (Some(server), Some(_)) = (self.server.as_mut(), self.start_end) {
-            let end = server.end_of_wal()?;
-            self.summary.end_of_wal_lsn = Some(lsn_text(end));
-            let newer = report
-                .online_notes
-                .as_ref()
-                .map_or(&[][..], |n| n.newer.as_slice());
-            let mut asked = Ok(());
-            checks.lsn_beyond_end(
-                newer,
-                &mut settled,
-                end,
-                || match server.end_of_wal() {
-                    Ok(l) => Some(l),
-                    Err(e) => {
-                        asked = Err(e);
-                        None
-                    }
-                },
-                &mut report.findings,
-            );
-            asked?;
-        }
+        self.beyond_end_of_wal(&checks, &mut settled, report)?;
         if !settled.in_flux.is_empty() {
             if let Some(redo) = self.next_checkpoint(&plan.datadir)? {
                 self.summary.checkpoint_redo_lsn = Some(lsn_text(redo));
@@ -218,9 +183,42 @@ impl Online {
         Ok(())
     }
 
+    /// With a connection: the pages whose `pd_lsn` lies beyond the end of WAL are corrupt.
+    fn beyond_end_of_wal(
+        &mut self,
+        checks: &Rechecker<'_>,
+        settled: &mut Settled,
+        report: &mut VerifyReport,
+    ) -> Result<(), VerifyError> {
+        let (Some(server), Some(_)) = (self.server.as_mut(), self.start_end) else {
+            return Ok(());
+        };
+        let end = server.end_of_wal()?;
+        self.summary.end_of_wal_lsn = Some(lsn_text(end));
+        let newer = report
+            .online_notes
+            .as_ref()
+            .map_or(&[][..], |n| n.newer.as_slice());
+        let mut asked = Ok(());
+        checks.lsn_beyond_end(
+            newer,
+            settled,
+            end,
+            || match server.end_of_wal() {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    asked = Err(e);
+                    None
+                }
+            },
+            &mut report.findings,
+        );
+        Ok(asked?)
+    }
+
     /// With a connection: the redo point of a checkpoint that began after the scan (asked for,
     /// or waited for with `--no-checkpoint`); `None` without a connection or when none came.
-    fn next_checkpoint(&mut self, datadir: &Path) -> anyhow::Result<Option<u64>> {
+    fn next_checkpoint(&mut self, datadir: &Path) -> Result<Option<u64>, VerifyError> {
         let Some(server) = self.server.as_mut() else {
             return Ok(None);
         };
@@ -247,27 +245,18 @@ impl Online {
         &mut self,
         report: &mut VerifyReport,
         datadir: &Path,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), VerifyError> {
         let Some(server) = self.server.as_mut() else {
             return Ok(());
         };
         let mut kept = Vec::with_capacity(report.findings.len());
         for mut f in std::mem::take(&mut report.findings) {
-            let asked = match (f.kind, &f.database, &f.relation) {
-                (FindingKind::MissingFile, Some(db), Some(rel)) => {
-                    match (db.name.as_deref(), rel.oid, rel.filenode) {
-                        (Some(name), Some(oid), Some(node)) => Some((name.to_string(), oid, node)),
-                        _ => None,
-                    }
-                }
-                _ => None,
-            };
-            if let Some((db, oid, node)) = asked {
+            if let Some((db, oid, node)) = missing_relation_file(&f) {
                 let now = server.filenode_in(&db, oid)?;
                 if now != Some(node) || datadir.join(&f.file).exists() {
                     continue;
                 }
-                f.severity = pgcheckdb_pg::finding::Severity::Error;
+                f.severity = Severity::Error;
             }
             kept.push(f);
         }
@@ -284,10 +273,10 @@ impl Online {
         before: &[Finding],
         datadir: &Path,
         scope: &Scope,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), VerifyError> {
         let mut doubtful = std::mem::take(&mut self.doubtful);
         let key = |f: &Finding| (f.kind, f.file.clone(), f.block);
-        let earlier: std::collections::HashSet<_> = before.iter().map(key).collect();
+        let earlier: HashSet<_> = before.iter().map(key).collect();
         doubtful.extend(
             report
                 .findings
@@ -295,20 +284,8 @@ impl Online {
                 .filter(|f| !earlier.contains(&key(f)) || LISTING_KINDS.contains(&f.kind))
                 .cloned(),
         );
-        let control = read_control_settled(datadir)?;
-        let catalog = Online::read_catalog(datadir, &control, false);
-        let fresh_plan = Plan::from_listing(
-            datadir,
-            control.clone(),
-            Plan::list(datadir, &control),
-            |f| scope.keeps_file(f),
-        );
-        let mut fresh = VerifyReport {
-            findings: fresh_plan.findings.clone(),
-            ..VerifyReport::default()
-        };
-        name_findings(&mut fresh, &fresh_plan, &catalog);
-        keep_lasting(&mut report.findings, &doubtful, &fresh.findings);
+        let fresh = fresh_findings(datadir, scope)?;
+        keep_lasting(&mut report.findings, &doubtful, &fresh);
         self.confirm_missing_files(report, datadir)?;
         report.summary.findings = report.findings.len() as u64;
         report.summary.corrupt_blocks = corrupt_blocks(&report.findings);
@@ -316,31 +293,130 @@ impl Online {
     }
 }
 
-/// Blocks with an error finding (the scan's count included pages the re-reads cleared).
-fn corrupt_blocks(findings: &[Finding]) -> u64 {
-    let blocks: std::collections::HashSet<(&str, u64)> = findings
-        .iter()
-        .filter(|f| {
-            f.severity == pgcheckdb_pg::finding::Severity::Error
-                && f.kind != pgcheckdb_pg::finding::FindingKind::PartialBlock
-        })
-        .filter_map(|f| Some((f.file.as_str(), f.block?)))
-        .collect();
-    blocks.len() as u64
+/// Connects with `conninfo`, checks that the server runs the cluster of `datadir` and asks
+/// for its end of WAL, which must not be behind the redo point of `control`.
+fn connect(
+    conninfo: &str,
+    control: &ControlFile,
+    datadir: &Path,
+    host: &mut dyn Host,
+) -> Result<(Box<dyn Server>, u64), VerifyError> {
+    let mut server = host.connect(conninfo)?;
+    check_same_cluster(server.as_mut(), control, datadir)?;
+    let end = server.end_of_wal()?;
+    check_end_not_behind(end, control, datadir)?;
+    Ok((server, end))
+}
+
+/// Refuses a server that does not run the cluster of `datadir`: its end of WAL, checkpoints,
+/// catalog and commit statuses would be another cluster's. The system identifier must be
+/// `pg_control`'s; the server's `data_directory`, when the role may read it, must be this
+/// directory.
+fn check_same_cluster(
+    server: &mut dyn Server,
+    control: &ControlFile,
+    datadir: &Path,
+) -> Result<(), VerifyError> {
+    let id = server.system_identifier()?;
+    if id != control.system_identifier {
+        return Err(VerifyError::Refused(format!(
+            "the server reached with --dbname runs another cluster (system identifier {id}; \"{}\" has {})",
+            datadir.display(),
+            control.system_identifier
+        )));
+    }
+    let Some(theirs) = server.data_directory() else {
+        return Ok(());
+    };
+    if let (Ok(a), Ok(b)) = (
+        std::fs::canonicalize(&theirs),
+        std::fs::canonicalize(datadir),
+    ) {
+        if a != b {
+            return Err(VerifyError::Refused(format!(
+                "the server reached with --dbname runs the data directory \"{}\", not \"{}\" (a copy of the same cluster)",
+                a.display(),
+                b.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The server that runs `datadir` has written its WAL at least up to the redo point its
 /// `pg_control` records: an end of WAL before it is another server, a copy of the cluster
 /// (same system identifier) whose `data_directory` the role may not read. Judging the files by
 /// that server's WAL would call every recent page "in the future".
-fn check_end_not_behind(end: u64, control: &ControlFile, datadir: &Path) -> anyhow::Result<()> {
+fn check_end_not_behind(
+    end: u64,
+    control: &ControlFile,
+    datadir: &Path,
+) -> Result<(), VerifyError> {
     if end >= control.redo {
         return Ok(());
     }
-    bail!(
+    Err(VerifyError::Refused(format!(
         "the server reached with --dbname does not run \"{}\": its end of WAL {} is before the redo point {} in the directory's pg_control, which its own server has passed (a copy of the cluster?)",
         datadir.display(),
         lsn_text(end),
         lsn_text(control.redo)
-    )
+    )))
+}
+
+/// The normal transaction ids among the [`MAX_XIDS_ASKED`] before `next` that `clog` does not
+/// show as ended, as full ids.
+fn lagging_xids(clog: &CommitLog, next: u64) -> Vec<i64> {
+    let first = next.saturating_sub(MAX_XIDS_ASKED);
+    (first..next)
+        .filter(|&x| x as u32 >= FIRST_NORMAL_TRANSACTION_ID)
+        .filter(|&x| {
+            !matches!(
+                clog.status(x as u32),
+                XidStatus::Committed | XidStatus::Aborted
+            )
+        })
+        .filter_map(|x| i64::try_from(x).ok())
+        .collect()
+}
+
+/// `(database name, relation oid, file number)` of a `missing_file` finding of a named
+/// relation.
+fn missing_relation_file(f: &Finding) -> Option<(String, u32, u32)> {
+    match (f.kind, &f.database, &f.relation) {
+        (FindingKind::MissingFile, Some(db), Some(rel)) => {
+            match (db.name.as_deref(), rel.oid, rel.filenode) {
+                (Some(name), Some(oid), Some(node)) => Some((name.to_string(), oid, node)),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The findings of a second listing and catalog read, named, after the scan.
+fn fresh_findings(datadir: &Path, scope: &Scope) -> Result<Vec<Finding>, VerifyError> {
+    let control = read_control_settled(datadir)?;
+    let catalog = Online::read_catalog(datadir, &control, false);
+    let fresh_plan = Plan::from_listing(
+        datadir,
+        control.clone(),
+        Plan::list(datadir, &control),
+        |f| scope.keeps_file(f),
+    );
+    let mut fresh = VerifyReport {
+        findings: fresh_plan.findings.clone(),
+        ..VerifyReport::default()
+    };
+    name_findings(&mut fresh, &fresh_plan, &catalog);
+    Ok(fresh.findings)
+}
+
+/// Blocks with an error finding (the scan's count included pages the re-reads cleared).
+fn corrupt_blocks(findings: &[Finding]) -> u64 {
+    let blocks: HashSet<(&str, u64)> = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error && f.kind != FindingKind::PartialBlock)
+        .filter_map(|f| Some((f.file.as_str(), f.block?)))
+        .collect();
+    blocks.len() as u64
 }

@@ -1,15 +1,43 @@
-//! Resolves `--file PATH | --relation NAME [-d DATABASE]`, `--fork` and an absolute `--block`
-//! to the segment file and block inside it: shared by `inspect` and `corrupt`. Relation names
-//! follow psql's rules: unquoted identifiers are folded to lower case, `"Quoted"` ones are not.
+//! Resolves a block asked for by file (`--file PATH`) or by relation name (`--relation NAME
+//! [-d DATABASE]`), with `--fork` and an absolute `--block`, to the segment file and block
+//! inside it ([`resolve`]): shared by `inspect` and `corrupt`. Relation names follow psql's
+//! rules: unquoted identifiers are folded to lower case, `"Quoted"` ones are not.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
-use pgcheckdb_pg::catalog::Catalog;
-use pgcheckdb_pg::format::control::ControlFile;
-use pgcheckdb_pg::format::relfile::{parse_relation_file_name, ForkNumber};
+use crate::catalog::Catalog;
+use crate::format::control::ControlFile;
+use crate::format::relfile::{parse_relation_file_name, ForkNumber};
 
-use crate::cli::BlockArgs;
+/// Why a block cannot be located.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// A refusal said in one sentence.
+    #[error("{0}")]
+    Refused(String),
+    /// The block number is past the last segment file a fork can have.
+    #[error("block number too large")]
+    BlockTooLarge(#[source] std::num::TryFromIntError),
+}
+
+fn refused(message: impl Into<String>) -> TargetError {
+    TargetError::Refused(message.into())
+}
+
+/// The block asked for: by file or by relation (and database), the fork and the block.
+#[derive(Debug, Clone, Default)]
+pub struct BlockRequest {
+    /// A relation file, relative to the data directory or absolute (any segment of the fork).
+    pub file: Option<PathBuf>,
+    /// A relation by name (`schema.name` or a unique name).
+    pub relation: Option<String>,
+    /// The database of `relation` (`None`: every database is searched).
+    pub database: Option<String>,
+    /// Absolute block number in the fork.
+    pub block: u64,
+    /// The fork's name; `None`: the fork of `file`, else main.
+    pub fork: Option<String>,
+}
 
 /// One block of one fork, located on disk.
 #[derive(Debug, Clone)]
@@ -31,80 +59,110 @@ pub struct BlockTarget {
     pub fork: ForkNumber,
 }
 
-/// Finds the segment file and block for the arguments.
+/// Finds the segment file and block for the request.
 pub fn resolve(
     datadir: &Path,
     control: &ControlFile,
-    args: &BlockArgs,
-) -> anyhow::Result<BlockTarget> {
+    req: &BlockRequest,
+) -> Result<BlockTarget, TargetError> {
     let catalog = Catalog::read(datadir, control);
-    let (dir, shown_dir, name, relation, database) =
-        match (args.file.as_deref(), args.relation.as_deref()) {
-            (Some(file), _) => {
-                let (dir, shown, name) = split_file(datadir, file)?;
-                let database = database_of_dir(&shown).and_then(|oid| database_name(&catalog, oid));
-                (dir, shown, name, None, database)
-            }
-            (None, Some(rel)) => {
-                if let Some(d) = args.database.as_deref() {
-                    check_database(&catalog, d)?;
-                }
-                let wanted = fold_qualified_name(rel)?;
-                let (key, info) = catalog
-                    .find_relation(&wanted, args.database.as_deref())
-                    .map_err(anyhow::Error::msg)?;
-                let version_dir = control.tablespace_version_directory().unwrap_or_default();
-                let shown = Catalog::relation_dir(key, &version_dir);
-                (
-                    datadir.join(&shown),
-                    shown,
-                    key.2.to_string(),
-                    Some(info.name.clone()),
-                    database_name(&catalog, key.0),
-                )
-            }
-            (None, None) => bail!("give --file PATH or --relation NAME"),
-        };
-    let parsed = parse_relation_file_name(&name)
-        .with_context(|| format!("\"{name}\" is not a relation file name"))?;
-    let fork = match args.fork.as_deref() {
+    let found = find_directory(datadir, control, &catalog, req)?;
+    let parsed = parse_relation_file_name(&found.name)
+        .ok_or_else(|| refused(format!("\"{}\" is not a relation file name", found.name)))?;
+    let fork = match req.fork.as_deref() {
         Some(f) => ForkNumber::from_name(f)
-            .with_context(|| format!("unknown fork \"{f}\" (main, fsm, vm, init)"))?,
+            .ok_or_else(|| refused(format!("unknown fork \"{f}\" (main, fsm, vm, init)")))?,
         None => parsed.fork,
     };
     let relseg = control.relseg_size as u64;
-    let segno = u32::try_from(args.block / relseg).context("block number too large")?;
+    let segno = u32::try_from(req.block / relseg).map_err(TargetError::BlockTooLarge)?;
     let file_name = segment_file_name(parsed.temp_backend, parsed.relfilenode, fork, segno);
-    let shown = if shown_dir.is_empty() {
+    let shown = if found.shown_dir.is_empty() {
         file_name.clone()
     } else {
-        format!("{shown_dir}/{file_name}")
+        format!("{}/{file_name}", found.shown_dir)
     };
-    let fork_blocks =
-        count_fork_blocks(&dir, parsed.temp_backend, parsed.relfilenode, fork, control);
+    let fork_blocks = count_fork_blocks(
+        &found.dir,
+        parsed.temp_backend,
+        parsed.relfilenode,
+        fork,
+        control,
+    );
     Ok(BlockTarget {
-        path: dir.join(&file_name),
+        path: found.dir.join(&file_name),
         shown,
         segno,
-        block_in_file: args.block % relseg,
-        block: args.block,
-        relation: relation.map(|r| r.to_string()),
-        database,
+        block_in_file: req.block % relseg,
+        block: req.block,
+        relation: found.relation,
+        database: found.database,
         fork_blocks,
         fork,
     })
 }
 
+/// The directory of the relation's files and the name of one of them.
+struct Found {
+    dir: PathBuf,
+    /// `dir` as shown (relative to the data directory when inside it).
+    shown_dir: String,
+    name: String,
+    relation: Option<String>,
+    database: Option<String>,
+}
+
+/// Where the file or the relation of `req` is, and what the catalog names it.
+fn find_directory(
+    datadir: &Path,
+    control: &ControlFile,
+    catalog: &Catalog,
+    req: &BlockRequest,
+) -> Result<Found, TargetError> {
+    match (req.file.as_deref(), req.relation.as_deref()) {
+        (Some(file), _) => {
+            let (dir, shown_dir, name) = split_file(datadir, file)?;
+            let database = database_of_dir(&shown_dir).and_then(|oid| database_name(catalog, oid));
+            Ok(Found {
+                dir,
+                shown_dir,
+                name,
+                relation: None,
+                database,
+            })
+        }
+        (None, Some(rel)) => {
+            if let Some(d) = req.database.as_deref() {
+                check_database(catalog, d)?;
+            }
+            let wanted = fold_qualified_name(rel)?;
+            let (key, info) = catalog
+                .find_relation(&wanted, req.database.as_deref())
+                .map_err(refused)?;
+            let version_dir = control.tablespace_version_directory().unwrap_or_default();
+            let shown_dir = Catalog::relation_dir(key, &version_dir);
+            Ok(Found {
+                dir: datadir.join(&shown_dir),
+                shown_dir,
+                name: key.2.to_string(),
+                relation: Some(info.name.to_string()),
+                database: database_name(catalog, key.0),
+            })
+        }
+        (None, None) => Err(refused("give --file PATH or --relation NAME")),
+    }
+}
+
 impl BlockTarget {
     /// Fails with one line when the block is past the end of its fork.
-    pub fn check_exists(&self) -> anyhow::Result<()> {
+    pub fn check_exists(&self) -> Result<(), TargetError> {
         if let Ok(meta) = std::fs::metadata(&self.path) {
             if !meta.is_file() {
-                bail!(
+                return Err(refused(format!(
                     "\"{}\" is not a regular file but a {}; it was not read",
                     self.shown,
                     pgcheckdb_scan::open::file_type_name(&meta.file_type())
-                );
+                )));
             }
         }
         if self.block < self.fork_blocks {
@@ -115,19 +173,19 @@ impl BlockTarget {
             .as_deref()
             .map(|r| format!("relation {r}"))
             .unwrap_or_else(|| format!("\"{}\"", self.shown));
-        match self.fork_blocks {
-            0 => bail!(
+        Err(refused(match self.fork_blocks {
+            0 => format!(
                 "block {} is past the end: the {} fork of {what} is empty or missing",
                 self.block,
                 self.fork.name()
             ),
-            n => bail!(
+            n => format!(
                 "block {} is past the end: the {} fork of {what} has {n} block(s), 0..{}",
                 self.block,
                 self.fork.name(),
                 n - 1
             ),
-        }
+        }))
     }
 }
 
@@ -152,7 +210,7 @@ fn count_fork_blocks(
 }
 
 /// `-d NAME` must name a database of the catalog.
-fn check_database(catalog: &Catalog, name: &str) -> anyhow::Result<()> {
+fn check_database(catalog: &Catalog, name: &str) -> Result<(), TargetError> {
     if catalog.databases.values().any(|db| db.name == name) {
         return Ok(());
     }
@@ -162,10 +220,10 @@ fn check_database(catalog: &Catalog, name: &str) -> anyhow::Result<()> {
         .map(|db| db.name.as_str())
         .collect();
     names.sort_unstable();
-    bail!(
+    Err(refused(format!(
         "no such database \"{name}\" (the catalog has: {})",
         names.join(", ")
-    )
+    )))
 }
 
 fn database_name(catalog: &Catalog, oid: u32) -> Option<String> {
@@ -183,7 +241,7 @@ fn database_of_dir(shown: &str) -> Option<u32> {
 
 /// Folds a possibly schema-qualified name as psql does: unquoted parts to lower case, quoted
 /// parts (`"Mixed"`, `""` for a quote) kept as written; returns `schema.name` or `name`.
-pub fn fold_qualified_name(input: &str) -> anyhow::Result<String> {
+pub fn fold_qualified_name(input: &str) -> Result<String, TargetError> {
     let mut parts: Vec<String> = vec![String::new()];
     let mut chars = input.chars().peekable();
     let mut quoted = false;
@@ -202,16 +260,20 @@ pub fn fold_qualified_name(input: &str) -> anyhow::Result<String> {
         }
     }
     if quoted {
-        bail!("unterminated quoted identifier in \"{input}\"");
+        return Err(refused(format!(
+            "unterminated quoted identifier in \"{input}\""
+        )));
     }
     if parts.len() > 2 || parts.iter().any(String::is_empty) {
-        bail!("\"{input}\" is not a relation name (name or schema.name)");
+        return Err(refused(format!(
+            "\"{input}\" is not a relation name (name or schema.name)"
+        )));
     }
     Ok(parts.join("."))
 }
 
 /// Splits `--file` into its directory, the directory as shown and the file name.
-fn split_file(datadir: &Path, file: &Path) -> anyhow::Result<(PathBuf, String, String)> {
+fn split_file(datadir: &Path, file: &Path) -> Result<(PathBuf, String, String), TargetError> {
     let full = if file.is_absolute() {
         file.to_path_buf()
     } else {
@@ -220,11 +282,11 @@ fn split_file(datadir: &Path, file: &Path) -> anyhow::Result<(PathBuf, String, S
     let name = full
         .file_name()
         .and_then(|n| n.to_str())
-        .context("--file has no file name")?
+        .ok_or_else(|| refused("--file has no file name"))?
         .to_string();
     let dir = full
         .parent()
-        .context("--file has no directory")?
+        .ok_or_else(|| refused("--file has no directory"))?
         .to_path_buf();
     let shown = dir
         .strip_prefix(datadir)

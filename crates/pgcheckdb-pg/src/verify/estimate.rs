@@ -1,31 +1,24 @@
 //! `verify --estimate` (CHECKDB's ESTIMATEONLY): what a run would read — files, blocks and bytes
-//! — and how long each level would take, from a short timed sample of the plan. Nothing is
-//! reported about the pages: the sample's findings are dropped.
+//! — and how long each level would take, from a short timed sample of the plan ([`estimate`]).
+//! Nothing is reported about the pages: the sample's findings are dropped.
 //!
 //! The sample: two disjoint sets of files spread over the plan (every other file of an evenly
 //! strided pick), each up to [`SAMPLE_BYTES`] and [`SAMPLE_TIME`]; the first is read at the
 //! physical level, the second at the standard level, both cold, with the run's `-j`.
 
-use std::io::{self, Write};
-use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use pgcheckdb_pg::catalog::Catalog;
-use pgcheckdb_pg::check::structure::Structure;
-use pgcheckdb_pg::plan::Plan;
-use pgcheckdb_pg::scope::Scope;
-use pgcheckdb_pg::verify::options::Level;
-use pgcheckdb_pg::verify::options::VerifyOptions;
-use pgcheckdb_pg::verify::report::Summary;
-use pgcheckdb_pg::verify::{self};
-use pgcheckdb_report::{human_bytes, write_summary, Format};
 use pgcheckdb_scan::Progress;
 use serde::Serialize;
 
-use crate::clock;
-use crate::exit::EXIT_OK;
+use crate::catalog::Catalog;
+use crate::check::structure::Structure;
+use crate::plan::Plan;
+use crate::scope::Scope;
+use crate::verify::options::{Level, VerifyOptions};
+use crate::verify::report::Summary;
 
 /// Most bytes read per level for the sample.
 pub const SAMPLE_BYTES: u64 = 128 << 20;
@@ -68,45 +61,33 @@ pub struct Estimate {
     pub scoped: bool,
 }
 
-/// Prints the estimate and a summary; never checks the cluster. `setup` is the time already
-/// spent reading the catalogs and listing the files, which a real run spends too.
-pub fn run(
+/// Times the samples and estimates each level; never checks the cluster. `setup` is the time
+/// already spent reading the catalogs and listing the files, which a real run spends too. The
+/// summary has no timestamps: the caller, which keeps the clock, sets them.
+pub fn estimate(
     plan: &Plan,
     catalog: &Catalog,
     opts: &VerifyOptions,
-    format: Format,
     scope: &Scope,
-    (started_at, setup): (String, Duration),
-) -> anyhow::Result<u8> {
+    setup: Duration,
+) -> (Estimate, Summary) {
     let started = Instant::now();
-    let bs = plan.control.blcksz as u64;
     let bytes: u64 = plan.scan_bytes();
     let (first, second) = sample_sets(plan);
     let physical = time_sample(plan, catalog, scope, opts, Level::Physical, &first);
     let standard = time_sample(plan, catalog, scope, opts, Level::Standard, &second);
-    let expect = |(sample_bytes, secs): (u64, f64)| {
-        let by_sample = if sample_bytes > 0 && secs > 0.0 {
-            bytes as f64 * secs / sample_bytes as f64
-        } else {
-            0.0
-        };
-        let by_limit = opts
-            .max_bytes_per_sec
-            .map_or(0.0, |r| bytes as f64 / r as f64);
-        setup.as_secs_f64() + by_sample.max(by_limit)
-    };
     let level = |name, sample: (u64, f64)| LevelEstimate {
         level: name,
         bytes,
         sample_bytes: sample.0,
         sample_seconds: sample.1,
-        seconds: expect(sample),
+        seconds: expected_seconds(bytes, sample, opts.max_bytes_per_sec, setup),
         at_least: None,
     };
     let estimate = Estimate {
         kind: "estimate",
         files: plan.dir.files.len() as u64,
-        blocks: bytes / bs,
+        blocks: bytes / plan.control.blcksz as u64,
         bytes,
         jobs: opts.jobs,
         max_bytes_per_sec: opts.max_bytes_per_sec,
@@ -129,12 +110,26 @@ pub fn run(
         block_size: plan.control.blcksz,
         segment_blocks: plan.control.relseg_size,
         seconds: started.elapsed().as_secs_f64(),
-        started_at: Some(started_at),
-        finished_at: Some(clock::now_rfc3339()),
         ..Summary::default()
     };
-    print(format, &estimate, &summary)?;
-    Ok(EXIT_OK)
+    (estimate, summary)
+}
+
+/// Seconds a full run of `bytes` takes at the sample's rate (`(bytes read, seconds)`), or at
+/// `--max-rate` when that is slower, plus the `setup`.
+fn expected_seconds(
+    bytes: u64,
+    (sample_bytes, secs): (u64, f64),
+    max_bytes_per_sec: Option<u64>,
+    setup: Duration,
+) -> f64 {
+    let by_sample = if sample_bytes > 0 && secs > 0.0 {
+        bytes as f64 * secs / sample_bytes as f64
+    } else {
+        0.0
+    };
+    let by_limit = max_bytes_per_sec.map_or(0.0, |r| bytes as f64 / r as f64);
+    setup.as_secs_f64() + by_sample.max(by_limit)
 }
 
 /// Two disjoint sets of file paths, each spread over the whole plan and about
@@ -173,7 +168,7 @@ fn time_sample(
         return (0, 0.0);
     }
     let wanted: std::collections::HashSet<&str> = paths.iter().map(String::as_str).collect();
-    let sample = Plan::build_scoped(datadir(plan), plan.control.clone(), |f| {
+    let sample = Plan::build_scoped(&plan.datadir, plan.control.clone(), |f| {
         scope.keeps_file(f) && wanted.contains(f.rel_path().as_str())
     });
     let structure = (level != Level::Physical).then(|| Structure::from_catalog(&sample, catalog));
@@ -185,7 +180,7 @@ fn time_sample(
     };
     let progress = Progress::default();
     let started = Instant::now();
-    let done = std::sync::atomic::AtomicBool::new(false);
+    let done = AtomicBool::new(false);
     thread::scope(|s| {
         s.spawn(|| {
             while !done.load(Ordering::Relaxed) {
@@ -196,79 +191,11 @@ fn time_sample(
                 thread::sleep(Duration::from_millis(10));
             }
         });
-        let _ = verify::run::run(&sample, &sample_opts, &progress, structure.as_ref());
+        let _ = crate::verify::run::run(&sample, &sample_opts, &progress, structure.as_ref());
         done.store(true, Ordering::Relaxed);
     });
     (
         progress.bytes_done.load(Ordering::Relaxed),
         started.elapsed().as_secs_f64(),
     )
-}
-
-fn datadir(plan: &Plan) -> &Path {
-    &plan.datadir
-}
-
-/// `1h02m`, `4m05s` or `6.2s`.
-fn about(seconds: f64) -> String {
-    let s = seconds.round() as u64;
-    match (s / 3600, s % 3600 / 60, s % 60) {
-        (0, 0, _) => format!("{seconds:.1}s"),
-        (0, m, sec) => format!("{m}m{sec:02}s"),
-        (h, m, _) => format!("{h}h{m:02}m"),
-    }
-}
-
-fn print(format: Format, e: &Estimate, summary: &Summary) -> io::Result<()> {
-    let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
-    match format {
-        Format::Json => {
-            serde_json::to_writer(&mut out, e).map_err(io::Error::other)?;
-            writeln!(out)?;
-            write_summary(&mut out, format, summary, &[])?;
-        }
-        Format::Text => {
-            writeln!(
-                out,
-                "pgcheckdb estimate: {} files, {} blocks, {} to read with {} jobs{}; nothing was checked",
-                e.files,
-                e.blocks,
-                human_bytes(e.bytes),
-                e.jobs,
-                if e.scoped { " (the selected relations only)" } else { "" }
-            )?;
-            for l in &e.levels {
-                let rate = if l.sample_seconds > 0.0 {
-                    format!(
-                        "{}/s over a {} sample",
-                        human_bytes((l.sample_bytes as f64 / l.sample_seconds) as u64),
-                        human_bytes(l.sample_bytes)
-                    )
-                } else {
-                    "nothing to sample".to_string()
-                };
-                match l.at_least {
-                    None => writeln!(
-                        out,
-                        "  {:<9} {} in about {} ({rate})",
-                        l.level,
-                        human_bytes(l.bytes),
-                        about(l.seconds)
-                    )?,
-                    Some(why) => writeln!(
-                        out,
-                        "  {:<9} {} in at least {} ({why})",
-                        l.level,
-                        human_bytes(l.bytes),
-                        about(l.seconds)
-                    )?,
-                }
-            }
-            if let Some(r) = e.max_bytes_per_sec {
-                writeln!(out, "  (with --max-rate at most {}/s)", human_bytes(r))?;
-            }
-        }
-    }
-    out.flush()
 }
