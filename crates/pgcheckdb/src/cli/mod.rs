@@ -7,6 +7,7 @@ pub mod checksums;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use pgcheckdb_pg::format::page::MAX_BLOCK_NUMBER;
 use pgcheckdb_pg::ops::confine::TablespaceName;
 
 /// The PostgreSQL major versions whose data directories pgcheckdb reads, for `--version`.
@@ -294,9 +295,6 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(100..=10_000_000))]
     pub rows: u32,
 }
-
-/// PostgreSQL's `MaxBlockNumber`: the highest block number a fork can have.
-const MAX_BLOCK_NUMBER: u64 = 0xFFFF_FFFE;
 
 /// `--offset`: a byte inside a page of the largest block size (32 kB).
 fn parse_offset(text: &str) -> Result<usize, String> {
