@@ -10,7 +10,7 @@ use serde_json::json;
 use pgcheckdb_scan::{DirtyRange, Visitor};
 
 use super::options::VerifyOptions;
-use super::report::{Summary, VerifyReport};
+use super::report::{corrupt_block_count, Summary, VerifyReport};
 use super::runs::*;
 use crate::check::physical::{
     check_page_with_sum, ChecksumPair, MisplacedBasis, MisplacedEvidence, PageCheckConfig,
@@ -388,17 +388,6 @@ impl<'a> BlockChecker<'a> {
             self.tool_errors
                 .push(format!("could not read \"{rel}\": {e}"));
         }
-        let mut corrupt: Vec<(&str, u64)> = self
-            .findings
-            .iter()
-            .filter(|f| {
-                f.severity == Severity::Error
-                    && f.block.is_some()
-                    && f.kind != FindingKind::PartialBlock
-            })
-            .map(|f| (f.file.as_str(), f.block.unwrap_or(0)))
-            .collect();
-        corrupt.dedup();
         let control = &plan.control;
         let summary = Summary {
             level: opts.level.name().to_string(),
@@ -413,7 +402,7 @@ impl<'a> BlockChecker<'a> {
             interior_zero_pages: interior_count,
             skipped_blocks: self.skipped_blocks,
             skipped_files: plan.dir.skipped_temp_files as u64,
-            corrupt_blocks: corrupt.len() as u64,
+            corrupt_blocks: corrupt_block_count(&self.findings),
             findings: self.findings.len() as u64,
             keys_not_order_checked: None,
             seconds: started.elapsed().as_secs_f64(),

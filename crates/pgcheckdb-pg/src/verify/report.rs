@@ -59,6 +59,20 @@ pub struct Summary {
     pub online: Option<crate::verify::online::OnlineSummary>,
 }
 
+/// The blocks with at least one error finding, each counted once (a partial block at a file's
+/// end is no corrupt page): the summary's `corrupt_blocks`.
+pub fn corrupt_block_count(findings: &[Finding]) -> u64 {
+    let mut corrupt: Vec<(&str, u64)> = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error && f.block.is_some())
+        .filter(|f| f.kind != FindingKind::PartialBlock)
+        .map(|f| (f.file.as_str(), f.block.unwrap_or(0)))
+        .collect();
+    corrupt.sort_unstable();
+    corrupt.dedup();
+    corrupt.len() as u64
+}
+
 /// Everything a verification produced.
 #[derive(Debug, Default)]
 pub struct VerifyReport {
@@ -81,15 +95,7 @@ impl VerifyReport {
         self.findings
             .sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
         self.tool_errors.extend(outcome.tool_errors);
-        let mut corrupt: Vec<(&str, u64)> = self
-            .findings
-            .iter()
-            .filter(|f| f.severity == Severity::Error && f.block.is_some())
-            .filter(|f| f.kind != FindingKind::PartialBlock)
-            .map(|f| (f.file.as_str(), f.block.unwrap_or(0)))
-            .collect();
-        corrupt.dedup();
-        self.summary.corrupt_blocks = corrupt.len() as u64;
+        self.summary.corrupt_blocks = corrupt_block_count(&self.findings);
         self.summary.findings = self.findings.len() as u64;
         self.summary.extended = Some(outcome.summary);
     }

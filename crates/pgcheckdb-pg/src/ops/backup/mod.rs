@@ -26,11 +26,11 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::Path;
 
-use crate::finding::{Finding, FindingKind, Severity};
+use crate::finding::Finding;
 use crate::format::control::ControlFile;
 use crate::format::lsn::Lsn;
 use crate::plan::Plan;
-use crate::verify::report::VerifyReport;
+use crate::verify::report::{corrupt_block_count, VerifyReport};
 use crate::verify::report::{BackupSummary, ManifestSummary};
 use label::{BackupLabel, BACKUP_LABEL_FILE, MAX_LABEL_BYTES};
 use wal::{BlockRef, RelFileLocator, ReplaySet};
@@ -216,19 +216,7 @@ impl Judge<'_> {
 
 /// The summary's finding and corrupt-block counts after findings were taken out.
 fn recount(report: &mut VerifyReport) {
-    let mut corrupt: Vec<(&str, u64)> = report
-        .findings
-        .iter()
-        .filter(|f| {
-            f.severity == Severity::Error
-                && f.block.is_some()
-                && f.kind != FindingKind::PartialBlock
-        })
-        .map(|f| (f.file.as_str(), f.block.unwrap_or(0)))
-        .collect();
-    corrupt.sort_unstable();
-    corrupt.dedup();
-    report.summary.corrupt_blocks = corrupt.len() as u64;
+    report.summary.corrupt_blocks = corrupt_block_count(&report.findings);
     report.summary.findings = report.findings.len() as u64;
 }
 
