@@ -13,7 +13,7 @@ use pgcheckdb_pg::ops::confine::TablespaceName;
 /// The PostgreSQL major versions whose data directories pgcheckdb reads, for `--version`.
 pub const VERSION_TEXT: &str = concat!(
     env!("CARGO_PKG_VERSION"),
-    " (reads data directories of PostgreSQL 14, 15, 16, 17 and 18)"
+    " (reads data directories of PostgreSQL 14, 15, 16, 17, 18 and 19)"
 );
 
 #[derive(Debug, Parser)]
