@@ -14,6 +14,31 @@ use crate::catalog::{tablespace_of_path, Catalog, FileKey, RelKind, RelationInfo
 use crate::datadir::RelationFile;
 use crate::finding::Finding;
 
+/// Why a selection (`-d`, `-n`, `-t`, `-i` and their exclusions) cannot be made. The
+/// patterns are quoted as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScopeError {
+    /// More dotted parts than the option takes (as psql says it).
+    #[error("improper qualified name (too many dotted names): {0}")]
+    TooManyDots(String),
+    /// `--strict-names`: a `-d` pattern that names no database.
+    #[error("no databases to check matching \"{0}\"")]
+    NoDatabaseMatching(String),
+    #[error("no databases to check")]
+    NoDatabases,
+    /// `--strict-names`: a `-n` pattern whose schemas hold no relation.
+    #[error("no relations to check in schemas matching \"{0}\"")]
+    NoRelationsInSchemas(String),
+    /// `--strict-names`: a `-t` pattern that names no table.
+    #[error("no relations to check matching \"{0}\"")]
+    NoRelationsMatching(String),
+    /// `--strict-names`: a `-i` pattern that names no index.
+    #[error("no indexes to check matching \"{0}\"")]
+    NoIndexesMatching(String),
+    #[error("no relations to check")]
+    NoRelations,
+}
+
 /// What the command line asked for.
 #[derive(Debug, Clone, Default)]
 pub struct ScopeOptions {
@@ -150,7 +175,7 @@ fn split_parts(text: &str) -> Vec<Vec<Piece>> {
 
 impl NamePattern {
     /// Parses `text` as a pattern of `kind`; too many dotted parts is an error, as in psql.
-    pub fn parse(text: &str, kind: PatternKind) -> Result<NamePattern, String> {
+    pub fn parse(text: &str, kind: PatternKind) -> Result<NamePattern, ScopeError> {
         let mut parts: Vec<Glob> = split_parts(text).into_iter().map(Glob).collect();
         let max = match kind {
             PatternKind::Database => 1,
@@ -158,9 +183,7 @@ impl NamePattern {
             PatternKind::Relation => 3,
         };
         if parts.len() > max {
-            return Err(format!(
-                "improper qualified name (too many dotted names): {text}"
-            ));
+            return Err(ScopeError::TooManyDots(text.to_string()));
         }
         let mut out = NamePattern {
             text: text.to_string(),
@@ -197,7 +220,7 @@ impl NamePattern {
     }
 }
 
-fn parse_all(texts: &[String], kind: PatternKind) -> Result<Vec<NamePattern>, String> {
+fn parse_all(texts: &[String], kind: PatternKind) -> Result<Vec<NamePattern>, ScopeError> {
     texts.iter().map(|t| NamePattern::parse(t, kind)).collect()
 }
 
@@ -247,7 +270,7 @@ impl Scope {
 
     /// Resolves the options against the catalog. An include pattern that matches nothing is an
     /// error under `strict_names`, as is a selection with nothing in it.
-    pub fn select(opts: &ScopeOptions, catalog: &Catalog) -> Result<Scope, String> {
+    pub fn select(opts: &ScopeOptions, catalog: &Catalog) -> Result<Scope, ScopeError> {
         if opts.is_everything() {
             return Ok(Scope::everything());
         }
@@ -313,7 +336,7 @@ fn select_databases(
     opts: &ScopeOptions,
     catalog: &Catalog,
     scope: &mut Scope,
-) -> Result<HashMap<u32, String>, String> {
+) -> Result<HashMap<u32, String>, ScopeError> {
     let include = parse_all(&opts.databases, PatternKind::Database)?;
     let exclude = parse_all(&opts.exclude_databases, PatternKind::Database)?;
     let mut chosen = HashMap::new();
@@ -331,14 +354,11 @@ fn select_databases(
     }
     if opts.strict_names {
         if let Some(i) = matched.iter().position(|m| !m) {
-            return Err(format!(
-                "no databases to check matching \"{}\"",
-                include[i].text
-            ));
+            return Err(ScopeError::NoDatabaseMatching(include[i].text.clone()));
         }
     }
     if chosen.is_empty() && (!include.is_empty() || !exclude.is_empty()) {
-        return Err("no databases to check".to_string());
+        return Err(ScopeError::NoDatabases);
     }
     if !include.is_empty() || !exclude.is_empty() {
         scope.databases = Some(chosen.keys().copied().collect());
@@ -376,7 +396,7 @@ fn candidates<'a>(catalog: &'a Catalog, dbs: &'a HashMap<u32, String>) -> Vec<Ca
 fn excluded_keys(
     opts: &ScopeOptions,
     candidates: &[Candidate],
-) -> Result<HashSet<FileKey>, String> {
+) -> Result<HashSet<FileKey>, ScopeError> {
     let schemas = parse_all(&opts.exclude_schemas, PatternKind::Schema)?;
     let tables = parse_all(&opts.exclude_tables, PatternKind::Relation)?;
     let indexes = parse_all(&opts.exclude_indexes, PatternKind::Relation)?;
@@ -406,30 +426,31 @@ fn included_keys(
     candidates: &[Candidate],
     excluded: &HashSet<FileKey>,
     catalog: &Catalog,
-) -> Result<HashSet<FileKey>, String> {
+) -> Result<HashSet<FileKey>, ScopeError> {
     let schemas = parse_all(&opts.schemas, PatternKind::Schema)?;
     let tables = parse_all(&opts.tables, PatternKind::Relation)?;
     let indexes = parse_all(&opts.indexes, PatternKind::Relation)?;
     let mut chosen = HashSet::new();
     let mut unmatched = Vec::new();
-    let groups: [(&[NamePattern], PatternKind, &str); 3] = [
+    type Unmatched = fn(String) -> ScopeError;
+    let groups: [(&[NamePattern], PatternKind, Unmatched); 3] = [
         (
             &schemas,
             PatternKind::Schema,
-            "no relations to check in schemas matching",
+            ScopeError::NoRelationsInSchemas,
         ),
         (
             &tables,
             PatternKind::Relation,
-            "no relations to check matching",
+            ScopeError::NoRelationsMatching,
         ),
         (
             &indexes,
             PatternKind::Relation,
-            "no indexes to check matching",
+            ScopeError::NoIndexesMatching,
         ),
     ];
-    for (gi, (patterns, _, message)) in groups.iter().enumerate() {
+    for (gi, (patterns, _, unmatched_error)) in groups.iter().enumerate() {
         for p in patterns.iter() {
             let mut hit = false;
             for c in candidates.iter().filter(|c| !excluded.contains(&c.key)) {
@@ -444,7 +465,7 @@ fn included_keys(
                 }
             }
             if !hit {
-                unmatched.push(format!("{message} \"{}\"", p.text));
+                unmatched.push(unmatched_error(p.text.clone()));
             }
         }
     }
@@ -455,7 +476,7 @@ fn included_keys(
     }
     add_dependents(opts, &mut chosen, excluded, catalog);
     if chosen.is_empty() {
-        return Err("no relations to check".to_string());
+        return Err(ScopeError::NoRelations);
     }
     Ok(chosen)
 }
@@ -555,5 +576,37 @@ mod tests {
         assert!(s.name.is_none() && s.schema_fits("sch") && s.database_fits("db"));
         assert!(NamePattern::parse("a.b.c.d", PatternKind::Relation).is_err());
         assert!(NamePattern::parse("a.b", PatternKind::Database).is_err());
+    }
+
+    #[test]
+    fn messages_are_the_old_texts() {
+        let p = || "public.t*".to_string();
+        let cases = [
+            (
+                NamePattern::parse("a.b.c.d", PatternKind::Relation).unwrap_err(),
+                "improper qualified name (too many dotted names): a.b.c.d",
+            ),
+            (
+                ScopeError::NoDatabaseMatching("db*".into()),
+                "no databases to check matching \"db*\"",
+            ),
+            (ScopeError::NoDatabases, "no databases to check"),
+            (
+                ScopeError::NoRelationsInSchemas("s*".into()),
+                "no relations to check in schemas matching \"s*\"",
+            ),
+            (
+                ScopeError::NoRelationsMatching(p()),
+                "no relations to check matching \"public.t*\"",
+            ),
+            (
+                ScopeError::NoIndexesMatching(p()),
+                "no indexes to check matching \"public.t*\"",
+            ),
+            (ScopeError::NoRelations, "no relations to check"),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
+        }
     }
 }

@@ -437,6 +437,20 @@ impl Catalog {
     }
 }
 
+/// Why [`Catalog::find_relation`] found no one relation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FindRelationError {
+    /// Nothing of that name (in the database, when one was given).
+    #[error("no relation \"{name}\" found in the catalogs{}", database.as_ref().map(|d| format!(" of database \"{d}\"")).unwrap_or_default())]
+    NotFound {
+        name: String,
+        database: Option<String>,
+    },
+    /// A bare name found in several schemas or databases: the remedy is in the message.
+    #[error("\"{name}\" names {count} relations; add the schema or --database")]
+    Ambiguous { name: String, count: usize },
+}
+
 impl Catalog {
     /// Finds a relation by `schema.name` (or a bare name, if unique) in the database called
     /// `database`, or in any database when `None`. Returns its file key and description.
@@ -444,7 +458,7 @@ impl Catalog {
         &self,
         name: &str,
         database: Option<&str>,
-    ) -> Result<(FileKey, &RelationInfo), String> {
+    ) -> Result<(FileKey, &RelationInfo), FindRelationError> {
         let wanted_db = |db_oid: u32| match database {
             None => true,
             Some(d) => db_oid == 0 || self.databases.get(&db_oid).is_some_and(|db| db.name == d),
@@ -463,16 +477,15 @@ impl Catalog {
         found.sort_by_key(|(k, _)| *k);
         found.dedup_by_key(|(_, r)| (r.oid, r.is_shared));
         match found.len() {
-            0 => Err(format!(
-                "no relation \"{name}\" found in the catalogs{}",
-                database
-                    .map(|d| format!(" of database \"{d}\""))
-                    .unwrap_or_default()
-            )),
+            0 => Err(FindRelationError::NotFound {
+                name: name.to_string(),
+                database: database.map(str::to_string),
+            }),
             1 => Ok(found[0]),
-            n => Err(format!(
-                "\"{name}\" names {n} relations; add the schema or --database"
-            )),
+            count => Err(FindRelationError::Ambiguous {
+                name: name.to_string(),
+                count,
+            }),
         }
     }
 
@@ -517,4 +530,33 @@ fn catalog_finding(file: &str, message: String) -> Finding {
         file,
         message,
     )
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::FindRelationError;
+
+    #[test]
+    fn messages_are_the_old_texts() {
+        let not_found = |database: Option<&str>| {
+            FindRelationError::NotFound {
+                name: "t".into(),
+                database: database.map(str::to_string),
+            }
+            .to_string()
+        };
+        assert_eq!(not_found(None), "no relation \"t\" found in the catalogs");
+        assert_eq!(
+            not_found(Some("db")),
+            "no relation \"t\" found in the catalogs of database \"db\""
+        );
+        assert_eq!(
+            FindRelationError::Ambiguous {
+                name: "t".into(),
+                count: 2
+            }
+            .to_string(),
+            "\"t\" names 2 relations; add the schema or --database"
+        );
+    }
 }

@@ -32,19 +32,29 @@ pub enum TablespaceName {
     Dir(PathBuf),
 }
 
+/// Why a `--tablespace` value is not a [`TablespaceName`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TablespaceNameError {
+    #[error("give a tablespace OID or directory")]
+    Empty,
+    /// All digits, but past the largest OID (the text as given).
+    #[error("{0} is not a tablespace OID (at most 4294967295)")]
+    OidTooLarge(String),
+}
+
 impl FromStr for TablespaceName {
-    type Err = String;
+    type Err = TablespaceNameError;
 
     /// All digits: an OID; anything else: a directory.
-    fn from_str(text: &str) -> Result<TablespaceName, String> {
+    fn from_str(text: &str) -> Result<TablespaceName, TablespaceNameError> {
         if text.is_empty() {
-            return Err("give a tablespace OID or directory".into());
+            return Err(TablespaceNameError::Empty);
         }
         if text.bytes().all(|b| b.is_ascii_digit()) {
             return text
                 .parse()
                 .map(TablespaceName::Oid)
-                .map_err(|_| format!("{text} is not a tablespace OID (at most 4294967295)"));
+                .map_err(|_| TablespaceNameError::OidTooLarge(text.to_string()));
         }
         Ok(TablespaceName::Dir(PathBuf::from(text)))
     }
@@ -289,8 +299,17 @@ mod tests {
             "/srv/spc".parse(),
             Ok(TablespaceName::Dir(PathBuf::from("/srv/spc")))
         );
-        assert!("99999999999".parse::<TablespaceName>().is_err());
-        assert!("".parse::<TablespaceName>().is_err());
+        assert_eq!(
+            "99999999999"
+                .parse::<TablespaceName>()
+                .unwrap_err()
+                .to_string(),
+            "99999999999 is not a tablespace OID (at most 4294967295)"
+        );
+        assert_eq!(
+            "".parse::<TablespaceName>().unwrap_err().to_string(),
+            "give a tablespace OID or directory"
+        );
     }
 
     #[test]

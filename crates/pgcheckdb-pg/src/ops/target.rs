@@ -138,7 +138,7 @@ fn find_directory(
             let wanted = fold_qualified_name(rel)?;
             let (key, info) = catalog
                 .find_relation(&wanted, req.database.as_deref())
-                .map_err(refused)?;
+                .map_err(|e| refused(e.to_string()))?;
             let version_dir = control.tablespace_version_directory().unwrap_or_default();
             let shown_dir = Catalog::relation_dir(key, &version_dir);
             Ok(Found {

@@ -4,6 +4,11 @@
 
 use sha2::Digest;
 
+/// A `Checksum-Algorithm` this reader does not know (its text as written).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown Checksum-Algorithm \"{0}\"")]
+pub struct UnknownAlgorithm(pub String);
+
 /// A manifest's `Checksum-Algorithm`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Algorithm {
@@ -17,7 +22,7 @@ pub enum Algorithm {
 
 impl Algorithm {
     /// The algorithm of a manifest entry's `Checksum-Algorithm` text (absent means none).
-    pub fn from_manifest(name: Option<&str>) -> Result<Algorithm, String> {
+    pub fn from_manifest(name: Option<&str>) -> Result<Algorithm, UnknownAlgorithm> {
         Ok(match name {
             None | Some("NONE") => Algorithm::None,
             Some("CRC32C") => Algorithm::Crc32c,
@@ -25,7 +30,7 @@ impl Algorithm {
             Some("SHA256") => Algorithm::Sha256,
             Some("SHA384") => Algorithm::Sha384,
             Some("SHA512") => Algorithm::Sha512,
-            Some(other) => return Err(format!("unknown Checksum-Algorithm \"{other}\"")),
+            Some(other) => return Err(UnknownAlgorithm(other.to_string())),
         })
     }
 
@@ -142,6 +147,11 @@ mod tests {
             Algorithm::from_manifest(Some("SHA384")),
             Ok(Algorithm::Sha384)
         );
-        assert!(Algorithm::from_manifest(Some("MD5")).is_err());
+        assert_eq!(
+            Algorithm::from_manifest(Some("MD5"))
+                .unwrap_err()
+                .to_string(),
+            "unknown Checksum-Algorithm \"MD5\""
+        );
     }
 }

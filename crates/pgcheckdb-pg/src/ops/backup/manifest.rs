@@ -21,7 +21,7 @@ use crate::verify::report::ManifestSummary;
 use serde_json::{json, Value};
 
 pub use super::digest::Algorithm;
-use super::digest::{sha256_hex, FileDigest};
+use super::digest::{sha256_hex, FileDigest, UnknownAlgorithm};
 use crate::finding::{Finding, FindingKind, Severity};
 use crate::format::lsn::Lsn;
 
@@ -39,6 +39,35 @@ const IGNORED: &[&str] = &[
 
 /// The largest manifest read (a manifest line is about 150 bytes per file).
 const MAX_MANIFEST_BYTES: u64 = 1 << 30;
+
+/// Why `backup_manifest` cannot be read or used.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The file exists but could not be read.
+    #[error("could not read \"{file}\": {0}", file = MANIFEST_FILE)]
+    Read(#[source] io::Error),
+    #[error("not valid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    #[error("no PostgreSQL-Backup-Manifest-Version")]
+    NoVersion,
+    #[error("no Files list")]
+    NoFiles,
+    #[error("no Manifest-Checksum")]
+    NoChecksum,
+    /// A `Files` entry's `Encoded-Path` is not hexadecimal.
+    #[error("bad Encoded-Path \"{0}\"")]
+    BadEncodedPath(String),
+    #[error("a Files entry has no Path")]
+    NoPath,
+    #[error("no Size for \"{path}\"")]
+    NoSize { path: String },
+    #[error("{source} for \"{path}\"")]
+    Algorithm {
+        path: String,
+        #[source]
+        source: UnknownAlgorithm,
+    },
+}
 
 /// One `Files` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,14 +91,14 @@ pub struct Manifest {
 }
 
 /// Parses the manifest's bytes.
-pub fn parse_manifest(bytes: &[u8]) -> Result<Manifest, String> {
-    let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON: {e}"))?;
+pub fn parse_manifest(bytes: &[u8]) -> Result<Manifest, ManifestError> {
+    let v: Value = serde_json::from_slice(bytes).map_err(ManifestError::Json)?;
     let version = v["PostgreSQL-Backup-Manifest-Version"]
         .as_u64()
-        .ok_or("no PostgreSQL-Backup-Manifest-Version")?;
+        .ok_or(ManifestError::NoVersion)?;
     let files = v["Files"]
         .as_array()
-        .ok_or("no Files list")?
+        .ok_or(ManifestError::NoFiles)?
         .iter()
         .map(manifest_file)
         .collect::<Result<Vec<_>, _>>()?;
@@ -81,7 +110,7 @@ pub fn parse_manifest(bytes: &[u8]) -> Result<Manifest, String> {
     });
     let expected = v["Manifest-Checksum"]
         .as_str()
-        .ok_or("no Manifest-Checksum")?;
+        .ok_or(ManifestError::NoChecksum)?;
     Ok(Manifest {
         version,
         files,
@@ -101,19 +130,21 @@ fn self_checksum(bytes: &[u8]) -> Option<String> {
     Some(sha256_hex(&bytes[..=cut]))
 }
 
-fn manifest_file(v: &Value) -> Result<ManifestFile, String> {
+fn manifest_file(v: &Value) -> Result<ManifestFile, ManifestError> {
     let path = match (v["Path"].as_str(), v["Encoded-Path"].as_str()) {
         (Some(p), _) => p.to_string(),
         (None, Some(hexed)) => decode_hex(hexed)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .ok_or_else(|| format!("bad Encoded-Path \"{hexed}\""))?,
-        _ => return Err("a Files entry has no Path".into()),
+            .ok_or_else(|| ManifestError::BadEncodedPath(hexed.to_string()))?,
+        _ => return Err(ManifestError::NoPath),
     };
-    let size = v["Size"]
-        .as_u64()
-        .ok_or_else(|| format!("no Size for \"{path}\""))?;
-    let algorithm = Algorithm::from_manifest(v["Checksum-Algorithm"].as_str())
-        .map_err(|e| format!("{e} for \"{path}\""))?;
+    let Some(size) = v["Size"].as_u64() else {
+        return Err(ManifestError::NoSize { path });
+    };
+    let algorithm = match Algorithm::from_manifest(v["Checksum-Algorithm"].as_str()) {
+        Ok(a) => a,
+        Err(source) => return Err(ManifestError::Algorithm { path, source }),
+    };
     Ok(ManifestFile {
         path,
         size,
@@ -134,7 +165,7 @@ fn decode_hex(s: &str) -> Option<Vec<u8>> {
 
 /// Reads and checks `backup_manifest` against the files under `root`. `Ok(None)` when the
 /// backup has no manifest.
-pub fn check(root: &Path) -> Result<Option<(ManifestSummary, Vec<Finding>)>, String> {
+pub fn check(root: &Path) -> Result<Option<(ManifestSummary, Vec<Finding>)>, ManifestError> {
     let Some(bytes) = read_manifest(root)? else {
         return Ok(None);
     };
@@ -142,12 +173,12 @@ pub fn check(root: &Path) -> Result<Option<(ManifestSummary, Vec<Finding>)>, Str
 }
 
 /// The bytes of `backup_manifest` in `dir`; `Ok(None)` when there is none.
-pub fn read_manifest(dir: &Path) -> Result<Option<Vec<u8>>, String> {
+pub fn read_manifest(dir: &Path) -> Result<Option<Vec<u8>>, ManifestError> {
     let path = dir.join(MANIFEST_FILE);
     match pgcheckdb_scan::open::read_regular(&path, MAX_MANIFEST_BYTES) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("could not read \"{MANIFEST_FILE}\": {e}")),
+        Err(e) => Err(ManifestError::Read(e)),
     }
 }
 
@@ -541,5 +572,53 @@ mod tests {
         assert_eq!(f.algorithm, Algorithm::Sha256);
         assert!(ignored("pg_wal/000000010000000000000001"));
         assert!(!ignored("pg_wal2"));
+    }
+
+    #[test]
+    fn messages_are_the_old_texts() {
+        let json = serde_json::from_slice::<Value>(b"{nope").unwrap_err();
+        let json_text = format!("not valid JSON: {json}");
+        let cases = [
+            (
+                ManifestError::Read(io::Error::other("boom")).to_string(),
+                "could not read \"backup_manifest\": boom".to_string(),
+            ),
+            (ManifestError::Json(json).to_string(), json_text),
+            (
+                ManifestError::NoVersion.to_string(),
+                "no PostgreSQL-Backup-Manifest-Version".into(),
+            ),
+            (ManifestError::NoFiles.to_string(), "no Files list".into()),
+            (
+                ManifestError::NoChecksum.to_string(),
+                "no Manifest-Checksum".into(),
+            ),
+            (
+                ManifestError::BadEncodedPath("zz".into()).to_string(),
+                "bad Encoded-Path \"zz\"".into(),
+            ),
+            (
+                ManifestError::NoPath.to_string(),
+                "a Files entry has no Path".into(),
+            ),
+            (
+                ManifestError::NoSize {
+                    path: "base/1".into(),
+                }
+                .to_string(),
+                "no Size for \"base/1\"".into(),
+            ),
+            (
+                ManifestError::Algorithm {
+                    path: "base/1".into(),
+                    source: UnknownAlgorithm("MD5".into()),
+                }
+                .to_string(),
+                "unknown Checksum-Algorithm \"MD5\" for \"base/1\"".into(),
+            ),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
     }
 }

@@ -32,17 +32,34 @@ use crate::format::lsn::Lsn;
 use crate::plan::Plan;
 use crate::verify::report::{corrupt_block_count, VerifyReport};
 use crate::verify::report::{BackupSummary, ManifestSummary};
-use label::{BackupLabel, BACKUP_LABEL_FILE, MAX_LABEL_BYTES};
+use label::{BackupLabel, LabelError, BACKUP_LABEL_FILE, MAX_LABEL_BYTES};
+use manifest::ManifestError;
 use wal::{BlockRef, RelFileLocator, ReplaySet};
 
+/// Why a base backup's own files (`backup_label`, `backup_manifest`, the tar archives) cannot
+/// be used.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    /// `backup_label` exists but could not be read.
+    #[error("could not read \"{file}\": {0}", file = BACKUP_LABEL_FILE)]
+    ReadLabel(#[source] io::Error),
+    #[error(transparent)]
+    Label(#[from] LabelError),
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error(transparent)]
+    Tar(#[from] tar::TarError),
+    /// The streamed block scan of a tar-format backup stopped (its reason as the scan says it).
+    #[error("{0}")]
+    Scan(String),
+}
+
 /// Reads `backup_label` if the data directory has one.
-pub fn read_label(datadir: &Path) -> Result<Option<BackupLabel>, String> {
+pub fn read_label(datadir: &Path) -> Result<Option<BackupLabel>, BackupError> {
     match pgcheckdb_scan::open::read_regular(&datadir.join(BACKUP_LABEL_FILE), MAX_LABEL_BYTES) {
-        Ok(bytes) => label::parse_label(&String::from_utf8_lossy(&bytes))
-            .map(Some)
-            .map_err(|e| e.to_string()),
+        Ok(bytes) => Ok(Some(label::parse_label(&String::from_utf8_lossy(&bytes))?)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("could not read \"{BACKUP_LABEL_FILE}\": {e}")),
+        Err(e) => Err(BackupError::ReadLabel(e)),
     }
 }
 
@@ -298,9 +315,40 @@ pub fn check_manifest(
     datadir: &Path,
     report: &mut VerifyReport,
     summary: &mut BackupSummary,
-) -> Result<(), String> {
+) -> Result<(), BackupError> {
     if let Some(result) = manifest::check(datadir)? {
         add_manifest_result(report, summary, result);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_the_old_texts() {
+        assert_eq!(
+            BackupError::ReadLabel(io::Error::other("boom")).to_string(),
+            "could not read \"backup_label\": boom"
+        );
+        let label = LabelError::Missing("START WAL LOCATION");
+        assert_eq!(
+            BackupError::from(label.clone()).to_string(),
+            label.to_string()
+        );
+        assert_eq!(
+            BackupError::from(ManifestError::NoFiles).to_string(),
+            "no Files list"
+        );
+        assert_eq!(
+            BackupError::from(tar::TarError::NoBase { dir: "/b".into() }).to_string(),
+            "\"/b\" has no base.tar"
+        );
+        assert_eq!(
+            BackupError::Scan("the extended level cannot read its blocks from a stream".into())
+                .to_string(),
+            "the extended level cannot read its blocks from a stream"
+        );
+    }
 }

@@ -41,7 +41,7 @@ pub fn read_and_plan(
         online.fill_commit_log(&mut catalog.clog)?;
     }
     host.event(Event::CatalogsRead { catalog: &catalog });
-    let scope = Scope::select(&request.scope, &catalog).map_err(VerifyError::Refused)?;
+    let scope = Scope::select(&request.scope, &catalog)?;
     let datadir = &prepared.source.datadir;
     let plan = Plan::from_listing(datadir, control, listing, |f| scope.keeps_file(f));
     check_interrupt(host, "while listing the data directory")?;

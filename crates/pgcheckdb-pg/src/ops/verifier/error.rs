@@ -4,7 +4,9 @@ use std::io;
 
 use super::host::HostError;
 use crate::format::control::ControlFileError;
+use crate::ops::backup::BackupError;
 use crate::ops::open::OpenError;
+use crate::scope::ScopeError;
 
 /// Why a run stopped. The report of a run that got as far as the scan carries its other
 /// problems as tool errors instead.
@@ -24,6 +26,12 @@ pub enum VerifyError {
     Open(#[from] OpenError),
     #[error(transparent)]
     Control(#[from] ControlFileError),
+    /// The base backup's own files (`backup_label`, the tar archives, the streamed scan).
+    #[error(transparent)]
+    Backup(#[from] BackupError),
+    /// The selection options.
+    #[error(transparent)]
+    Scope(#[from] ScopeError),
     /// The host's or the running server's.
     #[error(transparent)]
     Host(HostError),

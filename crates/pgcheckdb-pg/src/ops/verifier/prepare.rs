@@ -87,7 +87,7 @@ fn backup_or_refusal(datadir: &Path, control: &ControlFile) -> Result<Option<Bac
     };
     let label = match &reason {
         RunningReason::NotShutDown { .. } if state_of_a_backup(control.state) => {
-            backup::read_label(datadir).map_err(VerifyError::Refused)?
+            backup::read_label(datadir)?
         }
         _ => None,
     };

@@ -12,6 +12,7 @@ use super::tar::{self, Streamed};
 use crate::check::extended::ExtendedPlan;
 use crate::check::structure::Structure;
 use crate::finding::Finding;
+use crate::ops::backup::BackupError;
 use crate::verify;
 use crate::verify::naming::listing_findings;
 use crate::verify::options::Level;
@@ -101,7 +102,7 @@ pub fn scan(
     let Some(scanned) = scanned else {
         return Err(VerifyError::Refused("the block scan did not run".into()));
     };
-    let (report, mut streamed) = scanned.map_err(VerifyError::Refused)?;
+    let (report, mut streamed) = scanned?;
     if let (Some(b), Some(seen)) = (prepared.backup.as_mut(), streamed.as_mut()) {
         b.newer_pages = Some(std::mem::take(&mut seen.newer_pages));
     }
@@ -124,7 +125,7 @@ fn scan_blocks(
     planned: &Planned,
     progress: &Progress,
     structure: Option<&Structure<'_>>,
-) -> Result<(VerifyReport, Option<Streamed>), String> {
+) -> Result<(VerifyReport, Option<Streamed>), BackupError> {
     let (plan, opts) = (&planned.plan, &prepared.opts);
     match &prepared.source.tar {
         None => Ok((verify::run::run(plan, opts, progress, structure), None)),

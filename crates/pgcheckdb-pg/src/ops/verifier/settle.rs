@@ -59,7 +59,7 @@ pub fn judge_backup(
         _ => backup::check_manifest(&prepared.source.datadir, report, &mut summary),
     };
     if let Err(e) = checked {
-        report.tool_errors.push(e);
+        report.tool_errors.push(e.to_string());
     }
     host.event(Event::BackupChecked { backup: &summary });
     report.summary.backup = Some(summary);

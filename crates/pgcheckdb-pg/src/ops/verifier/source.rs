@@ -82,7 +82,7 @@ fn open_tar(
     }
     TarBackup::open(dir, cancelled)
         .map(Some)
-        .map_err(VerifyError::Refused)
+        .map_err(|e| VerifyError::Backup(e.into()))
 }
 
 /// `-D`'s data directory, with a hint when it is a tar-format backup.

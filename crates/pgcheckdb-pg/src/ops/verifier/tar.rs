@@ -12,7 +12,7 @@ use crate::finding::{Finding, FindingKind, Severity};
 use crate::ops::backup::manifest::{self, SeenFiles};
 use crate::ops::backup::tar::scan::TarSource;
 use crate::ops::backup::tar::TarBackup;
-use crate::ops::backup::{self, Backup};
+use crate::ops::backup::{self, Backup, BackupError};
 use crate::plan::Plan;
 use crate::verify;
 use crate::verify::options::VerifyOptions;
@@ -32,12 +32,13 @@ pub fn scan(
     progress: &Progress,
     structure: Option<&Structure<'_>>,
     backup: Option<&Backup>,
-) -> Result<(VerifyReport, Streamed), String> {
+) -> Result<(VerifyReport, Streamed), BackupError> {
     let manifest =
         manifest::read_manifest(&tar.dir)?.and_then(|b| manifest::parse_manifest(&b).ok());
     let start_lsn = backup.map_or(u64::MAX, |b| b.label.start_lsn.0);
     let mut source = TarSource::new(tar, plan, manifest.as_ref(), start_lsn, progress);
-    let report = verify::run::run_source(plan, opts, structure, &mut source)?;
+    let report =
+        verify::run::run_source(plan, opts, structure, &mut source).map_err(BackupError::Scan)?;
     Ok((
         report,
         Streamed {
@@ -73,7 +74,7 @@ pub fn check_manifest(
     mut streamed: Streamed,
     report: &mut VerifyReport,
     summary: &mut BackupSummary,
-) -> Result<(), String> {
+) -> Result<(), BackupError> {
     backup::add_findings(report, oversized_findings(tar));
     let Some(bytes) = manifest::read_manifest(&tar.dir)? else {
         return Ok(());

@@ -73,21 +73,65 @@ impl MemberType {
 }
 
 /// Why an archive cannot be read on.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("could not read archive \"{}\": {why}", archive.display())]
 pub struct ArchiveError {
     pub archive: PathBuf,
-    pub why: String,
+    pub why: ArchiveProblem,
 }
 
-impl std::fmt::Display for ArchiveError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "could not read archive \"{}\": {}",
-            self.archive.display(),
-            self.why
-        )
-    }
+/// What went wrong in the archive ([`ArchiveError`] names the archive); `at` is a byte offset
+/// in the (decompressed) tar stream.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveProblem {
+    /// The file could not be opened.
+    #[error("{0}")]
+    Open(#[source] io::Error),
+    #[error("zstd: {0}")]
+    Zstd(#[source] io::Error),
+    #[error("the archive ends at byte {at} without its end-of-archive blocks (truncated)")]
+    NoEnd { at: u64 },
+    #[error("bad tar header at byte {at}: {source}")]
+    BadHeader {
+        at: u64,
+        #[source]
+        source: HeaderError,
+    },
+    #[error("the archive ends inside a member at byte {at} (truncated)")]
+    EndsInMember { at: u64 },
+    #[error("the archive ends at byte {at} inside a 512-byte block (truncated)")]
+    EndsInBlock { at: u64 },
+    #[error("the compressed stream cannot be decoded near byte {at} of the tar: {source}")]
+    Decode {
+        at: u64,
+        #[source]
+        source: io::Error,
+    },
+    /// The reader stopped (or the visitor did).
+    #[error(transparent)]
+    Stopped(#[from] StopReading),
+}
+
+/// Why a ustar header block is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error("the header checksum field is not a number")]
+    ChecksumNotNumber,
+    #[error("header checksum is {stored} but the header sums to {computed}")]
+    Checksum { stored: u64, computed: u64 },
+    #[error("the size field is not a number")]
+    SizeNotNumber,
+}
+
+/// Why a [`MemberVisitor`] stops the reading.
+#[derive(Debug, thiserror::Error)]
+pub enum StopReading {
+    /// A signal, or the run was cancelled.
+    #[error("interrupted")]
+    Interrupted,
+    /// The first pass could not write a member where it stages them.
+    #[error("could not write to the staging directory: {0}")]
+    Staging(#[source] io::Error),
 }
 
 /// One member's header.
@@ -116,9 +160,9 @@ pub trait MemberVisitor {
         true
     }
     /// The member's next bytes, in order.
-    fn data(&mut self, bytes: &[u8]) -> Result<(), String>;
+    fn data(&mut self, bytes: &[u8]) -> Result<(), StopReading>;
     /// The member's data is complete.
-    fn end(&mut self) -> Result<(), String> {
+    fn end(&mut self) -> Result<(), StopReading> {
         Ok(())
     }
     /// Whether to stop reading (asked before each member).
@@ -132,7 +176,7 @@ pub trait MemberVisitor {
 struct NameCollector(Vec<u8>);
 
 impl MemberVisitor for NameCollector {
-    fn data(&mut self, bytes: &[u8]) -> Result<(), String> {
+    fn data(&mut self, bytes: &[u8]) -> Result<(), StopReading> {
         let room = (64usize << 10).saturating_sub(self.0.len());
         self.0.extend_from_slice(&bytes[..bytes.len().min(room)]);
         Ok(())
@@ -145,7 +189,7 @@ impl Archive {
         let file: File =
             pgcheckdb_scan::open::open_regular(path, false).map_err(|e| ArchiveError {
                 archive: path.to_path_buf(),
-                why: e.to_string(),
+                why: ArchiveProblem::Open(e),
             })?;
         let raw = BufReader::with_capacity(1 << 20, file);
         let stream: Box<dyn Read + Send> = match compression {
@@ -156,7 +200,7 @@ impl Archive {
                 Box::new(zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| {
                     ArchiveError {
                         archive: path.to_path_buf(),
-                        why: format!("zstd: {e}"),
+                        why: ArchiveProblem::Zstd(e),
                     }
                 })?)
             }
@@ -168,10 +212,10 @@ impl Archive {
         })
     }
 
-    fn error(&self, why: String) -> ArchiveError {
+    fn error(&self, why: impl Into<ArchiveProblem>) -> ArchiveError {
         ArchiveError {
             archive: self.path.clone(),
-            why,
+            why: why.into(),
         }
     }
 
@@ -183,18 +227,16 @@ impl Archive {
         loop {
             let at = self.offset;
             if visitor.cancelled() {
-                return Err(self.error("interrupted".into()));
+                return Err(self.error(StopReading::Interrupted));
             }
             if !self.fill(&mut block)? {
-                return Err(self.error(format!(
-                    "the archive ends at byte {at} without its end-of-archive blocks (truncated)"
-                )));
+                return Err(self.error(ArchiveProblem::NoEnd { at }));
             }
             if block.iter().all(|&b| b == 0) {
                 return Ok(());
             }
             let mut member = parse_header(&block)
-                .map_err(|why| self.error(format!("bad tar header at byte {at}: {why}")))?;
+                .map_err(|source| self.error(ArchiveProblem::BadHeader { at, source }))?;
             if let MemberType::GnuLongName | MemberType::PaxHeader = member.kind {
                 let mut name = NameCollector::default();
                 self.member_data(member.size, Some(&mut name))?;
@@ -238,10 +280,7 @@ impl Archive {
         while done < padded {
             let want = (buf.len() as u64).min(padded - done) as usize;
             if !self.fill(&mut buf[..want])? {
-                return Err(self.error(format!(
-                    "the archive ends inside a member at byte {} (truncated)",
-                    self.offset
-                )));
+                return Err(self.error(ArchiveProblem::EndsInMember { at: self.offset }));
             }
             let data = (size.saturating_sub(done)).min(want as u64) as usize;
             if let (Some(s), true) = (sink.as_deref_mut(), data > 0) {
@@ -259,18 +298,17 @@ impl Archive {
             match self.stream.read(&mut buf[got..]) {
                 Ok(0) if got == 0 => return Ok(false),
                 Ok(0) => {
-                    return Err(self.error(format!(
-                        "the archive ends at byte {} inside a 512-byte block (truncated)",
-                        self.offset + got as u64
-                    )))
+                    return Err(self.error(ArchiveProblem::EndsInBlock {
+                        at: self.offset + got as u64,
+                    }))
                 }
                 Ok(n) => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    return Err(self.error(format!(
-                        "the compressed stream cannot be decoded near byte {} of the tar: {e}",
-                        self.offset + got as u64
-                    )))
+                    return Err(self.error(ArchiveProblem::Decode {
+                        at: self.offset + got as u64,
+                        source: e,
+                    }))
                 }
             }
         }
@@ -280,8 +318,8 @@ impl Archive {
 }
 
 /// Parses a ustar header block; the checksum must match.
-pub fn parse_header(block: &[u8; TAR_BLOCK]) -> Result<Member, String> {
-    let stored = octal(&block[148..156]).ok_or("the header checksum field is not a number")?;
+pub fn parse_header(block: &[u8; TAR_BLOCK]) -> Result<Member, HeaderError> {
+    let stored = octal(&block[148..156]).ok_or(HeaderError::ChecksumNotNumber)?;
     let computed: u64 = block
         .iter()
         .enumerate()
@@ -294,11 +332,9 @@ pub fn parse_header(block: &[u8; TAR_BLOCK]) -> Result<Member, String> {
         })
         .sum();
     if stored != computed {
-        return Err(format!(
-            "header checksum is {stored} but the header sums to {computed}"
-        ));
+        return Err(HeaderError::Checksum { stored, computed });
     }
-    let size = number(&block[124..136]).ok_or("the size field is not a number")?;
+    let size = number(&block[124..136]).ok_or(HeaderError::SizeNotNumber)?;
     let name = field_str(&block[0..100]);
     let prefix = if &block[257..262] == b"ustar" {
         field_str(&block[345..500])
@@ -396,7 +432,7 @@ mod tests {
             self.0.push((m.path.clone(), Vec::new()));
             true
         }
-        fn data(&mut self, bytes: &[u8]) -> Result<(), String> {
+        fn data(&mut self, bytes: &[u8]) -> Result<(), StopReading> {
             if let Some(last) = self.0.last_mut() {
                 last.1.extend_from_slice(bytes);
             }
@@ -404,13 +440,13 @@ mod tests {
         }
     }
 
-    fn read_all(bytes: &[u8]) -> Result<Vec<(String, Vec<u8>)>, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    fn read_all(bytes: &[u8]) -> Result<Vec<(String, Vec<u8>)>, ArchiveError> {
+        let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("base.tar");
-        std::fs::write(&p, bytes).map_err(|e| e.to_string())?;
-        let mut a = Archive::open(&p, Compression::None).map_err(|e| e.to_string())?;
+        std::fs::write(&p, bytes).expect("write");
+        let mut a = Archive::open(&p, Compression::None)?;
         let mut all = All::default();
-        a.for_each(&mut all).map_err(|e| e.to_string())?;
+        a.for_each(&mut all)?;
         Ok(all.0)
     }
 
@@ -441,16 +477,11 @@ mod tests {
         let good = tar(&[("PG_VERSION", b"17\n", b'0')], true);
         let mut bad = good.clone();
         bad[10] ^= 1; // name changed: the checksum no longer matches
-        assert!(read_all(&bad).unwrap_err().contains("header checksum"));
-        assert!(read_all(&good[..TAR_BLOCK + 100])
-            .unwrap_err()
-            .contains("truncated"));
-        assert!(read_all(&good[..2 * TAR_BLOCK])
-            .unwrap_err()
-            .contains("truncated"));
-        assert!(read_all(&good[..TAR_BLOCK])
-            .unwrap_err()
-            .contains("truncated"));
+        let err = |bytes: &[u8]| read_all(bytes).unwrap_err().to_string();
+        assert!(err(&bad).contains("header checksum"));
+        assert!(err(&good[..TAR_BLOCK + 100]).contains("truncated"));
+        assert!(err(&good[..2 * TAR_BLOCK]).contains("truncated"));
+        assert!(err(&good[..TAR_BLOCK]).contains("truncated"));
         assert_eq!(
             number(&[0x80, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0]),
             Some(2 << 32)
@@ -483,5 +514,60 @@ mod tests {
             true,
         );
         assert_eq!(read_all(&bytes).expect("read")[0].0, long);
+    }
+
+    #[test]
+    fn messages_are_the_old_texts() {
+        let at = |why: ArchiveProblem| {
+            ArchiveError {
+                archive: PathBuf::from("/b/base.tar"),
+                why,
+            }
+            .to_string()
+        };
+        let io = || io::Error::other("boom");
+        let cases = [
+            (at(ArchiveProblem::Open(io())), "could not read archive \"/b/base.tar\": boom"),
+            (at(ArchiveProblem::Zstd(io())), "could not read archive \"/b/base.tar\": zstd: boom"),
+            (
+                at(ArchiveProblem::NoEnd { at: 1024 }),
+                "could not read archive \"/b/base.tar\": the archive ends at byte 1024 without its end-of-archive blocks (truncated)",
+            ),
+            (
+                at(ArchiveProblem::BadHeader { at: 512, source: HeaderError::ChecksumNotNumber }),
+                "could not read archive \"/b/base.tar\": bad tar header at byte 512: the header checksum field is not a number",
+            ),
+            (
+                at(ArchiveProblem::BadHeader { at: 0, source: HeaderError::Checksum { stored: 5, computed: 6 } }),
+                "could not read archive \"/b/base.tar\": bad tar header at byte 0: header checksum is 5 but the header sums to 6",
+            ),
+            (
+                at(ArchiveProblem::BadHeader { at: 0, source: HeaderError::SizeNotNumber }),
+                "could not read archive \"/b/base.tar\": bad tar header at byte 0: the size field is not a number",
+            ),
+            (
+                at(ArchiveProblem::EndsInMember { at: 700 }),
+                "could not read archive \"/b/base.tar\": the archive ends inside a member at byte 700 (truncated)",
+            ),
+            (
+                at(ArchiveProblem::EndsInBlock { at: 600 }),
+                "could not read archive \"/b/base.tar\": the archive ends at byte 600 inside a 512-byte block (truncated)",
+            ),
+            (
+                at(ArchiveProblem::Decode { at: 9, source: io() }),
+                "could not read archive \"/b/base.tar\": the compressed stream cannot be decoded near byte 9 of the tar: boom",
+            ),
+            (
+                at(StopReading::Interrupted.into()),
+                "could not read archive \"/b/base.tar\": interrupted",
+            ),
+            (
+                at(StopReading::Staging(io()).into()),
+                "could not read archive \"/b/base.tar\": could not write to the staging directory: boom",
+            ),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
     }
 }

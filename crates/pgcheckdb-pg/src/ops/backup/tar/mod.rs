@@ -38,12 +38,40 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use archive::{Archive, ArchiveError, Compression, Member, MemberVisitor};
+use archive::{Archive, ArchiveError, Compression, Member, MemberVisitor, StopReading};
 
 use crate::catalog::FIRST_NORMAL_OBJECT_ID;
 use crate::datadir::{DataDirectory, Location, RelationDir, RelationFile};
 use crate::format::control::ControlFile;
 use crate::format::relfile::{parse_relation_file_name, RelFileName};
+
+/// Why a tar-format backup cannot be read (its first pass).
+#[derive(Debug, thiserror::Error)]
+pub enum TarError {
+    /// The backup's directory could not be listed.
+    #[error("could not list \"{}\": {source}", dir.display())]
+    List {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Two tar files hold the same part (`base.tar` and `base.tar.gz`, say).
+    #[error("\"{}\" and \"{}\" are the same part of the backup: keep one", first.display(), second.display())]
+    SamePart { first: PathBuf, second: PathBuf },
+    #[error("\"{}\" has no base.tar", dir.display())]
+    NoBase { dir: PathBuf },
+    #[error("could not create a staging directory: {0}")]
+    StagingDir(#[source] std::io::Error),
+    /// A member's file could not be created in the staging directory.
+    #[error("could not write \"{}\" in the staging directory: {source}", path.display())]
+    StageFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
+}
 
 /// What one tar file of the backup holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,12 +153,15 @@ pub fn is_tar_backup(dir: &Path) -> bool {
 }
 
 /// The tar files of the backup in `dir`.
-pub fn find_archives(dir: &Path) -> Result<Vec<TarFile>, String> {
-    let entries =
-        fs::read_dir(dir).map_err(|e| format!("could not list \"{}\": {e}", dir.display()))?;
+pub fn find_archives(dir: &Path) -> Result<Vec<TarFile>, TarError> {
+    let list = |source| TarError::List {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let entries = fs::read_dir(dir).map_err(list)?;
     let mut out = Vec::new();
     for e in entries {
-        let e = e.map_err(|e| format!("could not list \"{}\": {e}", dir.display()))?;
+        let e = e.map_err(list)?;
         let name = e.file_name().to_string_lossy().into_owned();
         let Some((stem, compression)) = Compression::of_name(&name) else {
             continue;
@@ -156,15 +187,16 @@ pub fn find_archives(dir: &Path) -> Result<Vec<TarFile>, String> {
     });
     for pair in out.windows(2) {
         if pair[0].role == pair[1].role {
-            return Err(format!(
-                "\"{}\" and \"{}\" are the same part of the backup: keep one",
-                pair[0].path.display(),
-                pair[1].path.display()
-            ));
+            return Err(TarError::SamePart {
+                first: pair[0].path.clone(),
+                second: pair[1].path.clone(),
+            });
         }
     }
     if !out.iter().any(|t| t.role == Role::Base) {
-        return Err(format!("\"{}\" has no base.tar", dir.display()));
+        return Err(TarError::NoBase {
+            dir: dir.to_path_buf(),
+        });
     }
     Ok(out)
 }
@@ -194,13 +226,13 @@ fn file_key(location: Location, relfilenode: u32) -> (u32, u32, u32) {
 impl TarBackup {
     /// The first pass: lists the archives' members and stages the files the readers need.
     /// `cancelled` is asked between pieces of data: a signal stops the pass.
-    pub fn open(dir: &Path, cancelled: &dyn Fn() -> bool) -> Result<TarBackup, String> {
+    pub fn open(dir: &Path, cancelled: &dyn Fn() -> bool) -> Result<TarBackup, TarError> {
         let archives = find_archives(dir)?;
         let staging = tempfile::Builder::new()
             .prefix("pgcheckdb-tar-")
             .permissions(fs::Permissions::from_mode(PRIVATE_DIR_MODE))
             .tempdir()
-            .map_err(|e| format!("could not create a staging directory: {e}"))?;
+            .map_err(TarError::StagingDir)?;
         let mut backup = TarBackup {
             dir: dir.to_path_buf(),
             archives,
@@ -229,7 +261,7 @@ impl TarBackup {
 
     /// Reads the archives, staging what `wanted` selects (and listing the members the first
     /// time).
-    fn stage(&mut self, wanted: &Wanted, cancelled: &dyn Fn() -> bool) -> Result<(), String> {
+    fn stage(&mut self, wanted: &Wanted, cancelled: &dyn Fn() -> bool) -> Result<(), TarError> {
         let first = matches!(wanted, Wanted::First);
         for tar in self.archives.clone() {
             if !first && tar.role == Role::Wal {
@@ -247,13 +279,12 @@ impl TarBackup {
                 out: None,
                 error: None,
             };
-            let mut archive =
-                Archive::open(&tar.path, tar.compression).map_err(|e| e.to_string())?;
+            let mut archive = Archive::open(&tar.path, tar.compression)?;
             let result = archive.for_each(&mut stager);
             if let Some(e) = stager.error {
                 return Err(e);
             }
-            result.map_err(|e: ArchiveError| e.to_string())?;
+            result?;
         }
         Ok(())
     }
@@ -390,7 +421,7 @@ struct Stager<'a> {
     cancelled: &'a dyn Fn() -> bool,
     out: Option<std::io::BufWriter<fs::File>>,
     /// A write error (not the archive's fault).
-    error: Option<String>,
+    error: Option<TarError>,
 }
 
 impl Stager<'_> {
@@ -569,10 +600,10 @@ impl MemberVisitor for Stager<'_> {
                 true
             }
             Err(e) => {
-                self.error.get_or_insert(format!(
-                    "could not write \"{}\" in the staging directory: {e}",
-                    target.display()
-                ));
+                self.error.get_or_insert(TarError::StageFile {
+                    path: target.clone(),
+                    source: e,
+                });
                 false
             }
         }
@@ -582,18 +613,16 @@ impl MemberVisitor for Stager<'_> {
         (self.cancelled)()
     }
 
-    fn data(&mut self, bytes: &[u8]) -> Result<(), String> {
+    fn data(&mut self, bytes: &[u8]) -> Result<(), StopReading> {
         if let Some(out) = self.out.as_mut() {
-            out.write_all(bytes)
-                .map_err(|e| format!("could not write to the staging directory: {e}"))?;
+            out.write_all(bytes).map_err(StopReading::Staging)?;
         }
         Ok(())
     }
 
-    fn end(&mut self) -> Result<(), String> {
+    fn end(&mut self) -> Result<(), StopReading> {
         if let Some(mut out) = self.out.take() {
-            out.flush()
-                .map_err(|e| format!("could not write to the staging directory: {e}"))?;
+            out.flush().map_err(StopReading::Staging)?;
         }
         Ok(())
     }
@@ -625,5 +654,47 @@ mod tests {
             role: Role::Tablespace(16400),
         };
         assert_eq!(spc.data_path("PG_17_1/5/1"), "pg_tblspc/16400/PG_17_1/5/1");
+    }
+
+    #[test]
+    fn messages_are_the_old_texts() {
+        let io = || std::io::Error::other("boom");
+        let cases = [
+            (
+                TarError::List {
+                    dir: "/b".into(),
+                    source: io(),
+                }
+                .to_string(),
+                "could not list \"/b\": boom",
+            ),
+            (
+                TarError::SamePart {
+                    first: "/b/base.tar".into(),
+                    second: "/b/base.tar.gz".into(),
+                }
+                .to_string(),
+                "\"/b/base.tar\" and \"/b/base.tar.gz\" are the same part of the backup: keep one",
+            ),
+            (
+                TarError::NoBase { dir: "/b".into() }.to_string(),
+                "\"/b\" has no base.tar",
+            ),
+            (
+                TarError::StagingDir(io()).to_string(),
+                "could not create a staging directory: boom",
+            ),
+            (
+                TarError::StageFile {
+                    path: "/s/base/1/1259".into(),
+                    source: io(),
+                }
+                .to_string(),
+                "could not write \"/s/base/1/1259\" in the staging directory: boom",
+            ),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
     }
 }

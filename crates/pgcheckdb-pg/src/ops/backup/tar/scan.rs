@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use pgcheckdb_scan::{Progress, Visitor};
 
-use super::archive::{Archive, Member, MemberVisitor};
+use super::archive::{Archive, Member, MemberVisitor, StopReading};
 use super::{Role, TarBackup};
 use crate::ops::backup::digest::{Algorithm, FileDigest};
 use crate::ops::backup::manifest::{self, Manifest, Observed, SeenFiles};
@@ -200,14 +200,14 @@ impl MemberVisitor for Feeder<'_, '_> {
         true
     }
 
-    fn data(&mut self, bytes: &[u8]) -> Result<(), String> {
+    fn data(&mut self, bytes: &[u8]) -> Result<(), StopReading> {
         let Some(cur) = self.current.as_mut() else {
             return Ok(());
         };
         cur.size += bytes.len() as u64;
         cur.digest.update(bytes);
         if self.progress.cancel.load(Ordering::Relaxed) {
-            return Err("interrupted".into());
+            return Err(StopReading::Interrupted);
         }
         if cur.file.is_none() {
             return Ok(());
@@ -228,7 +228,7 @@ impl MemberVisitor for Feeder<'_, '_> {
         self.progress.cancel.load(Ordering::Relaxed)
     }
 
-    fn end(&mut self) -> Result<(), String> {
+    fn end(&mut self) -> Result<(), StopReading> {
         self.flush();
         self.buf.clear();
         if let Some(cur) = self.current.take() {
