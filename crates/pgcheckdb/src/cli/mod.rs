@@ -12,7 +12,7 @@ use pgcheckdb_pg::ops::confine::TablespaceName;
 /// The PostgreSQL major versions whose data directories pgcheckdb reads, for `--version`.
 pub const VERSION_TEXT: &str = concat!(
     env!("CARGO_PKG_VERSION"),
-    " (reads data directories of PostgreSQL 14, 15, 16, 17 and 18)"
+    " (reads data directories of PostgreSQL 14, 15, 16, 17, 18 and 19)"
 );
 
 #[derive(Debug, Parser)]
@@ -270,7 +270,7 @@ impl Cli {
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Directory with initdb, pg_ctl, postgres and psql (default: the newest 14-18 found).
+    /// Directory with initdb, pg_ctl, postgres and psql (default: the newest 14-19 found).
     #[arg(long, value_name = "DIR")]
     pub pg_bin: Option<PathBuf>,
     /// Rows in the demo table (100 to 10000000).
