@@ -37,6 +37,7 @@ pgcheckdb_testkit::version_tests! {
     damage_pg16(16),
     damage_pg17(17),
     damage_pg18(18),
+    damage_pg19(19),
 }
 
 pgcheckdb_testkit::version_tests! {
@@ -44,6 +45,7 @@ pgcheckdb_testkit::version_tests! {
     aborted_update_truncated_pg14(14),
     aborted_update_truncated_pg16(16),
     aborted_update_truncated_pg18(18),
+    aborted_update_truncated_pg19(19),
 }
 
 pgcheckdb_testkit::version_tests! {
@@ -53,6 +55,7 @@ pgcheckdb_testkit::version_tests! {
     standby_pg16(16),
     standby_pg17(17),
     standby_pg18(18),
+    standby_pg19(19),
 }
 
 /// A prepared transaction holds back the pruning horizon, so the HOT chains stay on the pages
