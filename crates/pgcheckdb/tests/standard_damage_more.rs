@@ -9,6 +9,10 @@
 //! truncated away (their old versions keep a `t_ctid` beyond the relation), and a streaming
 //! standby shut down in recovery while its primary ran pgbench (tuples newer than its
 //! `pg_control` `nextXid`). On that standby, damage planted in such a newer tuple is found.
+//!
+//! Off a clean shutdown the multixact bound is the extent of `pg_multixact/offsets`, whose
+//! entries are 64 bits wide from 19 on: a multixact inside its one page is silent, one past it
+//! is found, on every version.
 
 mod common;
 
