@@ -32,7 +32,9 @@
 #                         them (`install-postgres.sh --server-headers 19`: Debian's
 #                         postgresql-server-dev-19 of the installed version, into the cache).
 #                         Checksums on (19's initdb default). Tests whose output changed in 19
-#                         fail; the database is filled all the same.
+#                         fail; the database is filled all the same. join_hash is left out (it
+#                         never finishes on 19rc1 here, and rolls back all it does; see
+#                         build_regress).
 #   upgrade14to18         made on 14 with checksums (every index AM, TOAST, sequences, a matview,
 #                         an unlogged table), pg_upgrade --link to 18, then DML and VACUUM on 18.
 #   upgrade18to19         made on 18 (checksums on, its default), the same shapes plus pgbench with
@@ -345,6 +347,14 @@ build_regress() {
     pg_init "$name" "$ver" "$sums" max_prepared_transactions 10 max_connections 100
     work=$DIR/$name/regress
     cp -r "$regress" "$work"
+    if [ "$sql_major" != "$major" ]; then
+        # Left out of the borrowed schedule: 18's join_hash never finishes on 19rc1 here (its
+        # parallel hash join rescans over tables created in the same transaction wait for good,
+        # the workers in MessageQueueSend, the leader in ExecuteGather; the same query over
+        # committed tables takes milliseconds). The test rolls back everything it does, so it
+        # would leave nothing in the database.
+        sed -i -E 's/^(test:.*) join_hash( |$)/\1\2/' "$work/parallel_schedule"
+    fi
     mkdir -p "$work/lib"
     # regress.so against the server's headers; autoinc/refint (contrib/spi) from the installation.
     cc -O2 -fPIC -shared -I"$include" -o "$work/lib/regress.so" "$work/regress.c" 2> "$work/cc.log" \
