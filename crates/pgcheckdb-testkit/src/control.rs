@@ -5,7 +5,7 @@ use std::fs;
 use std::io;
 use std::path::Path;
 
-/// Byte offset of `state` in `ControlFileData` (the same in 14-18).
+/// Byte offset of `state` in `ControlFileData` (the same in 14-19).
 const STATE_AT: usize = 16;
 /// Where the search for the CRC starts and ends (it follows the fields, within the first 1 kB).
 const CRC_SEARCH: std::ops::Range<usize> = 20..1024;

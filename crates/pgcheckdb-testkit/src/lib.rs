@@ -28,7 +28,7 @@ pub use pgcheckdb_cluster::UpgradeMode;
 pub use pgcheckdb_cluster::{Cluster, ClusterOptions, PgBinaries, RunAs};
 
 /// The PostgreSQL major versions pgcheckdb supports and tests.
-pub const MAJORS: [u32; 5] = [14, 15, 16, 17, 18];
+pub const MAJORS: [u32; 6] = [14, 15, 16, 17, 18, 19];
 
 /// Block size of the test clusters (the default build).
 pub const BLCKSZ: usize = 8192;

@@ -17,7 +17,7 @@ use crate::cli::{Common, DemoArgs};
 use crate::exit::EXIT_OK;
 
 /// Oldest and newest major versions pgcheckdb reads.
-const MAJORS: std::ops::RangeInclusive<u32> = 14..=18;
+const MAJORS: std::ops::RangeInclusive<u32> = pgcheckdb_pg::format::control::SUPPORTED_MAJORS;
 /// Block of the demo table that gets damaged.
 const DAMAGED_BLOCK: u64 = 7;
 /// Bytes flipped inside that block, as a failing disk or controller might.
@@ -84,12 +84,12 @@ fn check_interrupt(flag: &AtomicBool) -> anyhow::Result<()> {
 
 /// `--pg-bin DIR`; else the machine's own PostgreSQL (the `postgres` on `PATH`, then
 /// `pg_config --bindir`, then the newest `/usr/lib/postgresql/<major>/bin`); else the newest
-/// 14–18 that `scripts/install-postgres.sh` unpacked (or `$PGCHECKDB_PG<major>_BIN` names).
+/// 14–19 that `scripts/install-postgres.sh` unpacked (or `$PGCHECKDB_PG<major>_BIN` names).
 fn find_binaries(pg_bin: Option<&Path>) -> anyhow::Result<PgBinaries> {
     if let Some(dir) = pg_bin {
         return binaries_in(dir).with_context(|| {
             format!(
-                "\"{}\" holds no PostgreSQL 14-18 (need initdb, pg_ctl, postgres, psql)",
+                "\"{}\" holds no PostgreSQL 14-19 (need initdb, pg_ctl, postgres, psql)",
                 dir.display()
             )
         });
@@ -98,11 +98,11 @@ fn find_binaries(pg_bin: Option<&Path>) -> anyhow::Result<PgBinaries> {
         return Ok(own);
     }
     MAJORS.rev().find_map(|m| PgBinaries::find(m).ok()).with_context(|| {
-        format!("no PostgreSQL 14-18 found (looked in PATH, pg_config, /usr/lib/postgresql/*/bin); {}", pgcheckdb_cluster::INSTALL_HINT)
+        format!("no PostgreSQL 14-19 found (looked in PATH, pg_config, /usr/lib/postgresql/*/bin); {}", pgcheckdb_cluster::INSTALL_HINT)
     })
 }
 
-/// The PostgreSQL 14–18 in `dir`, if any.
+/// The PostgreSQL 14–19 in `dir`, if any.
 fn binaries_in(dir: &Path) -> Option<PgBinaries> {
     MAJORS.rev().find_map(|m| PgBinaries::at(m, dir).ok())
 }

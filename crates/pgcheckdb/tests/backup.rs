@@ -304,6 +304,7 @@ pgcheckdb_testkit::version_tests! {
     backups_under_load_pg16(16),
     backups_under_load_pg17(17),
     backups_under_load_pg18(18),
+    backups_under_load_pg19(19),
 }
 
 #[test]

@@ -667,4 +667,5 @@ pgcheckdb_testkit::version_tests! {
     tar_backups_pg16(16),
     tar_backups_pg17(17),
     tar_backups_pg18(18),
+    tar_backups_pg19(19),
 }

@@ -1,4 +1,4 @@
-//! B-tree key order with the column's real ordering, on real clusters of PostgreSQL 14–18.
+//! B-tree key order with the column's real ordering, on real clusters of PostgreSQL 14–19.
 //!
 //! * `comparators_pgNN`: for every built-in operator class pgcheckdb compares (and C, a libc
 //!   collation whose order differs from byte order, a libc database default, compressed keys,
@@ -540,6 +540,7 @@ pgcheckdb_testkit::version_tests! {
     comparators_pg16(16, true),
     comparators_pg17(17, false),
     comparators_pg18(18, true),
+    comparators_pg19(19, false),
 }
 
 /// The damaged indexes: `(index, table definition and rows, index definition)`. Each has
@@ -708,6 +709,8 @@ pgcheckdb_testkit::version_tests! {
     injected_pg17(17, false),
     injected_pg18(18, true),
     injected_pg18_no_checksums(18, false),
+    injected_pg19(19, true),
+    injected_pg19_no_checksums(19, false),
 }
 
 /// A libc locale the machine running pgcheckdb lacks (hidden with `LOCPATH`): one warning line

@@ -1,10 +1,12 @@
 //! `pgcheckdb checksums enable|disable|status` on real clusters made by `initdb` of
-//! PostgreSQL 14–18 and filled with SQL (tables, indexes, TOAST, a tablespace outside the data
+//! PostgreSQL 14–19 and filled with SQL (tables, indexes, TOAST, a tablespace outside the data
 //! directory, a relation larger than one segment).
 //!
 //! * round trip per version: enable → `pg_checksums --check` of the same version passes, the
 //!   server starts with `data_checksums = on`, every table reads back the same, `pgcheckdb verify`
 //!   finds nothing; disable → the server starts with checksums off, data the same; enable again;
+//! * `pg_control` after enable and disable is the file `pg_checksums --enable|--disable` of the
+//!   same version writes (but for its time and CRC), on clusters made with and without checksums;
 //! * refusals (running server, unclean shutdown, already on, already off) exit 1 with one line
 //!   and change nothing;
 //! * damaged pages make `enable` refuse to switch pg_control (exit 2) and are named;
@@ -129,6 +131,15 @@ fn assert_verify_clean(datadir: &Path, when: &str) {
     );
 }
 
+/// A `CHECKPOINT` on the running server, so that it has nothing left to write while a
+/// refusal is checked to change no file. Since 19 a plain `SELECT` (the fingerprint's scans)
+/// prunes on access and sets visibility-map bits, WAL-logged and written by the server in the
+/// background: without it the server's own write to `pg_wal` could land between the two
+/// snapshots.
+fn quiesce(c: &Cluster) {
+    c.psql("postgres", "CHECKPOINT;").expect("CHECKPOINT");
+}
+
 fn server_setting(c: &Cluster, name: &str) -> String {
     c.query_value("postgres", &format!("SHOW {name}"))
         .expect("SHOW")
@@ -169,6 +180,7 @@ fn round_trip(major: u32) {
     sc.cluster.start().expect("start");
     let before = fingerprint(&sc.cluster, &["big"]);
     // Refused while the server runs.
+    quiesce(&sc.cluster);
     assert_refused(&datadir, &["checksums", "enable"], "a server is running");
     sc.cluster.stop().expect("stop");
 
@@ -220,6 +232,7 @@ fn round_trip(major: u32) {
         before,
         "data changed by enable (PostgreSQL {major})"
     );
+    quiesce(&sc.cluster);
     assert_refused(&datadir, &["checksums", "disable"], "a server is running");
     sc.cluster.stop().expect("stop");
 
@@ -274,6 +287,97 @@ fn round_trip_pg17() {
 #[test]
 fn round_trip_pg18() {
     round_trip(18);
+}
+
+#[test]
+fn round_trip_pg19() {
+    round_trip(19);
+}
+
+/// `global/pg_control` of a stopped cluster.
+fn control_bytes(datadir: &Path) -> Vec<u8> {
+    std::fs::read(datadir.join("global/pg_control")).expect("read pg_control")
+}
+
+/// `pg_checksums --enable|--disable` of the cluster's own version.
+fn pg_checksums_switch(c: &Cluster, how: &str) {
+    let out = c
+        .command("pg_checksums")
+        .arg(how)
+        .arg("-D")
+        .arg(c.datadir())
+        .output()
+        .expect("run pg_checksums");
+    assert!(
+        out.status.success(),
+        "pg_checksums {how} (PostgreSQL {}) failed:\n{}",
+        c.major(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `pg_control` as `ours` and `theirs` wrote it is the same file, byte for byte, except the
+/// `time` each stamped (bytes 24..32) and so the CRC; both CRCs are valid.
+fn assert_same_control(ours: &[u8], theirs: &[u8], what: &str) {
+    let parsed = ControlFile::parse(ours.to_vec(), "pgcheckdb's pg_control")
+        .unwrap_or_else(|e| panic!("{what}: pgcheckdb's pg_control: {e}"));
+    ControlFile::parse(theirs.to_vec(), "pg_checksums's pg_control")
+        .unwrap_or_else(|e| panic!("{what}: pg_checksums's pg_control: {e}"));
+    let crc = pgcheckdb_pg::format::control::crc_offset_for(parsed.pg_control_version)
+        .expect("a known layout");
+    assert_eq!(ours.len(), theirs.len(), "{what}: file sizes");
+    let differing: Vec<usize> = (0..ours.len())
+        .filter(|&i| ours[i] != theirs[i] && !(24..32).contains(&i) && !(crc..crc + 4).contains(&i))
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "{what}: pg_control differs from pg_checksums's at bytes {differing:?}"
+    );
+}
+
+/// `checksums enable` and `disable` write the `pg_control` that `pg_checksums --enable` and
+/// `--disable` of the same version write, on a cluster made with and one made without data
+/// checksums: on 19 only `data_checksum_version` (at 268) changes and
+/// `data_checksum_version_init` (at 264) keeps initdb's choice; before 19 the one field at 252.
+/// Each tool starts from the same state: pgcheckdb's result is compared, then pg_checksums
+/// switches the cluster to the other state for the next step.
+#[test]
+fn control_file_is_written_as_pg_checksums_writes_it_on_every_version() {
+    for major in pgcheckdb_testkit::MAJORS {
+        for initdb_checksums in [false, true] {
+            let c = Cluster::init_temp(&pgcheckdb_testkit::ClusterOptions::new(
+                major,
+                initdb_checksums,
+            ))
+            .expect("initdb");
+            let d = c.datadir();
+            let what = |step: &str| {
+                format!("PostgreSQL {major}, initdb checksums {initdb_checksums}, {step}")
+            };
+            // Two switches in each direction, starting from initdb's state.
+            let order: [(&str, &str, ChecksumState); 2] = if initdb_checksums {
+                [
+                    ("disable", "--disable", ChecksumState::Off),
+                    ("enable", "--enable", ChecksumState::On),
+                ]
+            } else {
+                [
+                    ("enable", "--enable", ChecksumState::On),
+                    ("disable", "--disable", ChecksumState::Off),
+                ]
+            };
+            for (ours, theirs, state) in order {
+                let before = control_bytes(d);
+                let r = run(&["checksums", ours], d);
+                assert_eq!(r.status, 0, "{}: {r}", what(ours));
+                assert_eq!(checksum_state(d), state, "{}", what(ours));
+                let by_pgcheckdb = control_bytes(d);
+                std::fs::write(d.join("global/pg_control"), &before).expect("restore pg_control");
+                pg_checksums_switch(&c, theirs);
+                assert_same_control(&by_pgcheckdb, &control_bytes(d), &what(ours));
+            }
+        }
+    }
 }
 
 /// The first process id of `postmaster.pid`.

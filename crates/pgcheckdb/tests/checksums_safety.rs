@@ -1,9 +1,9 @@
 //! Data safety of `checksums enable|disable` and `corrupt` on real clusters (`initdb` of
-//! PostgreSQL 14–18, filled with SQL): the tool never claims what did not happen.
+//! PostgreSQL 14–19, filled with SQL): the tool never claims what did not happen.
 //!
 //! * the lock: a server started (`pg_ctl start` as the cluster's user) while `enable` runs
 //!   refuses ("lock file ... already exists"), `enable` completes, then the server starts with
-//!   checksums on and every row as before (each of 14–18); the same while `disable` or `corrupt`
+//!   checksums on and every row as before (each of 14–19); the same while `disable` or `corrupt`
 //!   hold the lock; a second `enable` is refused naming the first one's pid;
 //! * refusals before any write, each exiting 1 with the path named, `pg_control` unchanged and
 //!   the cluster starting afterwards with checksums off and every row intact: an unreadable
@@ -261,6 +261,7 @@ pgcheckdb_testkit::version_tests! {
     server_cannot_start_while_enable_runs_pg16(16),
     server_cannot_start_while_enable_runs_pg17(17),
     server_cannot_start_while_enable_runs_pg18(18),
+    server_cannot_start_while_enable_runs_pg19(19),
 }
 
 /// Starts `args` holding the lock for a while, tries to start the server meanwhile, and

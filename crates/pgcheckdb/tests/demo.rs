@@ -12,6 +12,21 @@ use common::bin;
 #[test]
 fn demo_runs_and_cleans_up() {
     pgcheckdb_testkit::require_binaries(15);
+    demo_with(&[]);
+}
+
+/// The demo on the newest supported PostgreSQL, 19, chosen with `--pg-bin` (the machine's own
+/// PostgreSQL, Debian's 15 here, comes first without it).
+#[test]
+fn demo_runs_on_19() {
+    let bin19 = pgcheckdb_testkit::require_binaries(19);
+    let dir = bin19.bindir.to_string_lossy().into_owned();
+    let stdout = demo_with(&["--pg-bin", &dir]);
+    assert!(stdout.contains("PostgreSQL) 19"), "{stdout}");
+}
+
+/// Runs `pgcheckdb demo <args>` and checks what it shows; returns its stdout.
+fn demo_with(args: &[&str]) -> String {
     // A temp dir of its own, so that other tests' clusters coming and going cannot be taken
     // for the demo's; the server (another user when we are root) must be able to enter it.
     let tmp = tempfile::Builder::new()
@@ -22,6 +37,7 @@ fn demo_runs_and_cleans_up() {
         .expect("chmod temp dir");
     let out = Command::new(bin())
         .arg("demo")
+        .args(args)
         .env("PGCHECKDB_TMPDIR", tmp.path())
         .output()
         .expect("run pgcheckdb demo");
@@ -51,6 +67,7 @@ fn demo_runs_and_cleans_up() {
         Vec::<String>::new(),
         "demo left its cluster directory behind"
     );
+    stdout.into_owned()
 }
 
 /// Work directories the cluster crate made under the demo's temp dir.

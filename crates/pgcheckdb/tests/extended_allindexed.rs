@@ -33,6 +33,7 @@ pgcheckdb_testkit::version_tests! {
     heap_to_index_pg16_checksums(16, true),
     heap_to_index_pg17_no_checksums(17, false),
     heap_to_index_pg18_checksums(18, true),
+    heap_to_index_pg19_no_checksums(19, false),
 }
 
 const SCHEMA: &str = "

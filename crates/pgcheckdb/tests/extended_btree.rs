@@ -35,6 +35,8 @@ pgcheckdb_testkit::version_tests! {
     extended_pg17_no_checksums(17, false),
     extended_pg18_checksums(18, true),
     extended_pg18_no_checksums(18, false),
+    extended_pg19_checksums(19, true),
+    extended_pg19_no_checksums(19, false),
 }
 
 /// Indexes damaged one class each, all `ON t (k)`: 300-byte keys give three levels.

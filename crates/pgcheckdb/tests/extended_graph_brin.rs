@@ -33,6 +33,7 @@ pgcheckdb_testkit::version_tests! {
     brin_graph_pg16_checksums(16, true),
     brin_graph_pg17_no_checksums(17, false),
     brin_graph_pg18_checksums(18, true),
+    brin_graph_pg19_no_checksums(19, false),
 }
 
 /// The range map grows past its first page while the table grows and ranges are summarized

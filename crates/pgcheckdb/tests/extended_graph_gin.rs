@@ -34,6 +34,7 @@ pgcheckdb_testkit::version_tests! {
     gin_graph_pg16_checksums(16, true),
     gin_graph_pg17_no_checksums(17, false),
     gin_graph_pg18_checksums(18, true),
+    gin_graph_pg19_no_checksums(19, false),
 }
 
 /// A cluster crashed (immediate stop) while GIN indexes of both kinds take inserts, then

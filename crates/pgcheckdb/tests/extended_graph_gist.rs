@@ -32,6 +32,7 @@ pgcheckdb_testkit::version_tests! {
     gist_spgist_graphs_pg16_checksums(16, true),
     gist_spgist_graphs_pg17_no_checksums(17, false),
     gist_spgist_graphs_pg18_checksums(18, true),
+    gist_spgist_graphs_pg19_no_checksums(19, false),
 }
 
 const SCHEMA: &str = "

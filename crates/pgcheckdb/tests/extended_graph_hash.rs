@@ -34,6 +34,7 @@ pgcheckdb_testkit::version_tests! {
     hash_graph_pg16_checksums(16, true),
     hash_graph_pg17_no_checksums(17, false),
     hash_graph_pg18_checksums(18, true),
+    hash_graph_pg19_no_checksums(19, false),
 }
 
 /// Splits under concurrent scans: a split that ends while a scan holds a pin on the old bucket

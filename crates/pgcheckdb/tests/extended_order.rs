@@ -1,4 +1,4 @@
-//! Key order across B-tree pages at the extended level, on real clusters of PostgreSQL 14–18
+//! Key order across B-tree pages at the extended level, on real clusters of PostgreSQL 14–19
 //! (checksums on and off).
 //!
 //! Five indexes of three levels (fillfactor 10 spreads 20,000 rows over many leaves): int4,
@@ -296,4 +296,6 @@ pgcheckdb_testkit::version_tests! {
     cross_page_order_pg17_no_checksums(17, false),
     cross_page_order_pg18_checksums(18, true),
     cross_page_order_pg18_no_checksums(18, false),
+    cross_page_order_pg19_checksums(19, true),
+    cross_page_order_pg19_no_checksums(19, false),
 }

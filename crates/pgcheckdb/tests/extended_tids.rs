@@ -38,6 +38,8 @@ pgcheckdb_testkit::version_tests! {
     tids_pg17_no_checksums(17, false),
     tids_pg18_checksums(18, true),
     tids_pg18_no_checksums(18, false),
+    tids_pg19_checksums(19, true),
+    tids_pg19_no_checksums(19, false),
 }
 
 const SCHEMA: &str = "

@@ -1,14 +1,15 @@
 //! The extended level checks TOAST values against their chunks. On a real cluster of every
 //! supported version (random, incompressible values stored external, pglz- and lz4-compressed
-//! external values, deleted rows left unvacuumed, an aborted insert, updates that keep or
-//! replace values), verify `--level extended` must report no error or warning and count the
-//! chunks no live row points at as one info per TOAST relation. Then one case is injected per
-//! table (checksum recomputed): a chunk's line pointer marked dead, a chunk's `chunk_seq` set to
-//! its neighbour's, a chunk cut 100 bytes short, a pointer's `va_valueid` and a pointer's
-//! `va_toastrelid` changed, and a TOAST file cut mid-page (its chunks unreadable, so not called
-//! missing). Each must be found at the right relation and block, the main tuple
-//! in `detail`; the same with `--memory 256k` (facts spilled). `pg_amcheck --heapallindexed
-//! --parent-check` on the damaged cluster, started afterwards, is run for docs/CHECKS.md.
+//! external values and ones of the default compression, lz4 from 19 on, deleted rows left
+//! unvacuumed, an aborted insert, updates that keep or replace values), verify `--level
+//! extended` must report no error or warning and count the chunks no live row points at as one
+//! info per TOAST relation. Then one case is injected per table (checksum recomputed): a
+//! chunk's line pointer marked dead, a chunk's `chunk_seq` set to its neighbour's, a chunk cut
+//! 100 bytes short, a pointer's `va_valueid` and a pointer's `va_toastrelid` changed, and a
+//! TOAST file cut mid-page (its chunks unreadable, so not called missing). Each must be found
+//! at the right relation and block, the main tuple in `detail`; the same with `--memory 256k`
+//! (facts spilled). `pg_amcheck --heapallindexed --parent-check` on the damaged cluster, started
+//! afterwards, is run for docs/CHECKS.md.
 
 mod common;
 
@@ -34,6 +35,8 @@ pgcheckdb_testkit::version_tests! {
     toast_pg17_no_checksums(17, false),
     toast_pg18_checksums(18, true),
     toast_pg18_no_checksums(18, false),
+    toast_pg19_checksums(19, true),
+    toast_pg19_no_checksums(19, false),
 }
 
 /// Tables of `(id int, note text, payload bytea EXTERNAL)`, one injected case each; `t_ok`
@@ -66,9 +69,15 @@ fn schema_sql() -> String {
             random_bytes("g")
         );
     }
-    for method in ["pglz", "lz4"] {
+    // c_default takes the server's default_toast_compression: pglz before 19, lz4 from 19 on
+    // (built with lz4, as these builds are).
+    for (method, clause) in [
+        ("pglz", " COMPRESSION pglz"),
+        ("lz4", " COMPRESSION lz4"),
+        ("default", ""),
+    ] {
         sql += &format!(
-            "CREATE TABLE c_{method} (id int, v text COMPRESSION {method});
+            "CREATE TABLE c_{method} (id int, v text{clause});
              INSERT INTO c_{method} SELECT g, {} FROM generate_series(1, 40) g;
              DELETE FROM c_{method} WHERE id % 4 = 0;\n",
             compressible_text("g")
@@ -101,16 +110,21 @@ impl Fixture {
         cluster
             .psql("postgres", &schema_sql())
             .expect("load schema");
-        for method in ["pglz", "lz4"] {
+        let default_method = if major >= 19 { "lz4" } else { "pglz" };
+        for (table, method) in [
+            ("pglz", "pglz"),
+            ("lz4", "lz4"),
+            ("default", default_method),
+        ] {
             let n = cluster
                 .query_value(
                     "postgres",
-                    &format!("SELECT count(*) FROM c_{method} WHERE pg_column_compression(v) = '{method}' AND pg_column_size(v) > 2100"),
+                    &format!("SELECT count(*) FROM c_{table} WHERE pg_column_compression(v) = '{method}' AND pg_column_size(v) > 2100"),
                 )
                 .expect("count compressed values");
             assert_eq!(
                 n, "30",
-                "PostgreSQL {major}: {method} values must be compressed and external"
+                "PostgreSQL {major}: c_{table}'s values must be {method}-compressed and external"
             );
         }
         let mut rels = BTreeMap::new();
@@ -396,10 +410,10 @@ fn scenario(major: u32, checksums: bool) {
     // Healthy, with deleted rows and an aborted insert left unvacuumed: no error or warning,
     // the values were checked, the leftover chunks are one info per TOAST relation.
     let clean = verify_extended(&datadir, &[]);
-    // 6 tables x 60 rows, less 12 deleted, plus 2 x 30 compressed values.
+    // 6 tables x 60 rows, less 12 deleted, plus 3 x 30 compressed values.
     let minimums = [
-        ("toast_relations_checked", 8),
-        ("toast_values_checked", 6 * 60 - 12 + 60),
+        ("toast_relations_checked", 9),
+        ("toast_values_checked", 6 * 60 - 12 + 90),
     ];
     assert_healthy_extended(&clean, major, &minimums);
     let ok_toast = &fx.rels["t_ok"].1;
@@ -412,8 +426,8 @@ fn scenario(major: u32, checksums: bool) {
     assert_eq!(info["detail"]["chunks"], 29 * 6, "{info}");
     let infos = clean.of_kind("toast_chunks_unreferenced").len();
     assert_eq!(
-        infos, 3,
-        "one info per TOAST relation with leftovers\n{clean}"
+        infos, 4,
+        "one info per TOAST relation with leftovers (t_ok, c_pglz, c_lz4, c_default)\n{clean}"
     );
 
     let cases = inject(&fx);

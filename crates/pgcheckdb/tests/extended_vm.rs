@@ -34,6 +34,8 @@ pgcheckdb_testkit::version_tests! {
     vm_pg17_no_checksums(17, false),
     vm_pg18_checksums(18, true),
     vm_pg18_no_checksums(18, false),
+    vm_pg19_checksums(19, true),
+    vm_pg19_no_checksums(19, false),
 }
 
 /// One table per case; `h_*` tables hold 20 small rows on one page.

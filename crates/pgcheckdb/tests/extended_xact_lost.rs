@@ -233,7 +233,7 @@ fn scenario(major: u32) {
         "{what}: marked as crashed\n{crashed}"
     );
 
-    // amcheck's heap check trusts a set commit hint: the same damage passes it (on 14-18).
+    // amcheck's heap check trusts a set commit hint: the same damage passes it (on 14-19).
     set_db_state(&datadir, 1);
     cluster.start().expect("start the damaged cluster");
     let (ok, out) = amcheck::heapallindexed(&cluster);

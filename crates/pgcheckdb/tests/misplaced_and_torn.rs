@@ -33,6 +33,7 @@ pgcheckdb_testkit::version_tests! {
     precision_pg16(16),
     precision_pg17(17),
     precision_pg18(18),
+    precision_pg19(19),
 }
 
 fn precision(major: u32) {

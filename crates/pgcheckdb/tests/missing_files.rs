@@ -26,6 +26,7 @@ pgcheckdb_testkit::version_tests! {
     missing_files_pg16(16, true),
     missing_files_pg17(17, false),
     missing_files_pg18(18, true),
+    missing_files_pg19(19, false),
 }
 
 const GID: &str = "px-missing";

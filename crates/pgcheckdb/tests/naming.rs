@@ -22,6 +22,7 @@ pgcheckdb_testkit::version_tests! {
     naming_pg16(16, false),
     naming_pg17(17, true),
     naming_pg18(18, false),
+    naming_pg19(19, true),
 }
 
 /// A relation to damage and the names the report must give it.

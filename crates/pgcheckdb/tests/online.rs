@@ -1,4 +1,4 @@
-//! `verify --online` on a running PostgreSQL 14-18 primary under `pgbench` write load with
+//! `verify --online` on a running PostgreSQL 14-19 primary under `pgbench` write load with
 //! autovacuum on, a 30 s checkpoint_timeout and CREATE / TRUNCATE / VACUUM FULL / DROP of
 //! other tables in a loop: every run, at the physical and standard levels, with and without a
 //! connection, has no error finding but the damage injected while the server runs into tables
@@ -10,7 +10,7 @@
 //! disk does not show yet, and a HOT chain judged only with them is found; a failing page in
 //! flux is judged after the next checkpoint, asked for or waited for.
 //!
-//! Streaming standbys (PostgreSQL 16 and 18) are checked the same way while their primary runs
+//! Streaming standbys (PostgreSQL 16, 18 and 19) are checked the same way while their primary runs
 //! the load.
 //!
 //! Wall time: every version and standby runs 3 minutes of load (pgbench scale 20); the test
@@ -131,7 +131,8 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
-/// CREATE, fill, TRUNCATE, VACUUM FULL and DROP tables the verify runs did not plan for, until
+/// CREATE, fill, TRUNCATE, VACUUM FULL and DROP tables the verify runs did not plan for, and
+/// write to an unlogged table's hash index (whose pages carry fake LSNs from 19 on), until
 /// `stop`.
 fn churn(c: &Cluster, stop: &AtomicBool) {
     let mut i = 0u32;
@@ -143,7 +144,11 @@ fn churn(c: &Cluster, stop: &AtomicBool) {
              CREATE INDEX ON {t} (v); \
              DELETE FROM {t} WHERE id % 3 = 0; VACUUM {t}; \
              VACUUM FULL {t}; TRUNCATE {t}; \
-             INSERT INTO {t} SELECT g, md5(g::text) FROM generate_series(1, 5000) g;"
+             INSERT INTO {t} SELECT g, md5(g::text) FROM generate_series(1, 5000) g; \
+             CREATE UNLOGGED TABLE IF NOT EXISTS {UNLOGGED_HASHED} (id int); \
+             CREATE INDEX IF NOT EXISTS {UNLOGGED_HASHED}_hash ON {UNLOGGED_HASHED} USING hash (id); \
+             INSERT INTO {UNLOGGED_HASHED} SELECT g FROM generate_series(1, 1000) g; \
+             DELETE FROM {UNLOGGED_HASHED} WHERE id % 2 = 0;"
         );
         c.psql("postgres", &sql).expect("churn");
         i += 1;
@@ -151,9 +156,28 @@ fn churn(c: &Cluster, stop: &AtomicBool) {
     }
 }
 
+/// The unlogged table [`churn`] writes through a hash index.
+const UNLOGGED_HASHED: &str = "churn_unlogged";
+
 fn online_under_load(major: u32, load_secs: u64, checksums: bool) {
     let c = loaded_primary(major, checksums);
     verify_under_load(major, &c, &c, load_secs);
+    if major >= 19 {
+        // The runs above saw an unlogged hash index with fake page LSNs (an unlogged-LSN
+        // counter, not WAL positions; 18 left them 0/0): its metapage has one.
+        c.psql("postgres", "CREATE EXTENSION IF NOT EXISTS pageinspect;")
+            .expect("pageinspect");
+        let lsn = c
+            .query_value(
+                "postgres",
+                &format!("SELECT (page_header(get_raw_page('{UNLOGGED_HASHED}_hash', 0))).lsn"),
+            )
+            .expect("page_header of the unlogged hash index");
+        assert_ne!(
+            lsn, "0/0",
+            "PostgreSQL {major}: the unlogged hash metapage has no fake LSN"
+        );
+    }
 }
 
 /// A streaming standby of a loaded primary, checked while the primary runs the load.
@@ -239,12 +263,14 @@ pgcheckdb_testkit::version_tests! {
     online_under_load_pg16(16, LOAD_SECS, true),
     online_under_load_pg17(17, LOAD_SECS, true),
     online_under_load_pg18_no_checksums(18, LOAD_SECS, false),
+    online_under_load_pg19(19, LOAD_SECS, true),
 }
 
 pgcheckdb_testkit::version_tests! {
     standby_under_load;
     online_standby_under_load_pg16(16, LOAD_SECS),
     online_standby_under_load_pg18(18, LOAD_SECS),
+    online_standby_under_load_pg19(19, LOAD_SECS),
 }
 
 /// Sets `block` of the file at `path` to the server's current WAL insert position (newer than

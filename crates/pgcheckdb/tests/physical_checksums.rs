@@ -32,6 +32,7 @@ pgcheckdb_testkit::version_tests! {
     checksums_pg16(16),
     checksums_pg17(17),
     checksums_pg18(18),
+    checksums_pg19(19),
 }
 
 fn scenario(major: u32) {

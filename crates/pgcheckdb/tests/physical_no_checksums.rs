@@ -22,6 +22,7 @@ pgcheckdb_testkit::version_tests! {
     no_checksums_pg16(16),
     no_checksums_pg17(17),
     no_checksums_pg18(18),
+    no_checksums_pg19(19),
 }
 
 fn scenario(major: u32) {

@@ -1,7 +1,8 @@
 //! Healthy clusters in the states real installations are in, which nobody designed for
 //! pgcheckdb: after crash recovery, a standby shut down in recovery (with its primary holding an
-//! open and a prepared transaction), and a cluster upgraded from 14 to 18 with `pg_upgrade`.
-//! `verify --level standard` must exit 0 with no error or warning finding on each, and so must
+//! open and a prepared transaction), and clusters upgraded with `pg_upgrade` from 14 to 18 and
+//! from 18 to 19. `verify --level standard` must exit 0 with no error or warning finding on
+//! each, and so must
 //! `--level extended` on the two shut down cleanly (where `pg_xact` is exact: commit hints on
 //! transactions it shows in progress would be reported). The larger
 //! real-world shapes (the regression database, 5,000 relations, ...) are in the sweep
@@ -24,6 +25,7 @@ pgcheckdb_testkit::version_tests! {
     crash_recovered_pg16(16),
     crash_recovered_pg17(17),
     crash_recovered_pg18(18),
+    crash_recovered_pg19(19),
 }
 
 pgcheckdb_testkit::version_tests! {
@@ -33,43 +35,83 @@ pgcheckdb_testkit::version_tests! {
     standby_shut_down_in_recovery_pg16(16),
     standby_shut_down_in_recovery_pg17(17),
     standby_shut_down_in_recovery_pg18(18),
+    standby_shut_down_in_recovery_pg19(19),
 }
 
 #[test]
 fn pg_upgrade_14_to_18() {
-    require_binaries(14);
-    require_binaries(18);
-    let mut old = started(&ClusterOptions::new(14, true).setting("fsync", "off"));
+    upgraded(14, 18, "");
+}
+
+/// 18 to 19: pg_upgrade rewrites `pg_multixact` into 19's 64-bit offsets (and long `members`
+/// segment names), which the standard level's multixact bound reads; the old cluster has
+/// multixacts (a row locked, then updated in a subtransaction) whose members the upgraded
+/// tuples still name.
+#[test]
+fn pg_upgrade_18_to_19() {
+    upgraded(18, 19, MULTIXACT_SQL);
+}
+
+/// A cluster of `from` filled with pgbench, the shapes and `extra_sql`, upgraded to `to` with
+/// `pg_upgrade` (copy mode), changed there with DML and VACUUM: clean at the standard and the
+/// extended level.
+fn upgraded(from: u32, to: u32, extra_sql: &str) {
+    require_binaries(from);
+    require_binaries(to);
+    let mut old = started(&ClusterOptions::new(from, true).setting("fsync", "off"));
     must(
         old.pgbench("postgres", &["-q", "-i", "-s", "1"]),
-        "pgbench -i on 14",
+        &format!("pgbench -i on {from}"),
     );
-    must(old.psql("postgres", SHAPES_SQL), "shapes SQL on 14");
+    must(
+        old.psql("postgres", SHAPES_SQL),
+        &format!("shapes SQL on {from}"),
+    );
     must(
         old.pgbench("postgres", &["-t", "200", "-c", "2"]),
-        "pgbench on 14",
+        &format!("pgbench on {from}"),
     );
-    must(old.stop(), "stop 14");
-    let mut new = must(old.upgrade_to(18, UpgradeMode::Copy), "pg_upgrade 14 -> 18");
-    must(new.start(), "start upgraded 18");
+    if !extra_sql.is_empty() {
+        must(
+            old.psql("postgres", extra_sql),
+            &format!("more SQL on {from}"),
+        );
+    }
+    must(old.stop(), &format!("stop {from}"));
+    let what = format!("pg_upgrade {from} -> {to}");
+    let mut new = must(old.upgrade_to(to, UpgradeMode::Copy), &what);
+    must(new.start(), &format!("start upgraded {to}"));
     must(
         new.psql("postgres", AFTER_UPGRADE_SQL),
-        "DML and VACUUM on 18",
+        &format!("DML and VACUUM on {to}"),
     );
-    must(new.stop(), "stop upgraded 18");
+    must(new.stop(), &format!("stop upgraded {to}"));
     assert_clean(
         &verify_standard(&new),
-        "pg_upgrade 14 -> 18, then DML and VACUUM on 18",
+        &format!("{what}, then DML and VACUUM on {to}"),
     );
     // pg_upgrade copies pg_xact and keeps the pages' hint bits: they must still agree.
     let extended = verify_level(&new, "extended");
-    assert_clean(&extended, "pg_upgrade 14 -> 18, extended level");
+    assert_clean(&extended, &format!("{what}, extended level"));
     assert_eq!(
         extended.summary()["not_structure_checked"][0]["relation"],
         "public.shapes_bloom",
         "the bloom index is checked at the physical level only\n{extended}"
     );
 }
+
+/// Multixacts: rows locked FOR KEY SHARE and then updated in a subtransaction of the same
+/// transaction (two xids on one tuple), in several transactions; some rows keep a multixact
+/// xmax, the lockers' rows only a locking one.
+const MULTIXACT_SQL: &str = "
+CREATE TABLE multi (id int PRIMARY KEY, v int);
+INSERT INTO multi SELECT g, 0 FROM generate_series(1, 200) g;
+BEGIN; SELECT count(*) FROM (SELECT * FROM multi WHERE id <= 50 FOR KEY SHARE) l;
+SAVEPOINT a; UPDATE multi SET v = v + 1 WHERE id <= 25; COMMIT;
+BEGIN; SELECT count(*) FROM (SELECT * FROM multi WHERE id > 100 FOR SHARE) l;
+SAVEPOINT a; UPDATE multi SET v = v + 1 WHERE id > 150; RELEASE a;
+SAVEPOINT b; SELECT count(*) FROM (SELECT * FROM multi WHERE id > 120 FOR UPDATE) l; COMMIT;
+";
 
 /// Every index access method, TOAST, a sequence, a matview, an unlogged and a partitioned table.
 const SHAPES_SQL: &str = "
@@ -100,7 +142,7 @@ VACUUM shapes;
 ";
 
 const AFTER_UPGRADE_SQL: &str = "
-INSERT INTO shapes (n, t) SELECT g, 'on 18 ' || g FROM generate_series(1, 1000) g;
+INSERT INTO shapes (n, t) SELECT g, 'upgraded ' || g FROM generate_series(1, 1000) g;
 UPDATE shapes SET t = t || '!' WHERE id % 4 = 0;
 DELETE FROM shapes WHERE id % 23 = 0;
 UPDATE shapes SET big = repeat(md5(id::text), 300) WHERE id % 101 = 0;

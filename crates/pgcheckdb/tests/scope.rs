@@ -621,7 +621,7 @@ fn progress_lines_go_to_a_log_every_few_seconds_pg16() {
 /// The basic `-t` selection on every supported version.
 #[test]
 fn table_scope_every_version() {
-    for major in [14, 15, 17, 18] {
+    for major in [14, 15, 17, 18, 19] {
         let mut sc = standard_cluster(major, major % 2 == 1);
         table_scope_reads_only_its_files(&mut sc);
     }

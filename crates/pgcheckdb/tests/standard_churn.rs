@@ -17,6 +17,7 @@ pgcheckdb_testkit::version_tests! {
     churn_pg16(16),
     churn_pg17(17),
     churn_pg18(18),
+    churn_pg19(19),
 }
 
 const CHURN_SQL: &str = "

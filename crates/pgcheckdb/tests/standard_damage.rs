@@ -27,6 +27,7 @@ pgcheckdb_testkit::version_tests! {
     structure_pg16(16),
     structure_pg17(17),
     structure_pg18(18),
+    structure_pg19(19),
 }
 
 /// One injected condition and where it must be reported.

@@ -9,6 +9,10 @@
 //! truncated away (their old versions keep a `t_ctid` beyond the relation), and a streaming
 //! standby shut down in recovery while its primary ran pgbench (tuples newer than its
 //! `pg_control` `nextXid`). On that standby, damage planted in such a newer tuple is found.
+//!
+//! Off a clean shutdown the multixact bound is the extent of `pg_multixact/offsets`, whose
+//! entries are 64 bits wide from 19 on: a multixact inside its one page is silent, one past it
+//! is found, on every version.
 
 mod common;
 
@@ -37,6 +41,7 @@ pgcheckdb_testkit::version_tests! {
     damage_pg16(16),
     damage_pg17(17),
     damage_pg18(18),
+    damage_pg19(19),
 }
 
 pgcheckdb_testkit::version_tests! {
@@ -44,6 +49,7 @@ pgcheckdb_testkit::version_tests! {
     aborted_update_truncated_pg14(14),
     aborted_update_truncated_pg16(16),
     aborted_update_truncated_pg18(18),
+    aborted_update_truncated_pg19(19),
 }
 
 pgcheckdb_testkit::version_tests! {
@@ -53,6 +59,17 @@ pgcheckdb_testkit::version_tests! {
     standby_pg16(16),
     standby_pg17(17),
     standby_pg18(18),
+    standby_pg19(19),
+}
+
+pgcheckdb_testkit::version_tests! {
+    multixact_bound_scenario;
+    multixact_bound_pg14(14),
+    multixact_bound_pg15(15),
+    multixact_bound_pg16(16),
+    multixact_bound_pg17(17),
+    multixact_bound_pg18(18),
+    multixact_bound_pg19(19),
 }
 
 /// A prepared transaction holds back the pruning horizon, so the HOT chains stay on the pages
@@ -799,4 +816,74 @@ fn pgbench_in_background(c: &Cluster, seconds: u32) -> Child {
     let mut cmd: Command = c.command("pgbench");
     cmd.args(args);
     cmd.spawn().expect("start pgbench")
+}
+
+/// Multixact ids one page of `pg_multixact/offsets` holds: `BLCKSZ / sizeof(MultiXactOffset)`,
+/// the offset 64 bits wide from 19 on (`MULTIXACT_OFFSETS_PER_PAGE`, 1024), 32 bits before
+/// (2048). Written here from PostgreSQL's `c.h` and `multixact_internal.h`, not taken from
+/// pgcheckdb.
+fn multixacts_per_offsets_page(major: u32) -> u32 {
+    let offset_size = if major >= 19 { 8 } else { 4 };
+    BLCKSZ as u32 / offset_size
+}
+
+/// Off a clean shutdown the multixact bound is the end of `pg_multixact/offsets` on disk (a
+/// fresh cluster has one page): on a cluster marked "shut down in recovery", a tuple locked by
+/// a multixact the offsets page still covers is silent, and one by a multixact half a page past
+/// it is `xid_invalid`, on every version, as each lays out its offsets.
+fn multixact_bound_scenario(major: u32) {
+    require_binaries(major);
+    let opts = ClusterOptions::new(major, major.is_multiple_of(2));
+    let mut c = Cluster::init_temp(&opts).expect("initdb");
+    c.start().expect("start");
+    c.psql(
+        "postgres",
+        "CREATE TABLE locked (id int); INSERT INTO locked SELECT generate_series(1, 10); CHECKPOINT;",
+    )
+    .expect("table");
+    let file = c.relation_filepath("postgres", "locked").expect("path");
+    c.stop().expect("stop");
+    let datadir = c.datadir().to_path_buf();
+    let offsets = std::fs::metadata(datadir.join("pg_multixact/offsets/0000"))
+        .expect("pg_multixact/offsets/0000")
+        .len();
+    assert_eq!(
+        offsets, BLCKSZ as u64,
+        "PostgreSQL {major}: one offsets page expected"
+    );
+    let per_page = multixacts_per_offsets_page(major);
+    let (within, beyond) = (per_page - 1, per_page + per_page / 2);
+    let (lp_within, lp_beyond) = common::edit(&datadir.join(&file), 0, |page| {
+        let items = normal_items(page);
+        let mut lock = |i: usize, multi: u32| {
+            let at = items[i].lp_off as usize;
+            put_u32(page, at + 4, multi);
+            let mask = (infomask(page, at) & !(im::HEAP_XMAX_INVALID | im::HEAP_XMAX_COMMITTED))
+                | im::HEAP_XMAX_IS_MULTI
+                | im::HEAP_XMAX_LOCK_ONLY
+                | im::HEAP_XMAX_KEYSHR_LOCK;
+            put_u16(page, at + 20, mask);
+            items[i].offnum
+        };
+        (lock(0, within), lock(1, beyond))
+    });
+    pgcheckdb_testkit::control::set_db_state(&datadir, 2);
+    let d = datadir.to_string_lossy().into_owned();
+    let run = run::pgcheckdb(&bin(), &["verify", "--format", "json", "-D", &d], None);
+    let at = |offnum: u16| {
+        run.of_kind("xid_invalid")
+            .into_iter()
+            .filter(|f| f["file"] == file.as_str() && f["block"] == 0 && f["offset"] == offnum)
+            .count()
+    };
+    assert_eq!(
+        at(lp_beyond),
+        1,
+        "PostgreSQL {major}: multixact {beyond} is past one offsets page ({per_page})\n{run}"
+    );
+    assert_eq!(
+        at(lp_within),
+        0,
+        "PostgreSQL {major}: multixact {within} is inside the offsets page\n{run}"
+    );
 }

@@ -184,8 +184,8 @@ INSERT INTO one_block VALUES (1);
 CREATE DATABASE second;
 ";
 
-fn inspect_cluster() -> (Cluster, String, String) {
-    let (c, paths) = cluster(16, INSPECT_SQL, &["accounts", "one_block"]);
+fn inspect_cluster(major: u32) -> (Cluster, String, String) {
+    let (c, paths) = cluster(major, INSPECT_SQL, &["accounts", "one_block"]);
     let mut c = c;
     c.start().expect("start");
     c.psql(
@@ -200,9 +200,15 @@ fn inspect_cluster() -> (Cluster, String, String) {
     (c, d, accounts)
 }
 
-#[test]
-fn inspect_resolves_names_like_psql_and_decodes_every_fork() {
-    let (mut c, d, accounts) = inspect_cluster();
+// 16, and 19: the newest release's pages, maps and catalogs read the same way.
+pgcheckdb_testkit::version_tests! {
+    inspect_resolves_names_like_psql_and_decodes_every_fork;
+    inspect_resolves_names_like_psql_and_decodes_every_fork_pg16(16),
+    inspect_resolves_names_like_psql_and_decodes_every_fork_pg19(19),
+}
+
+fn inspect_resolves_names_like_psql_and_decodes_every_fork(major: u32) {
+    let (mut c, d, accounts) = inspect_cluster(major);
     let inspect = |extra: &[&str]| {
         let mut args = vec!["inspect", "-D", d.as_str()];
         args.extend(extra);
@@ -320,9 +326,14 @@ fn inspect_resolves_names_like_psql_and_decodes_every_fork() {
 // ---------------------------------------------------------------------------------------------
 // corrupt
 
-#[test]
-fn corrupt_needs_d_and_a_confirmation_and_honours_or_rejects_its_options() {
-    let (c, d, accounts) = inspect_cluster();
+pgcheckdb_testkit::version_tests! {
+    corrupt_needs_d_and_a_confirmation_and_honours_or_rejects_its_options;
+    corrupt_needs_d_and_a_confirmation_and_honours_or_rejects_its_options_pg16(16),
+    corrupt_needs_d_and_a_confirmation_and_honours_or_rejects_its_options_pg19(19),
+}
+
+fn corrupt_needs_d_and_a_confirmation_and_honours_or_rejects_its_options(major: u32) {
+    let (c, d, accounts) = inspect_cluster(major);
     let file = c.datadir().join(&accounts);
     let one_block = c
         .datadir()

@@ -12,9 +12,17 @@ use pgcheckdb_testkit::{Cluster, ClusterOptions, MAJORS};
 
 use common::bin;
 
-/// Byte offsets in `ControlFileData` (the same in 14-18).
-const BLCKSZ_AT: usize = 216;
-const XLOG_BLCKSZ_AT: usize = 224;
+/// Byte offsets of `blcksz` and `xlog_blcksz` in `ControlFileData` of `major`
+/// (`src/include/catalog/pg_control.h`): the same in 14-18; 19 added
+/// `checkPointCopy.logicalDecodingEnabled`, widened `nextMultiOffset` to 8 bytes and added
+/// `slru_pages_per_segment` between `relseg_size` and `xlog_blcksz`.
+fn block_size_offsets(major: u32) -> (usize, usize) {
+    if major >= 19 {
+        (224, 236)
+    } else {
+        (216, 224)
+    }
+}
 
 fn verify(cluster: &Cluster, level: &str) -> Run {
     let d = cluster.datadir().to_string_lossy().into_owned();
@@ -51,21 +59,22 @@ fn assert_server_refuses(cluster: &mut Cluster) {
 #[test]
 fn impossible_control_values_are_one_refusal_on_every_version() {
     for major in MAJORS {
+        let (blcksz_at, xlog_blcksz_at) = block_size_offsets(major);
         let mut cluster = Cluster::init_temp(&ClusterOptions::new(major, major.is_multiple_of(2)))
             .expect("initdb");
         let clean = verify(&cluster, "standard");
         assert_status(&clean, 0, "fresh cluster");
 
-        set_control_u32(cluster.datadir(), XLOG_BLCKSZ_AT, 1);
+        set_control_u32(cluster.datadir(), xlog_blcksz_at, 1);
         for level in ["physical", "standard", "extended"] {
             assert_refused(&verify(&cluster, level), "xlog_blcksz");
         }
         assert_server_refuses(&mut cluster);
 
-        set_control_u32(cluster.datadir(), XLOG_BLCKSZ_AT, 8192);
+        set_control_u32(cluster.datadir(), xlog_blcksz_at, 8192);
         assert_status(&verify(&cluster, "standard"), 0, "xlog_blcksz restored");
 
-        set_control_u32(cluster.datadir(), BLCKSZ_AT, 4096);
+        set_control_u32(cluster.datadir(), blcksz_at, 4096);
         for level in ["physical", "standard"] {
             assert_refused(&verify(&cluster, level), "blcksz");
         }

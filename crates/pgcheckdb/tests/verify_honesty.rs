@@ -6,8 +6,9 @@
 //!
 //! Everything here is about the data directory's layout and the tool's own behaviour, which
 //! is the same for every supported version, so one version (16) is used for the real cluster.
-//! The version refusal uses a PostgreSQL 14 cluster (pg_control version 1300, shared with 13)
-//! rewritten to look like 13, since PostgreSQL 13 binaries are not part of the test matrix.
+//! The version refusals use a PostgreSQL 14 cluster (pg_control version 1300, shared with 13)
+//! rewritten to look like 13, since PostgreSQL 13 binaries are not part of the test matrix, and
+//! a PostgreSQL 19 cluster rewritten to look like a 20 that pgcheckdb does not know.
 
 mod common;
 
@@ -463,4 +464,81 @@ fn unknown_versions_are_refused() {
         assert!(run.findings.is_empty(), "{run}");
     }
     assert_status(&verify(datadir), 0, "restored PostgreSQL 14 cluster");
+}
+
+/// A version newer than pgcheckdb knows is refused with one line by every command that reads
+/// a data directory, and nothing is written: a PostgreSQL 19 cluster rewritten to look like a
+/// "PostgreSQL 20" (its formats unknown), once with a new `pg_control_version` (2000, the CRC
+/// where 19 keeps it) and once with 19's control-file layout (1905) but a catalog version no
+/// release has and `PG_VERSION` 20: the layout is 19's, the version file says otherwise.
+#[test]
+fn a_newer_version_than_pgcheckdb_knows_is_refused() {
+    let opts = ClusterOptions::new(19, true).throwaway();
+    let cluster = Cluster::init_temp(&opts).expect("initdb 19");
+    let datadir = cluster.datadir();
+    let d = datadir.to_string_lossy().into_owned();
+    let control_path = datadir.join("global/pg_control");
+    let good = fs::read(&control_path).expect("read pg_control");
+    for (pg_control_version, catversion, needle) in [
+        (2000u32, 202710011u32, "unsupported pg_control_version 2000"),
+        (1905u32, 202710011u32, "PG_VERSION says 20"),
+    ] {
+        let mut bad = good.clone();
+        bad[8..12].copy_from_slice(&pg_control_version.to_le_bytes());
+        bad[12..16].copy_from_slice(&catversion.to_le_bytes());
+        let crc = crc32c::crc32c(&bad[..308]);
+        bad[308..312].copy_from_slice(&crc.to_le_bytes());
+        fs::write(&control_path, &bad).expect("write pg_control");
+        fs::write(datadir.join("PG_VERSION"), "20\n").expect("write PG_VERSION");
+        let what = format!("pg_control_version {pg_control_version}, catalog {catversion}");
+        let run_verify = verify(datadir);
+        assert_tool_error(&run_verify, needle, &what);
+        assert!(run_verify.findings.is_empty(), "{run_verify}");
+        assert_eq!(run_verify.stderr_lines().len(), 1, "one line\n{run_verify}");
+        for args in [
+            vec!["verify", "-D", &d, "--level", "extended"],
+            vec![
+                "inspect",
+                "-D",
+                &d,
+                "--relation",
+                "pg_class",
+                "--block",
+                "0",
+            ],
+            vec!["checksums", "status", "-D", &d],
+            vec!["checksums", "disable", "-D", &d],
+            vec!["checksums", "enable", "-D", &d],
+            vec![
+                "corrupt",
+                "-D",
+                &d,
+                "--relation",
+                "pg_class",
+                "--block",
+                "0",
+                "--how",
+                "zero",
+                "--yes",
+            ],
+        ] {
+            let r = run(&args, Guard::default());
+            assert_status(&r, 1, &format!("{what}: {args:?}"));
+            let lines = r.stderr_lines();
+            assert!(
+                lines.len() == 1
+                    && lines[0].starts_with("pgcheckdb: error:")
+                    && lines[0].contains(needle),
+                "{what}: {args:?}: one error line saying {needle:?} expected\n{r}"
+            );
+        }
+        assert_eq!(
+            fs::read(&control_path).expect("read"),
+            bad,
+            "{what}: pg_control written"
+        );
+    }
+    fs::write(&control_path, &good).expect("restore pg_control");
+    fs::write(datadir.join("PG_VERSION"), "19\n").expect("restore PG_VERSION");
+    assert_status(&verify(datadir), 0, "restored PostgreSQL 19 cluster");
 }

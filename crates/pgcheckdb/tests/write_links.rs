@@ -1,5 +1,5 @@
 //! Writes never go through a link that leaves the data directory (issue 25, item 4), on real
-//! clusters of PostgreSQL 14–18 with a tablespace outside the data directory:
+//! clusters of PostgreSQL 14–19 with a tablespace outside the data directory:
 //!
 //! * `corrupt --file` on a relation file that is a symbolic link to a file outside the data
 //!   directory (and `--file` naming that outside file directly) is refused with one line on

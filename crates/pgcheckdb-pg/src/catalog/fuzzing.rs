@@ -26,7 +26,7 @@ pub fn decode_catalog_file(
     for_each_visible_row(data, blcksz, max_align, clog, |row| {
         rows += 1;
         let d = row.data;
-        for major in 14..=18 {
+        for major in crate::format::control::SUPPORTED_MAJORS {
             if let Some(l) = layouts_for(major) {
                 std::hint::black_box(class_row(
                     d,

@@ -723,6 +723,18 @@ pub(crate) mod tests {
         );
     }
 
+    /// A 19 whose catalog version is not rc1's (a beta, or a release that bumped it after rc1)
+    /// is read as 19 by its `pg_control_version`: the catalog version alone cannot tell a later
+    /// 19 from a newer major that kept the layout; `PG_VERSION` does (the commands refuse a
+    /// control file whose major disagrees with it).
+    #[test]
+    fn a_1905_control_file_of_another_catalog_version_is_19() {
+        for cat in [202605011, 202611201] {
+            let c = ControlFile::parse(image(1905, cat, 0), "x").expect("valid image");
+            assert_eq!(c.major, Some(19), "catalog version {cat}");
+        }
+    }
+
     #[test]
     fn torn_file_is_a_crc_error() {
         let mut b = image(1300, 202209061, 0);

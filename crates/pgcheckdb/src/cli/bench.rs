@@ -14,7 +14,7 @@ pub struct BenchArgs {
 #[derive(Debug, Args)]
 pub struct BenchCommon {
     /// PostgreSQL major version (default: the newest installed).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(14..=18))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(14..=19))]
     pub pg_version: Option<u32>,
     /// Directory holding initdb, pg_ctl, postgres and psql.
     #[arg(long, value_name = "DIR")]

@@ -288,7 +288,7 @@ impl Cli {
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Directory with initdb, pg_ctl, postgres and psql (default: the newest 14-18 found).
+    /// Directory with initdb, pg_ctl, postgres and psql (default: the newest 14-19 found).
     #[arg(long, value_name = "DIR")]
     pub pg_bin: Option<PathBuf>,
     /// Rows in the demo table (100 to 10000000).
