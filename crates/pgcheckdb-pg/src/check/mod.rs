@@ -4,6 +4,7 @@
 //! [`structure`] gathers what the structure checks need from the catalog and the plan.
 //! Checks take a [`crate::plan::Plan`] and pages; they return findings and never print.
 
+pub mod agreement;
 pub mod extended;
 pub mod order;
 pub mod physical;

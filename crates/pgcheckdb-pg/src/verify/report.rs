@@ -54,6 +54,9 @@ pub struct Summary {
     /// A base backup: its start, the rule for pages replay rewrites and the manifest check.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupSummary>,
+    /// A cluster that was not shut down: where crash recovery starts and what it rewrites.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crash_recovery: Option<CrashSummary>,
     /// `verify --online`: `online: true`, the LSNs used and the re-read counts.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub online: Option<crate::verify::online::OnlineSummary>,
@@ -173,6 +176,51 @@ impl BackupSummary {
             self.start_timeline,
             self.rule,
             self.replayed_blocks_unverified
+        )
+    }
+}
+
+/// The summary's `crash_recovery` object: a cluster that was not shut down, checked as crash
+/// recovery will find it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CrashSummary {
+    /// `pg_control`'s state (`in production`, `in crash recovery`, ...).
+    pub state: String,
+    /// The redo point of the last checkpoint: recovery replays the WAL from here.
+    pub redo_lsn: Lsn,
+    pub checkpoint_lsn: Lsn,
+    /// `wal_block_set` (the WAL was read to its end), or `page_lsn` (it was not: only pages
+    /// newer than the redo point are set aside, and nothing is judged across pages).
+    pub rule: String,
+    /// The end of the valid WAL read from the redo point: where recovery would stop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wal_end_lsn: Option<Lsn>,
+    pub wal_records: u64,
+    /// Distinct blocks with a block reference in that WAL.
+    pub wal_blocks: u64,
+    /// Relations (and databases) that WAL names: their cross-page facts are not judged.
+    pub wal_relations: u64,
+    /// Blocks that failed a check but that recovery rewrites: counted, not reported.
+    pub replayed_blocks_unverified: u64,
+    /// The findings about them, not reported (`--verbose` prints them).
+    pub replayed_findings_set_aside: u64,
+    /// What the rule cannot prove, in words.
+    pub note: String,
+}
+
+impl CrashSummary {
+    /// The one line of the text format.
+    pub fn text_line(&self) -> String {
+        let wal = match &self.wal_end_lsn {
+            Some(end) => format!(
+                "WAL {} to {end} read ({} records, {} blocks, {} relations)",
+                self.redo_lsn, self.wal_records, self.wal_blocks, self.wal_relations
+            ),
+            None => "no WAL from the redo point in pg_wal".to_string(),
+        };
+        format!(
+            "cluster not shut down (pg_control: {}), checked as crash recovery will find it: redo point {}; {wal}; rule {}: {} failing block(s) rewritten by recovery not verified",
+            self.state, self.redo_lsn, self.rule, self.replayed_blocks_unverified
         )
     }
 }

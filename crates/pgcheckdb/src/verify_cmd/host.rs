@@ -117,6 +117,7 @@ fn phase_line(event: &Event<'_>) -> Option<(&'static str, String)> {
             "database and relation names from the catalogs".to_string(),
         ),
         Event::BackupChecked { backup } => ("checked the base backup", backup.text_line()),
+        Event::CrashChecked { crash } => ("applied the crash-recovery rule", crash.text_line()),
         _ => return None,
     })
 }

@@ -58,6 +58,9 @@ fn report_text(
     if let Some(b) = &summary.backup {
         text_line(out, &format!("pgcheckdb: {}", b.text_line()))?;
     }
+    if let Some(c) = &summary.crash_recovery {
+        text_line(out, &format!("pgcheckdb: {}", c.text_line()))?;
+    }
     if let Some(o) = &summary.online {
         text_line(out, &format!("pgcheckdb: {}", o.text_line()))?;
     }

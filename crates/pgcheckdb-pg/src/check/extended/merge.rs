@@ -168,6 +168,14 @@ fn note_graphs_and_maps(ext: &ExtendedPlan, summary: &mut ExtendedSummary) {
     summary.hint_bits_tables_checked = ext.vm.tables.len() as u64;
     summary.visibility_maps_checked = ext.vm.maps.len() as u64;
     summary.visibility_maps_not_checked = ext.vm.not_checked.clone();
+    if let Some(forks) = ext.forks_in_flux {
+        summary.forks_in_flux = Some(forks);
+        summary.btree_indexes_in_flux = Some(ext.btree_in_flux.len() as u64);
+        summary.visibility_maps_in_flux = Some(ext.vm.in_flux);
+        if ext.config.verbose {
+            summary.btree_in_flux_indexes = Some(ext.btree_in_flux.clone());
+        }
+    }
 }
 
 /// TIDs of the TID check confirmed during the scan, over its planned indexes.

@@ -161,6 +161,20 @@ pub struct ExtendedSummary {
     pub index_graphs_not_checked: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub index_graphs_not_checked_indexes: Option<Vec<NotOrderCheckedIndex>>,
+    /// A crashed cluster or a base backup: forks (of relations in scope) whose pages WAL
+    /// replay rewrites; no cross-page fact about them is judged (docs/CHECKS.md, "The
+    /// consistency rule"). Absent when the rule does not apply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forks_in_flux: Option<u64>,
+    /// Of those, B-tree indexes left out of every B-tree cross-page check (structure,
+    /// uniqueness, heap -> index, TIDs); with `--verbose` listed in `btree_in_flux_indexes`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub btree_indexes_in_flux: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub btree_in_flux_indexes: Option<Vec<String>>,
+    /// Of those, tables whose visibility map was not compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visibility_maps_in_flux: Option<u64>,
 }
 
 /// One index whose keys were not order-checked.

@@ -19,6 +19,7 @@ use super::toast::{plan_toast, ToastInfo, ToastPointers};
 use super::ExtendedConfig;
 use crate::catalog::attributes::Attribute;
 use crate::catalog::{tablespace_of_path, Catalog, FileKey, RelKind, RelationInfo};
+use crate::check::agreement::{Agreement, ForkAgreement};
 use crate::check::order::{ordering_for, IndexOrdering, NotOrderChecked};
 use crate::format::control::DbState;
 use crate::format::oids::am_oid;
@@ -117,6 +118,12 @@ pub struct ExtendedPlan {
     pub toasts: HashMap<usize, Arc<ToastInfo>>,
     /// The heap tables checked for hint bits and visibility-map bits.
     pub vm: super::vm::VmPlan,
+    /// B-tree indexes left out of every cross-page check because WAL replay rewrites pages of
+    /// them or of their table.
+    pub btree_in_flux: Vec<String>,
+    /// Forks of the plan whose pages WAL replay rewrites (a crashed cluster, a base backup):
+    /// no cross-page fact about them is judged. `None` when that rule does not apply.
+    pub forks_in_flux: Option<u64>,
 }
 
 impl ExtendedPlan {
@@ -143,9 +150,11 @@ impl ExtendedPlan {
         catalog: &Catalog,
         config: &ExtendedConfig,
         jobs: usize,
+        agreement: &Agreement,
     ) -> io::Result<ExtendedPlan> {
         let spill = Arc::new(SpillDir::create(&config.temp_dir)?);
         let control = &plan.control;
+        let agree = agreement.resolve(plan);
         let major = control.major.unwrap_or(0);
         let version_dir = control.tablespace_version_directory().unwrap_or_default();
         let rows = read_index_rows(
@@ -165,7 +174,7 @@ impl ExtendedPlan {
                 .collect(),
         };
         let mut roles: Vec<Option<Role>> = vec![None; plan.dir.files.len()];
-        let (mut indexes, candidates) = btree_indexes(plan, catalog, &rows, &keys);
+        let (mut indexes, candidates, in_flux) = btree_indexes(plan, catalog, &rows, &keys, &agree);
         // Heap -> index state lives through the scan and the merge: half the budget, beside
         // the scan's runs (then the merge's buffers), which take the other half.
         let (all_indexed, all_indexed_skipped) =
@@ -194,7 +203,7 @@ impl ExtendedPlan {
             rows: &rows,
             fork_of_key: &keys.fork_of_key,
             key_of_oid: &keys.key_of_oid,
-            clean_shutdown: control.state == DbState::Shutdowned,
+            agree: &agree,
         });
         for info in tids.indexes.values() {
             heap_info(&mut heaps, info.heap_fork).tids = true;
@@ -204,15 +213,22 @@ impl ExtendedPlan {
             rows: &rows,
             fork_of_key: &keys.fork_of_key,
             fork_blocks: &plan.fork_blocks,
-            state: control.state,
+            agree: &agree,
         });
         set_other_index_roles(plan, &tids, &graphs, &mut roles);
-        let toasts = plan_toast(plan, catalog, &keys.fork_of_key);
+        let toasts = plan_toast(plan, catalog, &keys.fork_of_key, &agree);
         for t in toasts.values() {
             heap_info(&mut heaps, t.main_fork).toast_pointers = Some(Arc::clone(&t.pointers));
             heap_info(&mut heaps, t.toast_fork).toast_chunks = true;
         }
-        let vm = plan_maps(plan, catalog, &keys.fork_of_key, &mut heaps, &mut roles);
+        let vm = plan_maps(
+            plan,
+            catalog,
+            &keys.fork_of_key,
+            &agree,
+            &mut heaps,
+            &mut roles,
+        );
         for (fork, info) in heaps {
             set_role(plan, &mut roles, fork, &Role::Heap(Arc::new(info)));
         }
@@ -233,6 +249,9 @@ impl ExtendedPlan {
             graphs,
             toasts,
             vm,
+            btree_in_flux: in_flux,
+            forks_in_flux: matches!(agreement, Agreement::AllBut(_))
+                .then_some(agree.in_flux.len() as u64),
         })
     }
 
@@ -325,9 +344,11 @@ fn btree_indexes<'c>(
     catalog: &'c Catalog,
     rows: &HashMap<(u32, u32), IndexRow>,
     keys: &Keys,
-) -> (HashMap<usize, IndexInfo>, Vec<Candidate<'c>>) {
+    agree: &ForkAgreement,
+) -> (HashMap<usize, IndexInfo>, Vec<Candidate<'c>>, Vec<String>) {
     let mut indexes = HashMap::new();
     let mut candidates = Vec::new();
+    let mut in_flux = Vec::new();
     for (key, &fork) in &keys.fork_of_key {
         let Some(rel) = catalog.relations.get(key) else {
             continue;
@@ -348,6 +369,19 @@ fn btree_indexes<'c>(
             .map_or_else(|| format!("database {}", key.0), |d| d.name.clone());
         let name = format!("{database}: {}", rel.name);
         let table = row.and_then(|r| keys.table_of(key.0, &r));
+        let table_fork = table.and_then(|t| keys.fork_of_key.get(t).copied());
+        if agree
+            .not_in_flux(
+                &[Some(fork), table_fork]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>(),
+            )
+            .is_err()
+        {
+            in_flux.push(name);
+            continue;
+        }
         candidates.push(candidate(
             plan,
             catalog,
@@ -367,7 +401,8 @@ fn btree_indexes<'c>(
         };
         indexes.insert(fork, info);
     }
-    (indexes, candidates)
+    in_flux.sort();
+    (indexes, candidates, in_flux)
 }
 
 /// How a unique index's duplicates are checked: `None` when its table is not a heap table
@@ -467,10 +502,11 @@ fn plan_maps(
     plan: &Plan,
     catalog: &Catalog,
     fork_of_key: &HashMap<FileKey, usize>,
+    agree: &ForkAgreement,
     heaps: &mut HashMap<usize, HeapInfo>,
     roles: &mut [Option<Role>],
 ) -> super::vm::VmPlan {
-    let (vm, tables) = super::vm::VmPlan::build(plan, catalog, fork_of_key);
+    let (vm, tables) = super::vm::VmPlan::build(plan, catalog, fork_of_key, agree);
     for t in tables {
         let info = heap_info(heaps, t.fork);
         info.hints = true;

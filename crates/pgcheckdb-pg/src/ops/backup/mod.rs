@@ -16,6 +16,7 @@
 //!   page whose first sector (which holds `pd_lsn`) is still the old one then shows an old LSN
 //!   and is reported: without the WAL nothing tells it from real damage.
 
+pub mod crash;
 pub mod digest;
 pub mod label;
 pub mod manifest;
@@ -26,12 +27,14 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::Path;
 
+use crate::check::agreement::{unlogged_relations, Agreement, InFlux};
 use crate::finding::Finding;
 use crate::format::control::ControlFile;
 use crate::format::lsn::Lsn;
+use crate::format::relfile::ForkNumber;
 use crate::plan::Plan;
 use crate::verify::report::{corrupt_block_count, VerifyReport};
-use crate::verify::report::{BackupSummary, ManifestSummary};
+use crate::verify::report::{BackupSummary, CrashSummary, ManifestSummary};
 use label::{BackupLabel, LabelError, BACKUP_LABEL_FILE, MAX_LABEL_BYTES};
 use manifest::ManifestError;
 use wal::{BlockRef, RelFileLocator, ReplaySet};
@@ -76,10 +79,20 @@ pub enum ReplayBasis {
     PageLsn,
 }
 
-/// A base backup being verified.
+/// Where WAL replay of the files being verified starts.
+#[derive(Debug)]
+pub enum Origin {
+    /// A base backup: its `backup_label` (the start LSN).
+    BaseBackup(BackupLabel),
+    /// A cluster that was not shut down (crashed, or copied while it ran without backup
+    /// mode): crash recovery starts at the redo point of `pg_control`'s last checkpoint.
+    Crash(crash::CrashPoint),
+}
+
+/// A base backup or a crashed cluster being verified: the files as WAL replay will find them.
 #[derive(Debug)]
 pub struct Backup {
-    pub label: BackupLabel,
+    pub origin: Origin,
     pub basis: ReplayBasis,
     /// `End-LSN` of the manifest's WAL ranges, when there is a manifest.
     pub manifest_wal_end: Option<Lsn>,
@@ -92,12 +105,7 @@ pub struct Backup {
 /// Reads the backup's WAL (when it has it) into the set of blocks replay rewrites.
 pub fn prepare(datadir: &Path, control: &ControlFile, label: BackupLabel) -> Backup {
     let manifest_wal_end = manifest_wal_end(datadir);
-    let format = wal::WalFormat {
-        seg_size: control.xlog_seg_size as u64,
-        blcksz: control.blcksz,
-        major: control.major.unwrap_or(18),
-    };
-    let basis = match wal::collect(datadir, format, label.start_lsn) {
+    let basis = match wal::collect(datadir, wal_format(control), label.start_lsn) {
         Some(set) => {
             let complete = set.decode_error.is_none()
                 && (set.reaches_backup_end || manifest_wal_end.is_some_and(|e| set.end_lsn >= e));
@@ -106,12 +114,56 @@ pub fn prepare(datadir: &Path, control: &ControlFile, label: BackupLabel) -> Bac
         None => ReplayBasis::PageLsn,
     };
     Backup {
-        label,
+        origin: Origin::BaseBackup(label),
         basis,
         manifest_wal_end,
         newer_pages: None,
     }
 }
+
+/// What the WAL reader needs from `pg_control`.
+fn wal_format(control: &ControlFile) -> wal::WalFormat {
+    wal::WalFormat {
+        seg_size: control.xlog_seg_size as u64,
+        blcksz: control.blcksz,
+        major: control.major.unwrap_or(18),
+    }
+}
+
+impl Backup {
+    /// Where replay starts: the backup's start LSN, or the crashed cluster's redo point.
+    pub fn start_lsn(&self) -> Lsn {
+        match &self.origin {
+            Origin::BaseBackup(label) => label.start_lsn,
+            Origin::Crash(point) => point.redo,
+        }
+    }
+
+    /// Which pages agree with each other: with every record replay will apply decoded, all
+    /// but those of the relations (and databases) it names.
+    pub fn agreement(&self) -> Agreement {
+        match &self.basis {
+            ReplayBasis::Wal {
+                set,
+                complete: true,
+            } => Agreement::AllBut(InFlux {
+                relations: set
+                    .relations
+                    .iter()
+                    .map(|r| (r.spc_oid, r.db_oid, r.rel_number))
+                    .collect(),
+                databases: set.databases.clone(),
+            }),
+            ReplayBasis::Wal { .. } => Agreement::Unknown(WAL_SHORT),
+            ReplayBasis::PageLsn => Agreement::Unknown(NO_WAL),
+        }
+    }
+}
+
+/// Why nothing is judged across pages when the WAL does not say what replay rewrites.
+const WAL_SHORT: &str =
+    "the WAL present does not reach the end of what replay must apply: pages it does not name may still change";
+const NO_WAL: &str = "no WAL from the start of replay: nothing says which pages replay rewrites";
 
 fn manifest_wal_end(datadir: &Path) -> Option<Lsn> {
     let bytes = manifest::read_manifest(datadir).ok()??;
@@ -130,13 +182,17 @@ pub fn set_aside(
     report: &mut VerifyReport,
     plan: &Plan,
     backup: &Backup,
-) -> (BackupSummary, Vec<Finding>) {
+) -> (ReplaySummary, Vec<Finding>) {
     let files = files_by_path(plan);
     let judge = Judge {
         plan,
         backup,
         files: &files,
         lsn_cache: Default::default(),
+        reset: match backup.origin {
+            Origin::Crash(_) => unlogged_relations(plan),
+            Origin::BaseBackup(_) => HashSet::new(),
+        },
     };
     let mut unverified: HashSet<(String, u64)> = HashSet::new();
     let mut aside = Vec::new();
@@ -162,6 +218,8 @@ struct Judge<'a> {
     backup: &'a Backup,
     files: &'a HashMap<String, usize>,
     lsn_cache: std::cell::RefCell<HashMap<(usize, u64), Option<u64>>>,
+    /// A crashed cluster: the unlogged relations, which recovery resets to their init fork.
+    reset: HashSet<(crate::datadir::Location, u32)>,
 }
 
 impl Judge<'_> {
@@ -170,6 +228,9 @@ impl Judge<'_> {
             return self.relation_replayed(f);
         };
         let rf = &self.plan.dir.files[file];
+        if self.rewritten_whole(rf) {
+            return true;
+        }
         let rel = RelFileLocator {
             spc_oid: rf.location.tablespace_oid(),
             db_oid: rf.location.db_oid(),
@@ -192,6 +253,19 @@ impl Judge<'_> {
             }
             ReplayBasis::PageLsn => self.page_newer(file, block),
         }
+    }
+
+    /// A crashed cluster's files that recovery rewrites whatever the WAL says: the forks of an
+    /// unlogged relation but its init fork (reset from it), and free space maps, which are
+    /// written without WAL (a torn one is rebuilt, never read as damage, by the server).
+    fn rewritten_whole(&self, rf: &crate::datadir::RelationFile) -> bool {
+        let Origin::Crash(_) = self.backup.origin else {
+            return false;
+        };
+        let fork = rf.name.fork;
+        fork == ForkNumber::Fsm
+            || (fork != ForkNumber::Init
+                && self.reset.contains(&(rf.location, rf.name.relfilenode)))
     }
 
     /// A finding about a file that is not in the listing (a missing one, say): set aside when
@@ -227,7 +301,7 @@ impl Judge<'_> {
                 let lo = crate::format::bytes::le_u32(&page, 4)?;
                 Some((u64::from(hi) << 32) | u64::from(lo))
             });
-        lsn.is_some_and(|l| l > self.backup.label.start_lsn.0)
+        lsn.is_some_and(|l| l > self.backup.start_lsn().0)
     }
 }
 
@@ -237,8 +311,19 @@ fn recount(report: &mut VerifyReport) {
     report.summary.findings = report.findings.len() as u64;
 }
 
-fn summary_of(backup: &Backup, unverified: u64, set_aside: u64) -> BackupSummary {
-    let l = &backup.label;
+/// What [`set_aside`] reports: a base backup's summary or a crashed cluster's.
+pub enum ReplaySummary {
+    Backup(BackupSummary),
+    Crash(CrashSummary),
+}
+
+fn summary_of(backup: &Backup, unverified: u64, set_aside: u64) -> ReplaySummary {
+    let l = match &backup.origin {
+        Origin::BaseBackup(label) => label,
+        Origin::Crash(point) => {
+            return ReplaySummary::Crash(crash::summary(point, backup, unverified, set_aside))
+        }
+    };
     let (rule, note, wal_end, records, blocks) = match &backup.basis {
         ReplayBasis::Wal {
             set,
@@ -262,7 +347,7 @@ fn summary_of(backup: &Backup, unverified: u64, set_aside: u64) -> BackupSummary
         ),
         ReplayBasis::PageLsn => ("page_lsn", NOTE_LSN, None, 0, 0),
     };
-    BackupSummary {
+    ReplaySummary::Backup(BackupSummary {
         start_lsn: l.start_lsn,
         checkpoint_lsn: l.checkpoint_lsn,
         start_timeline: l.start_timeline,
@@ -277,7 +362,7 @@ fn summary_of(backup: &Backup, unverified: u64, set_aside: u64) -> BackupSummary
         replayed_findings_set_aside: set_aside,
         note: note.to_string(),
         manifest: None,
-    }
+    })
 }
 
 /// Adds the findings and summary of a manifest check (`check_manifest`, or a tar backup's

@@ -25,6 +25,11 @@ use crate::format::vm::HEAPBLOCKS_PER_BYTE;
 /// [`crate::check::standard::wal`]'s).
 const RM_XACT_ID: u8 = 1;
 const RM_SMGR_ID: u8 = 2;
+/// Database creation and removal (`xl_dbase_create_file_copy_rec`, `xl_dbase_create_wal_log_rec`,
+/// `xl_dbase_drop_rec`; 14's `xl_dbase_create_rec`): each starts with `db_id`.
+const RM_DBASE_ID: u8 = 4;
+/// A relation map rewritten (`xl_relmap_update`: `dbid` first, 0 for the shared map).
+const RM_RELMAP_ID: u8 = 7;
 /// `RM_XLOG_ID` records (`XLOG_SWITCH` is [`crate::check::standard::wal`]'s).
 const XLOG_BACKUP_END: u8 = 0x50;
 /// `RM_SMGR_ID` records: relation files created or truncated without a block reference.
@@ -104,6 +109,9 @@ pub struct RecordRefs {
     pub blocks: Vec<BlockRef>,
     /// Relation files created or truncated by the record (`XLOG_SMGR_*`).
     pub relations: Vec<RelFileLocator>,
+    /// Databases whose directory (`RM_DBASE_ID`) or relation map (`RM_RELMAP_ID`) replay
+    /// rewrites as a whole (0: the shared catalogs' map).
+    pub databases: Vec<u32>,
     /// The start LSN of the backup this record ends (`XLOG_BACKUP_END`).
     pub backup_end_of: Option<u64>,
     /// `XLOG_SWITCH`: the rest of the segment is unused.
@@ -243,6 +251,7 @@ fn main_data_refs(record: &[u8], main: &[u8], out: &mut RecordRefs) {
         RM_SMGR_ID if info == XLOG_SMGR_TRUNCATE => {
             out.relations.extend(RelFileLocator::read(main, 4))
         }
+        RM_DBASE_ID | RM_RELMAP_ID => out.databases.extend(le_u32(main, 0)),
         _ => {}
     }
 }
@@ -286,6 +295,9 @@ pub struct ReplaySet {
     pub blocks: HashSet<BlockRef>,
     /// Relations with any block reference or file creation/truncation in the WAL read.
     pub relations: HashSet<RelFileLocator>,
+    /// Databases created, dropped or given a new relation map in the WAL read (0: the shared
+    /// catalogs' map).
+    pub databases: HashSet<u32>,
     /// Records decoded.
     pub records: u64,
     /// The end of the last valid record: the end of the WAL present.
@@ -358,6 +370,7 @@ pub fn collect(datadir: &Path, format: WalFormat, start: Lsn) -> Option<ReplaySe
             set.blocks.extend(rewritten(b, blcksz));
         }
         set.relations.extend(refs.relations);
+        set.databases.extend(refs.databases);
         if refs.backup_end_of == Some(start.0) {
             set.reaches_backup_end = true;
         }
@@ -518,6 +531,26 @@ mod tests {
         let refs = decode_record(&r, 14).expect("decode");
         assert_eq!(refs.blocks.len(), 1);
         assert_eq!(refs.blocks[0].rel.rel_number, 1259);
+    }
+
+    #[test]
+    fn database_and_relation_map_records_name_their_database() {
+        // XLOG_DBASE_DROP (0x20 from 15 on): db_id, ntablespaces, tablespace ids.
+        let mut main = 16385u32.to_le_bytes().to_vec();
+        main.extend_from_slice(&1u32.to_le_bytes());
+        main.extend_from_slice(&1663u32.to_le_bytes());
+        let r = record(RM_DBASE_ID, 0x20, &[XLR_BLOCK_ID_DATA_SHORT, 12], &main);
+        assert_eq!(
+            decode_record(&r, 17).expect("decode").databases,
+            vec![16385]
+        );
+        // XLOG_RELMAP_UPDATE of the shared map: dbid 0, tsid, nbytes, the map.
+        let mut main = vec![0u8; 4];
+        main.extend_from_slice(&1664u32.to_le_bytes());
+        main.extend_from_slice(&4u32.to_le_bytes());
+        main.extend_from_slice(&[0u8; 4]);
+        let r = record(RM_RELMAP_ID, 0x00, &[XLR_BLOCK_ID_DATA_SHORT, 16], &main);
+        assert_eq!(decode_record(&r, 14).expect("decode").databases, vec![0]);
     }
 
     #[test]

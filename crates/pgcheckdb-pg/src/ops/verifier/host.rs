@@ -16,7 +16,7 @@ use crate::format::control::ControlFile;
 use crate::plan::Plan;
 use crate::verify::online::OnlineSummary;
 use crate::verify::options::Level;
-use crate::verify::report::{BackupSummary, VerifyReport};
+use crate::verify::report::{BackupSummary, CrashSummary, VerifyReport};
 
 /// An error of the host or of the server it connected to, passed on as it is.
 pub type HostError = Box<dyn std::error::Error + Send + Sync>;
@@ -68,6 +68,8 @@ pub enum Event<'a> {
     SetAside { findings: &'a [Finding] },
     /// A base backup: its rules and manifest were applied.
     BackupChecked { backup: &'a BackupSummary },
+    /// A crashed cluster: what crash recovery rewrites was set aside.
+    CrashChecked { crash: &'a CrashSummary },
 }
 
 /// The block scan as the host shows its progress.

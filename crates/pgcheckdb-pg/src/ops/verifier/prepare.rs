@@ -11,7 +11,7 @@ use super::online::Online;
 use super::request::VerifyRequest;
 use super::source::Source;
 use crate::check::extended::{ExtendedConfig, DEFAULT_MEMORY};
-use crate::format::control::{state_of_a_backup, ControlFile};
+use crate::format::control::{state_of_a_backup, ControlFile, DbState};
 use crate::ops::backup::{self, Backup};
 use crate::ops::cluster::{check_stopped, RunningReason};
 use crate::ops::open::{check_pid_file, read_control_for};
@@ -78,8 +78,9 @@ pub fn prepare(
     Ok((prepared, control))
 }
 
-/// Accepts a stopped cluster (`None`) or a plain base backup (its `backup_label` and WAL
-/// read); refuses anything else, naming what would check it.
+/// Accepts a stopped cluster (`None`), a plain base backup (its `backup_label` and WAL read) or
+/// a cluster that crashed (its WAL from the last checkpoint's redo point read); refuses a
+/// running one, naming what would check it.
 fn backup_or_refusal(datadir: &Path, control: &ControlFile) -> Result<Option<Backup>, VerifyError> {
     let reason = match check_stopped(datadir, control) {
         Ok(()) => return Ok(None),
@@ -92,8 +93,11 @@ fn backup_or_refusal(datadir: &Path, control: &ControlFile) -> Result<Option<Bac
         _ => None,
     };
     let Some(label) = label else {
+        if matches!(reason, RunningReason::NotShutDown { .. }) && crashed(control.state) {
+            return Ok(Some(backup::crash::prepare(datadir, control)));
+        }
         return Err(VerifyError::Refused(format!(
-            "cannot verify \"{}\" offline: {reason}; a running server is checked with --online, a crashed one must be started once and stopped cleanly, a base backup needs its backup_label",
+            "cannot verify \"{}\" offline: {reason}; a running server is checked with --online",
             datadir.display()
         )));
     };
@@ -104,6 +108,18 @@ fn backup_or_refusal(datadir: &Path, control: &ControlFile) -> Result<Option<Bac
         )));
     }
     Ok(Some(backup::prepare(datadir, control, label)))
+}
+
+/// States `pg_control` is left in when a server stops without a shutdown checkpoint (or a
+/// copy was taken while it ran): crash recovery would start from its last checkpoint.
+fn crashed(state: DbState) -> bool {
+    matches!(
+        state,
+        DbState::InProduction
+            | DbState::InCrashRecovery
+            | DbState::InArchiveRecovery
+            | DbState::Shutdowning
+    )
 }
 
 /// `--memory` and `--temp-dir` of the extended level; a spill directory inside the data

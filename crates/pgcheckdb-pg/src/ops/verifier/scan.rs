@@ -9,6 +9,7 @@ use super::error::VerifyError;
 use super::host::{Event, Host, ScanView};
 use super::prepare::Prepared;
 use super::tar::{self, Streamed};
+use crate::check::agreement::Agreement;
 use crate::check::extended::ExtendedPlan;
 use crate::check::structure::Structure;
 use crate::finding::Finding;
@@ -39,15 +40,25 @@ pub fn extended_plan(
     let Some(config) = &prepared.extended else {
         return Ok(None);
     };
-    ExtendedPlan::build(&planned.plan, &planned.catalog, config, prepared.opts.jobs)
-        .map(Some)
-        .map_err(|source| VerifyError::Io {
-            what: format!(
-                "could not create a spill directory in \"{}\"",
-                config.temp_dir.display()
-            ),
-            source,
-        })
+    let agreement = match &prepared.backup {
+        Some(b) => b.agreement(),
+        None => Agreement::of_state(planned.plan.control.state),
+    };
+    ExtendedPlan::build(
+        &planned.plan,
+        &planned.catalog,
+        config,
+        prepared.opts.jobs,
+        &agreement,
+    )
+    .map(Some)
+    .map_err(|source| VerifyError::Io {
+        what: format!(
+            "could not create a spill directory in \"{}\"",
+            config.temp_dir.display()
+        ),
+        source,
+    })
 }
 
 /// The structure checks of every file (standard level and above), told to the host.

@@ -41,7 +41,8 @@ pub fn settle_and_name(
 }
 
 /// A base backup: the findings about blocks replay rewrites set aside, the files compared
-/// with `backup_manifest`; a failed comparison is a tool error.
+/// with `backup_manifest`; a failed comparison is a tool error. A crashed cluster: the
+/// findings about blocks crash recovery rewrites set aside.
 pub fn judge_backup(
     host: &mut dyn Host,
     prepared: &Prepared,
@@ -52,8 +53,16 @@ pub fn judge_backup(
         return;
     };
     let report = &mut scanned.report;
-    let (mut summary, aside) = backup::set_aside(report, &planned.plan, b);
+    let (summary, aside) = backup::set_aside(report, &planned.plan, b);
     host.event(Event::SetAside { findings: &aside });
+    let mut summary = match summary {
+        backup::ReplaySummary::Backup(s) => s,
+        backup::ReplaySummary::Crash(crash) => {
+            host.event(Event::CrashChecked { crash: &crash });
+            report.summary.crash_recovery = Some(crash);
+            return;
+        }
+    };
     let checked = match (&prepared.source.tar, scanned.streamed.take()) {
         (Some(t), Some(seen)) => tar::check_manifest(t, seen, report, &mut summary),
         _ => backup::check_manifest(&prepared.source.datadir, report, &mut summary),

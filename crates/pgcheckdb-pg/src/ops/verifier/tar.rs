@@ -35,7 +35,7 @@ pub fn scan(
 ) -> Result<(VerifyReport, Streamed), BackupError> {
     let manifest =
         manifest::read_manifest(&tar.dir)?.and_then(|b| manifest::parse_manifest(&b).ok());
-    let start_lsn = backup.map_or(u64::MAX, |b| b.label.start_lsn.0);
+    let start_lsn = backup.map_or(u64::MAX, |b| b.start_lsn().0);
     let mut source = TarSource::new(tar, plan, manifest.as_ref(), start_lsn, progress);
     let report =
         verify::run::run_source(plan, opts, structure, &mut source).map_err(BackupError::Scan)?;

@@ -32,7 +32,7 @@ use super::facts::{Family, Writer};
 use super::spill::RunBuilder;
 use super::tids::TidNotChecked;
 use crate::catalog::{Catalog, FileKey, RelKind};
-use crate::format::control::DbState;
+use crate::check::agreement::ForkAgreement;
 use crate::format::oids::am_oid;
 
 /// The access methods whose graphs are checked here.
@@ -98,18 +98,17 @@ pub struct GraphPlanInputs<'a> {
     pub fork_of_key: &'a HashMap<FileKey, usize>,
     /// Blocks of each of the plan's forks.
     pub fork_blocks: &'a [u64],
-    /// How the cluster stopped.
-    pub state: DbState,
+    /// Which forks' pages agree with each other ([`crate::check::agreement`]).
+    pub agree: &'a ForkAgreement,
 }
 
-/// Plans the graph check of every hash, GiST, SP-GiST, GIN and BRIN index in the plan. A
-/// cluster that was not shut down cleanly is not checked ([`pages_agree`]): a change that
+/// Plans the graph check of every hash, GiST, SP-GiST, GIN and BRIN index in the plan. An
+/// index whose pages are not known to agree is not checked ([`ForkAgreement`]): a change that
 /// spans pages is atomic only through the WAL, and replay may not have written all of its
 /// pages yet. Nor is an index that is not valid (`indisvalid` false: a build that failed or
 /// was interrupted may have left it in part), as for the B-tree checks.
 pub fn plan_graphs(inputs: &GraphPlanInputs<'_>) -> GraphPlan {
     let catalog = inputs.catalog;
-    let consistent = pages_agree(inputs.state);
     let mut out = GraphPlan::default();
     for (key, &fork) in inputs.fork_of_key {
         let Some(rel) = catalog.relations.get(key) else {
@@ -126,8 +125,8 @@ pub fn plan_graphs(inputs: &GraphPlanInputs<'_>) -> GraphPlan {
             .get(&key.0)
             .map_or_else(|| format!("database {}", key.0), |d| d.name.clone());
         let name = format!("{database}: {}", rel.name);
-        let why_not = if !consistent {
-            Some("the cluster was not shut down cleanly")
+        let why_not = if let Err(why) = inputs.agree.check(&[fork]) {
+            Some(why)
         } else {
             match find_row(inputs.rows, key.0, rel.oid) {
                 None => Some("no pg_index row"),
@@ -154,15 +153,6 @@ pub fn plan_graphs(inputs: &GraphPlanInputs<'_>) -> GraphPlan {
     }
     out.not_checked.sort_by(|a, b| a.index.cmp(&b.index));
     out
-}
-
-/// Whether a cluster stopped in `state` has index pages that agree with each other: only one
-/// shut down cleanly (its shutdown checkpoint wrote every changed page). Not a standby shut
-/// down in recovery (when no checkpoint record came since its last restartpoint, its shutdown
-/// writes no pages, and a page that one WAL record changed together with another may be on
-/// disk without it), nor a base backup's copy, whose files were copied at different moments.
-fn pages_agree(state: DbState) -> bool {
-    state == DbState::Shutdowned
 }
 
 /// The first body byte of a graph record that marks a damaged page.
@@ -292,26 +282,6 @@ pub(crate) mod testing {
             am,
             name: "db: i".into(),
             blocks,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn graphs_are_checked_only_where_pages_agree() {
-        assert!(pages_agree(DbState::Shutdowned));
-        for state in [
-            DbState::ShutdownedInRecovery,
-            DbState::InProduction,
-            DbState::InArchiveRecovery,
-            DbState::InCrashRecovery,
-            DbState::Shutdowning,
-            DbState::Startup,
-        ] {
-            assert!(!pages_agree(state), "{state:?}");
         }
     }
 }

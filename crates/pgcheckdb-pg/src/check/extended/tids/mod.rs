@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use super::catalog::IndexRow;
 use crate::catalog::{Catalog, FileKey, RelKind};
+use crate::check::agreement::ForkAgreement;
 use crate::format::oids::am_oid;
 
 /// The index access methods whose leaf entries give heap TIDs.
@@ -84,10 +85,11 @@ pub struct TidPlanInputs<'a> {
     pub fork_of_key: &'a HashMap<FileKey, usize>,
     /// File keys by (database, relation oid).
     pub key_of_oid: &'a HashMap<(u32, u32), FileKey>,
-    /// The cluster was shut down cleanly: its data files agree with each other. After a crash
+    /// Which forks' pages agree with each other ([`crate::check::agreement`]). After a crash
     /// or on a standby an index page may have reached the disk while the heap page it points
-    /// into did not (WAL replay would write it), so nothing is concluded there.
-    pub clean_shutdown: bool,
+    /// into did not (WAL replay would write it), so nothing is concluded there unless the
+    /// WAL says neither is rewritten.
+    pub agree: &'a ForkAgreement,
 }
 
 /// Plans the TID check of every index (B-tree, hash, GiST, SP-GiST, GIN) in the plan.
@@ -109,7 +111,7 @@ pub fn plan_tids(inputs: &TidPlanInputs<'_>) -> TidPlan {
             .get(&key.0)
             .map_or_else(|| format!("database {}", key.0), |d| d.name.clone());
         let name = format!("{database}: {}", rel.name);
-        match heap_of(inputs, key.0, rel.oid) {
+        match heap_of(inputs, key.0, rel.oid, fork) {
             Ok((table, heap_fork)) => {
                 let info = TidIndexInfo {
                     fork,
@@ -139,10 +141,9 @@ fn heap_of(
     inputs: &TidPlanInputs<'_>,
     db: u32,
     oid: u32,
+    index_fork: usize,
 ) -> Result<(FileKey, usize), &'static str> {
-    if !inputs.clean_shutdown {
-        return Err("the cluster was not shut down cleanly");
-    }
+    inputs.agree.check(&[index_fork])?;
     let row = super::catalog::find_row(inputs.rows, db, oid).ok_or("no pg_index row")?;
     if !row.indisvalid {
         return Err("the index is not valid (indisvalid is false)");
@@ -160,5 +161,6 @@ fn heap_of(
         .get(table)
         .copied()
         .ok_or("its table is not in the scope of this run")?;
+    inputs.agree.check(&[fork])?;
     Ok((*table, fork))
 }

@@ -42,6 +42,7 @@ use std::sync::Arc;
 
 use crate::catalog::attributes::Attribute;
 use crate::catalog::{Catalog, FileKey, RelKind};
+use crate::check::agreement::ForkAgreement;
 use crate::format::control::DbState;
 use crate::format::oids::am_oid;
 use crate::plan::Plan;
@@ -77,19 +78,18 @@ pub struct ToastInfo {
 }
 
 /// Plans the TOAST check: the TOAST relation of every table whose forks are both in the run,
-/// by fork (the plan sets the heap flags of both from it). Nothing when the
-/// cluster was not shut down cleanly (see the module comment).
+/// by fork (the plan sets the heap flags of both from it). Nothing when the cluster was not
+/// shut down (see the module comment), unless the WAL says which pages agree: then every
+/// table but those whose pages (or whose TOAST relation's) replay rewrites.
 pub fn plan_toast(
     plan: &Plan,
     catalog: &Catalog,
     fork_of_key: &HashMap<FileKey, usize>,
+    agree: &ForkAgreement,
 ) -> HashMap<usize, Arc<ToastInfo>> {
     let mut out = HashMap::new();
-    let clean = matches!(
-        plan.control.state,
-        DbState::Shutdowned | DbState::ShutdownedInRecovery
-    );
-    if !clean {
+    let stopped = plan.control.state == DbState::ShutdownedInRecovery;
+    if agree.unknown.is_some() && !stopped {
         return out;
     }
     let toast_of_oid: HashMap<(u32, u32), FileKey> = catalog
@@ -118,6 +118,9 @@ pub fn plan_toast(
         else {
             continue; // not in the run (scoped out, or its file is missing: reported elsewhere)
         };
+        if agree.not_in_flux(&[main_fork, toast_fork]).is_err() {
+            continue;
+        }
         let database = catalog
             .databases
             .get(&key.0)

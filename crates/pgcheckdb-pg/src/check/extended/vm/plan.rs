@@ -1,15 +1,16 @@
 //! Which heap tables get visibility-map and hint-bit facts, and which `_vm` fork belongs to
-//! each. The visibility map is compared with the heap only on a cluster shut down cleanly:
-//! anywhere else (a standby shut down in recovery, a crashed primary) the heap page and its
-//! map page may have reached disk at different points of the WAL, and a disagreement proves
-//! nothing until recovery has replayed it.
+//! each. The visibility map is compared with the heap only where the two agree
+//! ([`crate::check::agreement`]): after a clean shutdown, or, on a crashed cluster or a base
+//! backup, for the tables WAL replay does not touch. Anywhere else (a standby shut down in
+//! recovery) the heap page and its map page may have reached disk at different points of the
+//! WAL, and a disagreement proves nothing until recovery has replayed it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::catalog::{Catalog, FileKey, RelKind};
+use crate::check::agreement::ForkAgreement;
 use crate::datadir::Location;
-use crate::format::control::DbState;
 use crate::format::oids::am_oid;
 use crate::format::relfile::ForkNumber;
 use crate::plan::Plan;
@@ -30,6 +31,8 @@ pub struct VmPlan {
     pub maps: HashMap<usize, usize>,
     /// Why no visibility map is compared, when none is.
     pub not_checked: Option<String>,
+    /// Tables whose map is not compared because WAL replay rewrites pages of them.
+    pub in_flux: u64,
 }
 
 /// One heap table: its main fork and `relfrozenxid`.
@@ -45,6 +48,7 @@ impl VmPlan {
         plan: &Plan,
         catalog: &Catalog,
         fork_of_key: &HashMap<FileKey, usize>,
+        agree: &ForkAgreement,
     ) -> (VmPlan, Vec<HeapTable>) {
         let mut tables: Vec<HeapTable> = fork_of_key
             .iter()
@@ -61,18 +65,22 @@ impl VmPlan {
             })
             .collect();
         tables.sort_by_key(|t| t.fork);
-        let clean = plan.control.state == DbState::Shutdowned;
         let mut maps = HashMap::new();
-        if clean {
+        let mut in_flux = 0;
+        if agree.unknown.is_none() {
             let vm_of = vm_forks(plan);
             for t in &tables {
                 let f = &plan.forks[t.fork];
-                if let Some(&vm) = vm_of.get(&(f.location, f.relfilenode)) {
-                    maps.insert(t.fork, vm);
+                let Some(&vm) = vm_of.get(&(f.location, f.relfilenode)) else {
+                    continue;
+                };
+                match agree.check(&[t.fork, vm]) {
+                    Ok(()) => _ = maps.insert(t.fork, vm),
+                    Err(_) => in_flux += 1,
                 }
             }
         }
-        let not_checked = (!clean).then(|| {
+        let not_checked = agree.unknown.map(|_| {
             "the cluster was not shut down cleanly: a heap page and its visibility-map page may \
              stand at different points of the WAL until recovery replays it"
                 .to_string()
@@ -81,6 +89,7 @@ impl VmPlan {
             tables: tables.iter().map(|t| t.fork).collect(),
             maps,
             not_checked,
+            in_flux,
         };
         (vm, tables)
     }

@@ -1,0 +1,93 @@
+//! A cluster that was not shut down: crashed (a server killed, a machine lost), or copied while
+//! it ran without backup mode. Crash recovery would replay the WAL in `pg_wal` from the redo
+//! point of `pg_control`'s last checkpoint to the end of the valid WAL; the pages its records
+//! name are rewritten then, every other page is already what the recovered cluster will hold.
+//! So the same rule as a base backup's applies ([`super`]), from the redo point.
+
+use std::path::Path;
+
+use super::{wal, wal_format, Backup, Origin, ReplayBasis};
+use crate::format::control::ControlFile;
+use crate::format::lsn::Lsn;
+use crate::verify::report::CrashSummary;
+
+/// Where crash recovery would start, from `pg_control`.
+#[derive(Debug, Clone)]
+pub struct CrashPoint {
+    /// `checkPointCopy.redo`: replay starts here.
+    pub redo: Lsn,
+    /// `checkPoint`: the last checkpoint record.
+    pub checkpoint: Lsn,
+    /// `state`, in PostgreSQL's words (`in production`, ...).
+    pub state: String,
+}
+
+/// Reads the WAL from the redo point to its end into the set of blocks recovery rewrites.
+pub fn prepare(datadir: &Path, control: &ControlFile) -> Backup {
+    let point = CrashPoint {
+        redo: Lsn(control.redo),
+        checkpoint: Lsn(control.checkpoint),
+        state: control.state.to_string(),
+    };
+    let basis = match wal::collect(datadir, wal_format(control), point.redo) {
+        Some(set) => {
+            // Recovery replays up to the first record that is not valid: that is the end.
+            // It also needs the checkpoint record itself.
+            let complete = set.decode_error.is_none() && set.end_lsn > point.checkpoint;
+            ReplayBasis::Wal { set, complete }
+        }
+        None => ReplayBasis::PageLsn,
+    };
+    Backup {
+        origin: Origin::Crash(point),
+        basis,
+        manifest_wal_end: None,
+        newer_pages: None,
+    }
+}
+
+const NOTE_WAL: &str = "pages with a block reference in the WAL from the redo point on are rewritten by crash recovery and were not verified, nor any cross-page fact about their relations; every other page was";
+const NOTE_WAL_SHORT: &str = "the WAL in pg_wal could not be read to its end (or does not reach the last checkpoint record): pages newer than the redo point were not verified, and no cross-page fact was judged";
+const NOTE_LSN: &str = "no WAL from the redo point in pg_wal (PostgreSQL could not recover this cluster either): pages newer than the redo point were not verified, and no cross-page fact was judged";
+
+/// The summary's `crash_recovery` object.
+pub fn summary(point: &CrashPoint, backup: &Backup, unverified: u64, aside: u64) -> CrashSummary {
+    let (rule, note, wal_end, records, blocks, relations) = match &backup.basis {
+        ReplayBasis::Wal {
+            set,
+            complete: true,
+        } => (
+            "wal_block_set",
+            NOTE_WAL,
+            Some(set.end_lsn),
+            set.records,
+            set.blocks.len(),
+            set.relations.len() + set.databases.len(),
+        ),
+        ReplayBasis::Wal {
+            set,
+            complete: false,
+        } => (
+            "page_lsn",
+            NOTE_WAL_SHORT,
+            Some(set.end_lsn),
+            set.records,
+            set.blocks.len(),
+            set.relations.len() + set.databases.len(),
+        ),
+        ReplayBasis::PageLsn => ("page_lsn", NOTE_LSN, None, 0, 0, 0),
+    };
+    CrashSummary {
+        state: point.state.clone(),
+        redo_lsn: point.redo,
+        checkpoint_lsn: point.checkpoint,
+        rule: rule.to_string(),
+        wal_end_lsn: wal_end,
+        wal_records: records,
+        wal_blocks: blocks as u64,
+        wal_relations: relations as u64,
+        replayed_blocks_unverified: unverified,
+        replayed_findings_set_aside: aside,
+        note: note.to_string(),
+    }
+}
