@@ -197,3 +197,27 @@ fn crashed_without_its_wal_judges_by_page_lsn() {
     assert_eq!(ext["tid_indexes_checked"], 0, "{ext}");
     assert_eq!(ext["index_graphs_checked"], 0, "{ext}");
 }
+
+/// A server whose `postmaster.pid` is out of sight (removed here; in another PID namespace it
+/// names a process this one cannot see) looks crashed, but keeps writing: the WAL grows while
+/// the files are read, and the run ends with a tool error instead of a verdict.
+#[test]
+fn a_running_server_without_its_lock_file_is_caught() {
+    let opts = ClusterOptions::new(17, true).setting("checkpoint_timeout", "30s");
+    let mut c = loaded::pgbench_primary(&opts, 2, SCHEMA);
+    let mut bench = c
+        .spawn_pgbench("postgres", &["-c", "2", "-T", "3600", "-n"])
+        .expect("pgbench");
+    std::thread::sleep(Duration::from_secs(1));
+    let pid_file = c.datadir().join("postmaster.pid");
+    let hidden = c.datadir().join("postmaster.pid.hidden");
+    fs::rename(&pid_file, &hidden).expect("hide postmaster.pid");
+    // Slow enough (2 MB/s over ~40 MB) that pgbench writes WAL during the scan.
+    let run = verify(&c, "standard", &["--max-rate", "2"]);
+    fs::rename(&hidden, &pid_file).expect("restore postmaster.pid");
+    let _ = bench.kill();
+    let _ = bench.wait();
+    assert_status(&run, 1, "a running server without postmaster.pid");
+    assert!(run.stderr.contains("changed while it was read"), "{run}");
+    c.stop().expect("stop");
+}

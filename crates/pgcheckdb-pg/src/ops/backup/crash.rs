@@ -20,6 +20,8 @@ pub struct CrashPoint {
     pub checkpoint: Lsn,
     /// `state`, in PostgreSQL's words (`in production`, ...).
     pub state: String,
+    /// `time`: when `pg_control` was last written (to tell whether it changed during the run).
+    pub control_time: i64,
 }
 
 /// Reads the WAL from the redo point to its end into the set of blocks recovery rewrites.
@@ -28,6 +30,7 @@ pub fn prepare(datadir: &Path, control: &ControlFile) -> Backup {
         redo: Lsn(control.redo),
         checkpoint: Lsn(control.checkpoint),
         state: control.state.to_string(),
+        control_time: control.time,
     };
     let basis = match wal::collect(datadir, wal_format(control), point.redo) {
         Some(set) => {
@@ -44,6 +47,29 @@ pub fn prepare(datadir: &Path, control: &ControlFile) -> Backup {
         manifest_wal_end: None,
         newer_pages: None,
     }
+}
+
+/// After the scan: `pg_control` and the end of the WAL are as they were before it. A server
+/// that `postmaster.pid` does not reveal (one in another PID namespace, or whose lock file was
+/// removed) writes WAL before any page it changes, and `pg_control` at every checkpoint; if
+/// neither moved, the files read are one crash image, the one recovery would start from.
+pub fn check_still(datadir: &Path, point: &CrashPoint, backup: &Backup) -> Result<(), String> {
+    let control = crate::ops::open::read_control(datadir).map_err(|e| e.to_string())?;
+    let moved = control.checkpoint != point.checkpoint.0
+        || control.redo != point.redo.0
+        || control.time != point.control_time;
+    let grew = match &backup.basis {
+        ReplayBasis::Wal { set, .. } => wal::grew(datadir, wal_format(&control), set),
+        ReplayBasis::PageLsn => false,
+    };
+    if moved || grew {
+        let what = if moved { "pg_control" } else { "the WAL" };
+        return Err(format!(
+            "{what} of \"{}\" changed while it was read: a server is running on it (one postmaster.pid does not name, e.g. in another PID namespace); nothing read can be judged as a crashed cluster: check it with --online",
+            datadir.display()
+        ));
+    }
+    Ok(())
 }
 
 const NOTE_WAL: &str = "pages with a block reference in the WAL from the redo point on are rewritten by crash recovery and were not verified, nor any cross-page fact about their relations; every other page was";

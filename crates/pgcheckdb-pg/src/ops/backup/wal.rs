@@ -302,6 +302,9 @@ pub struct ReplaySet {
     pub records: u64,
     /// The end of the last valid record: the end of the WAL present.
     pub end_lsn: Lsn,
+    /// Where that last record starts, and where the next one would (past a segment switch):
+    /// to tell later whether the WAL grew.
+    pub last_record: Option<(u64, u64)>,
     /// The WAL holds the `XLOG_BACKUP_END` record of this backup: every change made while the
     /// files were copied is in the set.
     pub reaches_backup_end: bool,
@@ -380,8 +383,20 @@ pub fn collect(datadir: &Path, format: WalFormat, start: Lsn) -> Option<ReplaySe
         } else {
             next.next_multiple_of(8)
         };
+        set.last_record = Some((at, lsn));
     }
     (set.records > 0).then_some(set)
+}
+
+/// Whether a valid record now follows the last one `set` read: the WAL grew since.
+pub fn grew(datadir: &Path, format: WalFormat, set: &ReplaySet) -> bool {
+    let Some((last, next)) = set.last_record else {
+        return false;
+    };
+    let Some(mut reader) = WalReader::open(datadir.join("pg_wal"), format.seg_size) else {
+        return false;
+    };
+    reader.record(next, Some(last), &mut Vec::new()).is_some()
 }
 
 #[cfg(test)]
