@@ -52,6 +52,10 @@
 #   standby17-primary     that primary, stopped afterwards (the prepared transaction stays).
 #   crash16               pgbench traffic, `pg_ctl stop -m immediate` mid-run, start (crash
 #                         recovery), clean stop.
+#   crashed18             no checksums; pgbench traffic with DDL (CREATE/DROP TABLE, TRUNCATE,
+#                         CREATE INDEX CONCURRENTLY, VACUUM FULL, an unlogged table), then
+#                         `pg_ctl stop -m immediate`, left crashed (never recovered): checked as
+#                         crash recovery will find it.
 #   nochecks14, nochecks18  no checksums, churned: pgbench, UPDATE/DELETE, VACUUM, VACUUM FULL,
 #                         CLUSTER, TRUNCATE, ADD/DROP COLUMN with defaults, TOAST, every index AM,
 #                         partitioned tables, an aborted UPDATE then a truncating VACUUM.
@@ -74,7 +78,7 @@ mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
 PGROOT=${PGCHECKDB_CACHE:-/var/cache/pgcheckdb}/postgres
 SRC=${SWEEP_PG_SRC:-$DIR/src}
-ONLY=${SWEEP_ONLY:-regress14 regress15 regress16 regress17 regress18 regress19 upgrade14to18 upgrade18to19 upgrade14to19 standby17 crash16 nochecks14 nochecks18 many18 features16}
+ONLY=${SWEEP_ONLY:-regress14 regress15 regress16 regress17 regress18 regress19 upgrade14to18 upgrade18to19 upgrade14to19 standby17 crash16 crashed18 nochecks14 nochecks18 many18 features16}
 PG_USER=postgres
 
 log() { printf '[sweep %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
@@ -530,6 +534,31 @@ build_crash() {
     done_mark "$name" "16 with checksums, stop -m immediate during pgbench, crash recovery, clean stop"
 }
 
+build_crashed() {
+    local name=crashed18
+    pg_init "$name" 18 off
+    pg_start "$name"
+    pgbench "$name" -q -i -s 5 postgres > /dev/null 2>&1
+    sql "$name" postgres <<< "$SQL_SHAPES"
+    sql "$name" postgres <<< "CREATE UNLOGGED TABLE ul (id int PRIMARY KEY, t text); CHECKPOINT;"
+    pgbench "$name" -T 60 -c 2 postgres > "$DIR/$name/pgbench.log" 2>&1 &
+    local bench=$!
+    local i
+    for i in 2 3 4 5 6 7; do
+        sql "$name" postgres <<< "CREATE TABLE churn$i AS SELECT g AS id, md5(g::text) AS t FROM generate_series(1, 5000) g;
+CREATE INDEX CONCURRENTLY churn${i}_t ON churn$i (t);
+INSERT INTO ul SELECT g + $i * 10000, md5(g::text) FROM generate_series(1, 2000) g;
+UPDATE shapes SET n = n + 1 WHERE id % 3 = $((i % 3));
+TRUNCATE churn$i;
+VACUUM FULL pgbench_tellers;
+DROP TABLE IF EXISTS churn$((i - 1));"
+    done
+    log "$name: pg_ctl stop -m immediate during pgbench and DDL"
+    pg_stop "$name" immediate
+    wait "$bench" || true
+    done_mark "$name" "18 without checksums, stop -m immediate during pgbench and DDL, not recovered"
+}
+
 # ---------------------------------------------------------------- e. no checksums, churned
 
 build_nochecks() {
@@ -639,6 +668,7 @@ for c in $ONLY; do
         upgrade14to19) build_upgrade upgrade14to19 14 19 link off ;;
         standby17) build_standby ;;
         crash16) build_crash ;;
+        crashed18) build_crashed ;;
         nochecks14) build_nochecks nochecks14 14 ;;
         nochecks18) build_nochecks nochecks18 18 ;;
         many18) build_many ;;
