@@ -78,7 +78,7 @@ impl Host for Terminal<'_> {
         });
     }
 
-    fn connect(&mut self, conninfo: &str) -> Result<Box<dyn Server>, HostError> {
+    fn connect(&mut self, conninfo: &str) -> Result<Box<dyn Server + Send>, HostError> {
         Ok(Box::new(Connection::connect(conninfo)?))
     }
 }

@@ -14,6 +14,7 @@ mod error;
 mod finish;
 mod host;
 mod online;
+mod pause;
 mod outcome;
 mod prepare;
 mod request;
