@@ -502,7 +502,11 @@ fn verbose_counts_pages_and_rows_per_relation_and_json_has_timestamps_pg16() {
         sc.blocks("postgres", "accounts", "main")
     );
     // On stderr with the other -v lines, as the help says: `-v 2>>verify.log` logs them.
-    assert!(run.stderr.contains(&format!("pgcheckdb: postgres: {expect}")), "{expect}\n{run}");
+    assert!(
+        run.stderr
+            .contains(&format!("pgcheckdb: postgres: {expect}")),
+        "{expect}\n{run}"
+    );
     assert!(!run.stdout.contains("there are "), "{run}");
 }
 

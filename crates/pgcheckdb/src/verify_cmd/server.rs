@@ -44,9 +44,12 @@ impl Connection {
         fill_from_environment(&mut config);
         config.connect_timeout(Duration::from_secs(10));
         config.application_name("pgcheckdb verify --online");
-        let client = config
-            .connect(postgres::NoTls)
-            .map_err(|e| anyhow!("could not connect to the server: {}", connect_error(&config, &e)))?;
+        let client = config.connect(postgres::NoTls).map_err(|e| {
+            anyhow!(
+                "could not connect to the server: {}",
+                connect_error(&config, &e)
+            )
+        })?;
         Ok(Connection { client, config })
     }
 }
@@ -216,7 +219,10 @@ fn connect_error(config: &postgres::Config, e: &postgres::Error) -> String {
     }
     match places.as_slice() {
         [] => why,
-        _ => format!("connection to server {} failed: {why}", places.join(" and ")),
+        _ => format!(
+            "connection to server {} failed: {why}",
+            places.join(" and ")
+        ),
     }
 }
 
@@ -245,6 +251,15 @@ fn fill_from_environment(config: &mut postgres::Config) {
     }
 }
 
+/// libpq's usual Unix socket directories.
+fn default_socket_dir() -> String {
+    ["/var/run/postgresql", "/tmp"]
+        .into_iter()
+        .find(|d| Path::new(d).is_dir())
+        .unwrap_or("/tmp")
+        .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,13 +278,4 @@ mod tests {
         assert!(parse_dbname("host='unterminated").is_err());
         assert!(parse_dbname("").expect("empty").get_dbname().is_none());
     }
-}
-
-/// libpq's usual Unix socket directories.
-fn default_socket_dir() -> String {
-    ["/var/run/postgresql", "/tmp"]
-        .into_iter()
-        .find(|d| Path::new(d).is_dir())
-        .unwrap_or("/tmp")
-        .to_string()
 }
