@@ -2,7 +2,7 @@
 //! one verdict with `verify`'s standard level; `--dbname` as psql reads it and a failed
 //! connection that says where and why; `-v` lines on stderr; the manual's sections and
 //! two-word commands; `verify /path` and `-D` with `--backup`; `checksums disable -q`; no
-//! Rust debug names in `inspect`. Real clusters of PostgreSQL 17 (missing binaries fail).
+//! Rust debug names in `inspect`; the visibility-map hint's SQL names the table. Real clusters of PostgreSQL 17 (missing binaries fail).
 
 mod common;
 
@@ -286,4 +286,27 @@ fn the_manual_has_its_sections_and_two_word_commands() {
     );
     let verify_help = pgcheckdb(&["verify", "--help"]);
     assert!(verify_help.stdout.contains("Exit status:"), "{verify_help}");
+}
+
+#[test]
+fn the_visibility_map_hint_names_the_table() {
+    let (c, paths) = loaded_cluster(17, false, &format!("{SQL}\nVACUUM t;"), &["t"]);
+    let d = c.datadir().display().to_string();
+    let vm = format!("{}_vm", paths[0]);
+    let damage = pgcheckdb(&[
+        "corrupt", "-D", &d, "--file", &vm, "--block", "0", "--how", "header", "--yes", "-q",
+    ]);
+    assert_eq!(damage.status, 0, "{damage}");
+    let run = pgcheckdb(&["verify", "-D", &d, "--no-progress"]);
+    assert_eq!(run.status, 2, "{run}");
+    let hint = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("visibility map damage"))
+        .unwrap_or_else(|| panic!("no visibility map hint\n{run}"));
+    assert!(
+        hint.contains("SELECT pg_truncate_visibility_map('public.t'); VACUUM public.t;"),
+        "{run}"
+    );
+    assert!(!hint.contains("<table>"), "{run}");
 }
