@@ -221,6 +221,14 @@ Commands:
 Options:
   -h, --help     Print help
   -V, --version  Print version
+
+Exit status:
+  0         nothing found (verify), or the command did what was asked
+  1         could not run or finish: bad arguments, a running cluster, anything unreadable
+  2         corruption found (verify; checksums enable when damaged pages are in the way)
+  130, 143  interrupted by SIGINT, SIGTERM
+
+The manual: `pgcheckdb man`, `pgcheckdb man verify` (each command has its page).
 "
     );
     let status = pgcheckdb(&["checksums", "status", "--help"]);
