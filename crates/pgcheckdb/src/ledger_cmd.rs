@@ -99,7 +99,10 @@ pub fn run(common: &Common, args: &LedgerCmd) -> anyhow::Result<u8> {
                 };
                 let named = match (row.database.is_empty(), row.relation.is_empty()) {
                     (false, false) => {
-                        format!(" database \"{}\" relation \"{}\"", row.database, row.relation)
+                        format!(
+                            " database \"{}\" relation \"{}\"",
+                            row.database, row.relation
+                        )
                     }
                     (false, true) => format!(" database \"{}\"", row.database),
                     _ => String::new(),

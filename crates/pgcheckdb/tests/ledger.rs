@@ -25,7 +25,8 @@ use serde_json::Value;
 
 const MAJOR: u32 = 17;
 
-const SQL: &str = "CREATE TABLE t AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 3000) g; \
+const SQL: &str =
+    "CREATE TABLE t AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 3000) g; \
                    CREATE TABLE u AS SELECT g AS id FROM generate_series(1, 1000) g; \
                    VACUUM FREEZE t; VACUUM FREEZE u; CHECKPOINT;";
 
@@ -46,7 +47,16 @@ fn pgcheckdb(args: &[&str], state: &Path) -> Run {
 fn verify(dir: &Path, level: &str, ledger: &[&str], extra: &[&str], state: &Path) -> Run {
     let d = dir.display().to_string();
     let mut args = vec![
-        "verify", "-D", &d, "--level", level, "--format", "json", "--no-progress", "-j", "2",
+        "verify",
+        "-D",
+        &d,
+        "--level",
+        level,
+        "--format",
+        "json",
+        "--no-progress",
+        "-j",
+        "2",
         "--ledger",
     ];
     args.extend_from_slice(ledger);
@@ -126,7 +136,11 @@ fn sqlite_ledger_new_open_repaired() {
     let db = state.join("pgcheckdb/ledger.sqlite");
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&db), 0o600, "ledger file mode");
-    assert_eq!(mode(&state.join("pgcheckdb")), 0o700, "ledger directory mode");
+    assert_eq!(
+        mode(&state.join("pgcheckdb")),
+        0o700,
+        "ledger directory mode"
+    );
 
     // Two damaged blocks: both new.
     let original3 = damage(&path, 3);
@@ -148,13 +162,22 @@ fn sqlite_ledger_new_open_repaired() {
     let r = verify(&dir, "physical", &[], &host, &state);
     assert_eq!(r.status, 2, "{}{}", r.stdout, r.stderr);
     assert_eq!(counts(&r), (0, 2, 0), "a lower level repairs nothing");
-    let r = verify(&dir, "standard", &[], &["--ledger-host", "db1", "-t", "u"], &state);
+    let r = verify(
+        &dir,
+        "standard",
+        &[],
+        &["--ledger-host", "db1", "-t", "u"],
+        &state,
+    );
     assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
     assert_eq!(counts(&r), (0, 2, 0), "another scope repairs nothing");
     let (_, entries) = listed(&[], &state);
     assert_eq!(
         entries,
-        vec![entry("open", "db1", &file, 3), entry("open", "db1", &file, 5)]
+        vec![
+            entry("open", "db1", &file, 3),
+            entry("open", "db1", &file, 5)
+        ]
     );
 
     // A whole-cluster run at the same level: block 3 repaired, block 5 still open; the
@@ -162,8 +185,15 @@ fn sqlite_ledger_new_open_repaired() {
     let d = dir.display().to_string();
     let r = pgcheckdb(
         &[
-            "verify", "-D", &d, "--format", "prometheus", "--no-progress", "--ledger",
-            "--ledger-host", "db1",
+            "verify",
+            "-D",
+            &d,
+            "--format",
+            "prometheus",
+            "--no-progress",
+            "--ledger",
+            "--ledger-host",
+            "db1",
         ],
         &state,
     );
@@ -174,7 +204,29 @@ fn sqlite_ledger_new_open_repaired() {
         "pgcheckdb_verify_ledger_repaired{pgdata=\"DIR\"} 1",
     ] {
         let line = line.replace("DIR", &d);
-        assert!(r.stdout.lines().any(|l| l == line), "{line} in {}", r.stdout);
+        assert!(
+            r.stdout.lines().any(|l| l == line),
+            "{line} in {}",
+            r.stdout
+        );
+    }
+    // The example alert rules name only metrics pgcheckdb writes.
+    let rules = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/alerts/pgcheckdb.rules.yml"),
+    )
+    .expect("docs/alerts/pgcheckdb.rules.yml");
+    let names: std::collections::BTreeSet<&str> = rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("pgcheckdb_verify_"))
+        .collect();
+    assert!(names.contains("pgcheckdb_verify_ledger_new"), "{names:?}");
+    for name in names {
+        let sample = format!("{name}{{");
+        assert!(
+            r.stdout.contains(&sample),
+            "the rules name {name}, which is not written:\n{}",
+            r.stdout
+        );
     }
     let (_, entries) = listed(&[], &state);
     assert_eq!(
@@ -192,7 +244,10 @@ fn sqlite_ledger_new_open_repaired() {
     let (_, entries) = listed(&[], &state);
     assert_eq!(
         entries,
-        vec![entry("new", "db1", &file, 7), entry("open", "db1", &file, 5)]
+        vec![
+            entry("new", "db1", &file, 7),
+            entry("open", "db1", &file, 5)
+        ]
     );
     let (_, entries) = listed(&["--all"], &state);
     assert_eq!(entries.len(), 3, "{entries:?}");
@@ -203,7 +258,9 @@ fn sqlite_ledger_new_open_repaired() {
     assert_eq!(text.status, 0);
     assert!(
         text.stdout.contains("2 open (1 new), 0 repaired")
-            && text.stdout.contains(&format!("new      error checksum_mismatch: {file} main block 7")),
+            && text.stdout.contains(&format!(
+                "new      error checksum_mismatch: {file} main block 7"
+            )),
         "{}",
         text.stdout
     );
@@ -218,11 +275,21 @@ fn ledger_refused_inside_the_data_directory_and_at_a_link() {
 
     // Inside the data directory (also through `..`): refused before the run, nothing written.
     let inside = dir.join("base/../ledger.sqlite");
-    let r = verify(&dir, "physical", &[inside.to_str().unwrap()], &[], tmp.path());
+    let r = verify(
+        &dir,
+        "physical",
+        &[inside.to_str().unwrap()],
+        &[],
+        tmp.path(),
+    );
     assert_eq!(r.status, 1, "{}{}", r.stdout, r.stderr);
     let lines: Vec<&str> = r.stderr.lines().collect();
     assert_eq!(lines.len(), 1, "{}", r.stderr);
-    assert!(lines[0].contains("inside the data directory"), "{}", r.stderr);
+    assert!(
+        lines[0].contains("inside the data directory"),
+        "{}",
+        r.stderr
+    );
     assert!(!dir.join("ledger.sqlite").exists());
 
     // A symbolic link at the ledger's place: the run is reported, the ledger refused, exit 1
@@ -264,8 +331,20 @@ fn central_ledger_concurrent_hosts() {
         .map(|h| {
             Command::new(common::bin())
                 .args([
-                    "verify", "-D", &d, "--level", "physical", "--format", "json",
-                    "--no-progress", "-j", "1", "--ledger", &conninfo, "--ledger-host", h,
+                    "verify",
+                    "-D",
+                    &d,
+                    "--level",
+                    "physical",
+                    "--format",
+                    "json",
+                    "--no-progress",
+                    "-j",
+                    "1",
+                    "--ledger",
+                    &conninfo,
+                    "--ledger-host",
+                    h,
                 ])
                 .env("XDG_STATE_HOME", tmp.path())
                 .stdout(Stdio::piped())
@@ -284,7 +363,11 @@ fn central_ledger_concurrent_hosts() {
         news.push((*h, new));
     }
     // Each host's damage was new exactly once: db0's three runs took turns.
-    let db0_new: u64 = news.iter().filter(|(h, _)| *h == "db0").map(|(_, n)| n).sum();
+    let db0_new: u64 = news
+        .iter()
+        .filter(|(h, _)| *h == "db0")
+        .map(|(_, n)| n)
+        .sum();
     assert_eq!(db0_new, 2, "{news:?}");
     let q = |sql: &str| central.query_value("postgres", sql).expect(sql);
     assert_eq!(q("SELECT count(*) FROM pgcheckdb_runs"), "6");
@@ -322,8 +405,20 @@ fn central_ledger_concurrent_hosts() {
     assert_eq!(r.status, 2, "{}{}", r.stdout, r.stderr);
     assert_eq!(counts(&r), (0, 1, 1));
     let (_, entries) = listed(&["--ledger", &conninfo], tmp.path());
-    assert!(entries.contains(&entry("repaired", "db1", &file, 4)), "{entries:?}");
-    assert!(entries.contains(&entry("open", "db1", &file, 9)), "{entries:?}");
-    assert!(entries.contains(&entry("open", "db0", &file, 4)), "{entries:?}");
-    assert!(entries.contains(&entry("new", "db2", &file, 4)), "{entries:?}");
+    assert!(
+        entries.contains(&entry("repaired", "db1", &file, 4)),
+        "{entries:?}"
+    );
+    assert!(
+        entries.contains(&entry("open", "db1", &file, 9)),
+        "{entries:?}"
+    );
+    assert!(
+        entries.contains(&entry("open", "db0", &file, 4)),
+        "{entries:?}"
+    );
+    assert!(
+        entries.contains(&entry("new", "db2", &file, 4)),
+        "{entries:?}"
+    );
 }

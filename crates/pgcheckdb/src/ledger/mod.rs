@@ -214,7 +214,8 @@ mod sql {
     pub const ROWS: &str = "SELECT host, system_identifier, file, fork, block, kind, severity, level, \
         database_name, relation_name, message, count, first_seen, last_seen, repaired_at, first_run, repaired_run \
         FROM pgcheckdb_damage ORDER BY host, system_identifier, file, fork, block, kind, id";
-    pub const OPEN: &str = "SELECT id, file, fork, block, kind, level, scope FROM pgcheckdb_damage \
+    pub const OPEN: &str =
+        "SELECT id, file, fork, block, kind, level, scope FROM pgcheckdb_damage \
         WHERE host = ?1 AND system_identifier = ?2 AND repaired_run IS NULL";
     pub const INSERT_NEW: &str = "INSERT INTO pgcheckdb_damage (host, system_identifier, file, fork, block, kind, \
         severity, level, scope, database_name, relation_name, message, count, first_seen, last_seen, first_run, last_run) \

@@ -159,9 +159,7 @@ pub fn diff(open: &[Open], found: Vec<Observed>, run: &RunInfo) -> Changes {
     let mut changes = Changes::default();
     for o in found {
         match by_key.remove(&o.key) {
-            Some(entry) => changes
-                .seen
-                .push((entry.id, entry.level.min(run.level), o)),
+            Some(entry) => changes.seen.push((entry.id, entry.level.min(run.level), o)),
             None => changes.new.push(o),
         }
     }
@@ -236,7 +234,11 @@ mod tests {
     #[test]
     fn a_whole_run_sees_new_and_repairs_the_rest() {
         let open = [open(1, "base/5/1", 3, 1, ""), open(2, "base/5/1", 4, 1, "")];
-        let c = diff(&open, vec![seen("base/5/1", 3), seen("base/5/2", 0)], &run(2, "", true));
+        let c = diff(
+            &open,
+            vec![seen("base/5/1", 3), seen("base/5/2", 0)],
+            &run(2, "", true),
+        );
         assert_eq!(c.new, vec![seen("base/5/2", 0)]);
         assert_eq!(c.seen.len(), 1);
         assert_eq!((c.seen[0].0, c.seen[0].1), (1, 1));
@@ -246,7 +248,10 @@ mod tests {
 
     #[test]
     fn narrower_lower_or_incomplete_runs_repair_nothing() {
-        let entries = [open(1, "base/5/1", 3, 2, ""), open(2, "base/5/1", 4, 2, "-t a")];
+        let entries = [
+            open(1, "base/5/1", 3, 2, ""),
+            open(2, "base/5/1", 4, 2, "-t a"),
+        ];
         // A lower level checks neither.
         let c = diff(&entries, Vec::new(), &run(1, "", true));
         assert!(c.repaired.is_empty());
