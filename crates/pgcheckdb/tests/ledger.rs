@@ -76,7 +76,10 @@ fn counts(run: &Run) -> (u64, u64, u64) {
 }
 
 /// `pgcheckdb ledger --format json [extra]`: the entries as (status, host, file, block).
-fn listed(extra: &[&str], state: &Path) -> (Vec<Value>, Vec<(String, String, String, u64)>) {
+/// A listed entry: status, host, relation file, block.
+type Entry = (String, String, String, u64);
+
+fn listed(extra: &[&str], state: &Path) -> (Vec<Value>, Vec<Entry>) {
     let mut args = vec!["ledger", "--format", "json"];
     args.extend_from_slice(extra);
     let run = pgcheckdb(&args, state);
@@ -117,7 +120,7 @@ fn damage(path: &Path, block: u64) -> Vec<u8> {
     original
 }
 
-fn entry(status: &str, host: &str, file: &str, block: u64) -> (String, String, String, u64) {
+fn entry(status: &str, host: &str, file: &str, block: u64) -> Entry {
     (status.into(), host.into(), file.into(), block)
 }
 
