@@ -313,6 +313,60 @@ fn ledger_refused_inside_the_data_directory_and_at_a_link() {
         r.stderr
     );
     assert_eq!(std::fs::read(&target).unwrap(), b"not a ledger");
+
+    // A ledger that does not exist yet cannot be listed: exit 1, one line, nothing created.
+    let missing = tmp.path().join("none.sqlite");
+    let r = pgcheckdb(
+        &["ledger", "--ledger", missing.to_str().unwrap()],
+        tmp.path(),
+    );
+    assert_eq!(r.status, 1, "{}{}", r.stdout, r.stderr);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    assert!(r.stderr.contains("does not exist"), "{}", r.stderr);
+    assert!(!missing.exists());
+
+    // Three runs at once into one new local ledger: they take turns, none fails.
+    let shared = tmp.path().join("shared.sqlite");
+    let d = dir.display().to_string();
+    let children: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|h| {
+            Command::new(common::bin())
+                .args([
+                    "verify",
+                    "-D",
+                    &d,
+                    "--level",
+                    "physical",
+                    "--format",
+                    "json",
+                    "--no-progress",
+                    "-j",
+                    "1",
+                    "--ledger",
+                    shared.to_str().unwrap(),
+                    "--ledger-host",
+                    h,
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn")
+        })
+        .collect();
+    for child in children {
+        let r = run::parse(child.wait_with_output().unwrap());
+        assert_eq!(r.status, 2, "{}{}", r.stdout, r.stderr);
+        assert!(r.stderr.is_empty(), "{}", r.stderr);
+        assert_eq!(counts(&r), (1, 1, 0));
+    }
+    let (clusters, entries) = listed(&["--ledger", shared.to_str().unwrap()], tmp.path());
+    assert_eq!(clusters.len(), 3, "{clusters:?}");
+    assert_eq!(entries.len(), 3, "{entries:?}");
+    assert!(
+        entries.iter().all(|e| e.0 == "new" && e.3 == 2),
+        "{entries:?}"
+    );
 }
 
 #[test]

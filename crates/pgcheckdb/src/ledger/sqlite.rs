@@ -56,23 +56,29 @@ CREATE UNIQUE INDEX IF NOT EXISTS pgcheckdb_damage_open
     ON pgcheckdb_damage (host, system_identifier, file, fork, block, kind) WHERE repaired_run IS NULL;
 ";
 
+/// Refuses an existing ledger that is a symbolic link, not a regular file, or another user's.
+fn check_existing(meta: &std::fs::Metadata) -> anyhow::Result<()> {
+    if meta.file_type().is_symlink() {
+        bail!("it is a symbolic link; pgcheckdb does not follow one to its ledger");
+    }
+    if !meta.file_type().is_file() {
+        bail!("it is not a regular file");
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        bail!(
+            "it belongs to user id {}, not to the user running pgcheckdb",
+            meta.uid()
+        );
+    }
+    Ok(())
+}
+
 /// Opens the ledger at `path`, creating it (and its directories) when `create`.
 fn open(path: &Path, create: bool) -> anyhow::Result<Connection> {
     match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            bail!("it is a symbolic link; pgcheckdb does not follow one to its ledger")
-        }
-        Ok(meta) if !meta.file_type().is_file() => bail!("it is not a regular file"),
-        Ok(meta) => {
-            // SAFETY: geteuid has no preconditions.
-            let me = unsafe { libc::geteuid() };
-            if meta.uid() != me {
-                bail!(
-                    "it belongs to user id {}, not to the user running pgcheckdb",
-                    meta.uid()
-                );
-            }
-        }
+        Ok(meta) => check_existing(&meta)?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 DirBuilder::new()
@@ -81,13 +87,20 @@ fn open(path: &Path, create: bool) -> anyhow::Result<Connection> {
                     .create(dir)
                     .with_context(|| format!("could not create \"{}\"", dir.display()))?;
             }
-            OpenOptions::new()
+            let created = OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
                 .custom_flags(libc::O_NOFOLLOW)
-                .open(path)
-                .context("could not create it")?;
+                .open(path);
+            match created {
+                Ok(_) => {}
+                // Another run created it first: the same checks as for any existing ledger.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    check_existing(&std::fs::symlink_metadata(path)?)?
+                }
+                Err(e) => return Err(e).context("could not create it"),
+            }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             bail!("it does not exist (no run has recorded into it yet)")

@@ -219,9 +219,15 @@ fn record_in_ledger(
         finished_at: summary.finished_at.clone().unwrap_or_default(),
         level: level_rank(&summary.level),
         scope: scope_text(&args.scope),
+        // A page that could not be read, or (--online) that stayed in flux, was not judged:
+        // such a run repairs nothing.
         complete: f.interrupted.is_none()
             && f.report.tool_errors.is_empty()
-            && summary.skipped_blocks == 0,
+            && summary.skipped_blocks == 0
+            && summary
+                .online
+                .as_ref()
+                .is_none_or(|o| o.in_flux_blocks == 0),
     };
     let r = ledger::record(location, &run, &f.report.findings)?;
     Ok(LedgerCounts {
