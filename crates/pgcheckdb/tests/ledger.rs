@@ -256,13 +256,38 @@ fn sqlite_ledger_new_open_repaired() {
     assert_eq!(entries.len(), 3, "{entries:?}");
     assert!(entries.contains(&entry("repaired", "db1", &file, 3)));
 
+    // The text report of verify ends with the ledger's counts.
+    let r = pgcheckdb(
+        &[
+            "verify",
+            "-D",
+            &d,
+            "--no-progress",
+            "--ledger",
+            "--ledger-host",
+            "db1",
+        ],
+        &state,
+    );
+    assert_eq!(r.status, 2, "{}{}", r.stdout, r.stderr);
+    let expected = format!(
+        "pgcheckdb: the ledger \"{}\": 0 new, 2 open, 0 repaired",
+        db.display()
+    );
+    assert_eq!(
+        r.stdout.lines().last(),
+        Some(expected.as_str()),
+        "{}",
+        r.stdout
+    );
+
     // The text listing names the relation and the status.
     let text = pgcheckdb(&["ledger"], &state);
     assert_eq!(text.status, 0);
     assert!(
-        text.stdout.contains("2 open (1 new), 0 repaired")
+        text.stdout.contains("2 open (0 new), 0 repaired")
             && text.stdout.contains(&format!(
-                "new      error checksum_mismatch: {file} main block 7"
+                "open     error checksum_mismatch: {file} main block 7"
             )),
         "{}",
         text.stdout
