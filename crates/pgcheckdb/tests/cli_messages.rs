@@ -214,6 +214,7 @@ Commands:
   corrupt      Damage one block of a stopped cluster on purpose (drills and tests)
   demo         Show everything on a throwaway cluster of the PostgreSQL installed here
   bench        Reproducible experiments on throwaway local clusters (checksum overhead, checkpoints, verify scaling)
+  ledger       List the damage ledger: what is still damaged, new since the last run, repaired
   man          Print the manual page (roff) of pgcheckdb or of one command: `pgcheckdb man > pgcheckdb.1`
   completions  Print a shell completion script: `pgcheckdb completions bash > /etc/bash_completion.d/pgcheckdb`
   help         Print this message or the help of the given subcommand(s)

@@ -174,6 +174,8 @@ pub enum Command {
     /// Reproducible experiments on throwaway local clusters (checksum overhead, checkpoints, verify scaling).
     #[command(arg_required_else_help = true)]
     Bench(BenchCmd),
+    /// List the damage ledger: what is still damaged, new since the last run, repaired.
+    Ledger(LedgerCmd),
     /// Print the manual page (roff) of pgcheckdb or of one command: `pgcheckdb man > pgcheckdb.1`.
     Man(ManArgs),
     /// Print a shell completion script: `pgcheckdb completions bash > /etc/bash_completion.d/pgcheckdb`.
@@ -234,6 +236,23 @@ pub struct BenchCmd {
     pub quiet: bool,
 }
 
+/// `ledger`: the damage ledger `verify --ledger` writes (docs/LEDGER.md).
+#[derive(Debug, Args)]
+pub struct LedgerCmd {
+    /// The ledger: a SQLite file, or a PostgreSQL connection string or URL (a central
+    /// ledger; every host and cluster in it is listed). Default:
+    /// $XDG_STATE_HOME/pgcheckdb/ledger.sqlite (~/.local/state/pgcheckdb/ledger.sqlite).
+    #[arg(long, value_name = "FILE|CONNSTR")]
+    pub ledger: Option<String>,
+    /// Also list entries repaired before each cluster's last run (the whole history).
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub format: FormatFlag,
+    #[command(flatten)]
+    pub no_progress: NoProgressAccepted,
+}
+
 /// `man [COMMAND...]`.
 #[derive(Debug, Args)]
 pub struct ManArgs {
@@ -291,6 +310,7 @@ impl Cli {
                 c.format = b.format;
                 c.quiet = b.quiet;
             }
+            Command::Ledger(l) => c.format = l.format.format,
             Command::Demo(_) | Command::Man(_) | Command::Completions(_) => {}
         }
         c
@@ -472,6 +492,17 @@ pub struct VerifyArgs {
     /// unpacking.
     #[arg(long, value_name = "DIR", conflicts_with = "online")]
     pub backup: Option<PathBuf>,
+    /// Record the run's damage in a ledger after the run (docs/LEDGER.md): a SQLite file
+    /// (the flag alone: $XDG_STATE_HOME/pgcheckdb/ledger.sqlite, else
+    /// ~/.local/state/pgcheckdb/ledger.sqlite; never inside the data directory), or a
+    /// PostgreSQL connection string or URL (`postgresql://...`, `host=... dbname=...`): a
+    /// central ledger for a fleet. A ledger that cannot be written is an error (exit 1).
+    #[arg(long, value_name = "FILE|CONNSTR", num_args = 0..=1, default_missing_value = "",
+          conflicts_with_all = ["backup", "estimate"])]
+    pub ledger: Option<String>,
+    /// The host name recorded with --ledger (default: this machine's host name).
+    #[arg(long, value_name = "NAME", requires = "ledger")]
+    pub ledger_host: Option<String>,
 }
 
 /// Which part of the cluster `verify` checks (pg_amcheck's and pg_checksums' flags; patterns

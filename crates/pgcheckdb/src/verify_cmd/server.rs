@@ -160,7 +160,7 @@ impl Server for Connection {
 
 /// A client error with the server's own message, when it sent one (the error's `Display` says
 /// only "db error").
-fn pg_error(e: &postgres::Error) -> String {
+pub(crate) fn pg_error(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {}", db.severity(), db.message()),
         None => e.to_string(),
@@ -226,7 +226,7 @@ fn connect_error(config: &postgres::Config, e: &postgres::Error) -> String {
     }
 }
 
-fn fill_from_environment(config: &mut postgres::Config) {
+pub(crate) fn fill_from_environment(config: &mut postgres::Config) {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     if config.get_hosts().is_empty() {
         let hosts = env("PGHOST").unwrap_or_else(default_socket_dir);
