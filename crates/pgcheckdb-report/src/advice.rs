@@ -138,15 +138,6 @@ fn is_relation(name: &str) -> bool {
 /// One line of advice for one class.
 fn hint(class: Damage, rels: &BTreeMap<String, Option<String>>) -> String {
     let names = || capped(rels.keys().cloned().collect(), ", ");
-    let tables = || {
-        capped(
-            rels.keys()
-                .filter(|n| is_relation(n))
-                .map(|n| sql_name(n))
-                .collect(),
-            ", ",
-        )
-    };
     match class {
         Damage::Index => {
             let commands: Vec<String> = rels
@@ -167,11 +158,27 @@ fn hint(class: Damage, rels: &BTreeMap<String, Option<String>>) -> String {
                 capped(commands, " ")
             )
         }
-        Damage::VisibilityMap => format!(
-            "hint: visibility map damage ({}): with the server running, CREATE EXTENSION pg_visibility; SELECT pg_truncate_visibility_map('<table>'); then VACUUM <table> rebuilds it (tables: {})",
-            names(),
-            tables()
-        ),
+        Damage::VisibilityMap => {
+            let commands: Vec<String> = rels
+                .keys()
+                .map(|name| {
+                    if is_relation(name) {
+                        let table = sql_name(name);
+                        format!(
+                            "SELECT pg_truncate_visibility_map('{}'); VACUUM {table};",
+                            table.replace('\'', "''")
+                        )
+                    } else {
+                        format!("(unnamed {name}: find its table with the server running)")
+                    }
+                })
+                .collect();
+            format!(
+                "hint: visibility map damage ({}): with the server running, CREATE EXTENSION pg_visibility; then rebuild each map: {}",
+                names(),
+                capped(commands, " ")
+            )
+        }
         Damage::FreeSpaceMap => format!(
             "hint: free space map damage ({}): VACUUM the table rebuilds its free space map; the server tolerates a wrong one meanwhile",
             names()
@@ -289,6 +296,27 @@ mod tests {
                 .is_some_and(|l| l.contains("restore from a backup")),
             "{lines:?}"
         );
+    }
+
+    #[test]
+    fn visibility_map_hint_names_the_table_in_its_sql() {
+        let lines = hints(&[on(
+            FindingKind::VisibilityMapInvalid,
+            "table",
+            "public.O'rders",
+            None,
+        )]);
+        let vm = lines
+            .iter()
+            .find(|l| l.contains("visibility map damage"))
+            .expect("a visibility map hint");
+        assert!(
+            vm.contains(
+                "SELECT pg_truncate_visibility_map('public.\"O''rders\"'); VACUUM public.\"O'rders\";"
+            ),
+            "{lines:?}"
+        );
+        assert!(!vm.contains("<table>"), "{lines:?}");
     }
 
     #[test]

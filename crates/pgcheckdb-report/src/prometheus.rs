@@ -160,6 +160,26 @@ pub fn render(m: &Metrics) -> String {
             &one(t),
         );
     }
+    if let Some(l) = &s.ledger {
+        gauge(
+            &mut text,
+            "ledger_new",
+            "Damage entries of the ledger (--ledger) first found by the last run: new since the run before.",
+            &one(l.new as f64),
+        );
+        gauge(
+            &mut text,
+            "ledger_open",
+            "Damage entries of the ledger still open after the last run (the new ones included).",
+            &one(l.open as f64),
+        );
+        gauge(
+            &mut text,
+            "ledger_repaired",
+            "Damage entries of the ledger the last run checked and no longer found.",
+            &one(l.repaired as f64),
+        );
+    }
     text
 }
 
@@ -255,6 +275,34 @@ mod tests {
         assert!(text.contains("pgcheckdb_verify_findings_by_severity{pgdata=\"/srv/a\\\"b\",severity=\"warning\"} 0\n"), "{text}");
         assert_eq!(last_success_in(&text), Some(1700000000.0));
         assert_eq!(last_success_in("# HELP x\n"), None);
+        assert!(!text.contains("ledger"), "{text}");
+    }
+
+    #[test]
+    fn renders_the_ledger_counts_when_recorded() {
+        let summary = Summary {
+            ledger: Some(pgcheckdb_pg::verify::report::LedgerCounts {
+                new: 2,
+                open: 5,
+                repaired: 1,
+            }),
+            ..Default::default()
+        };
+        let text = render(&Metrics {
+            pgdata: "/d",
+            summary: &summary,
+            findings: &[],
+            exit_status: 2,
+            now: 1.0,
+            last_success: None,
+        });
+        for line in [
+            "pgcheckdb_verify_ledger_new{pgdata=\"/d\"} 2\n",
+            "pgcheckdb_verify_ledger_open{pgdata=\"/d\"} 5\n",
+            "pgcheckdb_verify_ledger_repaired{pgdata=\"/d\"} 1\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 
     #[test]

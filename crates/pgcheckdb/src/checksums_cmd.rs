@@ -401,12 +401,13 @@ fn print_disabled(fmt: Format, quiet: bool, postgres_version: Option<u32>) {
                    "postgres_version": postgres_version})
         ),
         Format::Text => {
+            // -q: only findings and errors; the exit status says it switched.
             if !quiet {
                 eprintln_text!(
                     "pgcheckdb: warning: standbys and copies of this cluster keep checksums on: disable them too or rebuild them"
                 );
+                println_text!("Checksums disabled in cluster");
             }
-            println_text!("Checksums disabled in cluster");
         }
     }
 }

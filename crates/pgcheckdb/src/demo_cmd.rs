@@ -162,10 +162,10 @@ fn damage(cluster: &Cluster, table_file: &str) -> anyhow::Result<()> {
             .with_context(|| format!("could not damage \"{table_file}\""))?;
     }
     say(&format!(
-        "Flipped bits in {} bytes (offsets {:?}) of block {DAMAGED_BLOCK} of \"{table_file}\" — the table demo_orders. \
+        "Flipped bits in {} bytes (at offsets {}) of block {DAMAGED_BLOCK} of \"{table_file}\" — the table demo_orders. \
          Nothing else changed; the server would not notice until it reads that page.",
         DAMAGED_OFFSETS.len(),
-        DAMAGED_OFFSETS
+        DAMAGED_OFFSETS.map(|o| o.to_string()).join(", ")
     ));
     Ok(())
 }

@@ -1,10 +1,13 @@
 //! `pgcheckdb inspect`: find the segment file that holds an absolute block of a fork and print
-//! the decoded page (text or JSON), optionally with a hex dump. Reads only, and only a stopped
-//! cluster (as `verify`): a running server changes pages under the reader.
+//! the decoded page (text or JSON) with the verdict of `verify`'s standard level, optionally
+//! with a hex dump. Reads only, and only a stopped cluster (as `verify`): a running server
+//! changes pages under the reader.
 
 use anyhow::{bail, Context};
 use pgcheckdb_pg::ops::cluster::check_stopped;
-use pgcheckdb_pg::ops::inspect::{hex_dump, inspect_block, render_text};
+use pgcheckdb_pg::ops::inspect::{
+    apply_standard_level, hex_dump, inspect_block, render_text, standard_problems,
+};
 use pgcheckdb_pg::ops::open::{check_pid_file, read_control, resolve_datadir};
 use pgcheckdb_pg::ops::target::{resolve, BlockTarget};
 use pgcheckdb_report::escape::escape_control_keep_newlines;
@@ -21,7 +24,7 @@ pub fn run(common: &Common, args: &InspectArgs) -> anyhow::Result<u8> {
     }
     let target = resolve(&datadir, &control, &args.target.request())?;
     target.check_exists()?;
-    let (dump, page) = inspect_block(
+    let (mut dump, page) = inspect_block(
         &target.path,
         &target.shown,
         target.segno,
@@ -35,6 +38,11 @@ pub fn run(common: &Common, args: &InspectArgs) -> anyhow::Result<u8> {
             target.block, target.shown
         )
     })?;
+    // One verdict with `verify`'s: the standard level's checks of a physically valid page.
+    if dump.physically_valid() {
+        let checked = standard_problems(&datadir, &control, &target.path, target.block, &page);
+        apply_standard_level(&mut dump, checked);
+    }
     match common.format {
         OutputFormat::Json => {
             let mut line = serde_json::json!({"type": "page", "database": target.database,

@@ -31,6 +31,8 @@ mod demo_cmd;
 mod docs_cmd;
 mod exit;
 mod inspect_cmd;
+mod ledger;
+mod ledger_cmd;
 mod progress;
 mod signals;
 mod verbose;
@@ -111,6 +113,7 @@ fn run(command: cli::Command, common: &cli::Common) -> anyhow::Result<u8> {
         Command::Demo(d) => return demo_cmd::run(common, d),
         Command::Bench(b) => bench_cmd::run(common, &b.args),
         Command::Checksums(c) => checksums_cmd::run(common, c),
+        Command::Ledger(l) => ledger_cmd::run(common, l),
         Command::Man(m) => return docs_cmd::man(&m.command),
         Command::Completions(c) => return docs_cmd::completions(c.shell),
     };
@@ -133,6 +136,7 @@ fn command_name(command: &cli::Command) -> &'static str {
         Command::Corrupt(_) => "corrupt",
         Command::Demo(_) => "demo",
         Command::Bench(_) => "bench",
+        Command::Ledger(_) => "ledger",
         Command::Man(_) => "man",
         Command::Completions(_) => "completions",
     }

@@ -214,6 +214,7 @@ Commands:
   corrupt      Damage one block of a stopped cluster on purpose (drills and tests)
   demo         Show everything on a throwaway cluster of the PostgreSQL installed here
   bench        Reproducible experiments on throwaway local clusters (checksum overhead, checkpoints, verify scaling)
+  ledger       List the damage ledger: what is still damaged, new since the last run, repaired
   man          Print the manual page (roff) of pgcheckdb or of one command: `pgcheckdb man > pgcheckdb.1`
   completions  Print a shell completion script: `pgcheckdb completions bash > /etc/bash_completion.d/pgcheckdb`
   help         Print this message or the help of the given subcommand(s)
@@ -221,6 +222,14 @@ Commands:
 Options:
   -h, --help     Print help
   -V, --version  Print version
+
+Exit status:
+  0         nothing found (verify), or the command did what was asked
+  1         could not run or finish: bad arguments, a running cluster, anything unreadable
+  2         corruption found (verify; checksums enable when damaged pages are in the way)
+  130, 143  interrupted by SIGINT, SIGTERM
+
+The manual: `pgcheckdb man`, `pgcheckdb man verify` (each command has its page).
 "
     );
     let status = pgcheckdb(&["checksums", "status", "--help"]);

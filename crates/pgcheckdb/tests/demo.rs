@@ -50,6 +50,9 @@ fn demo_with(args: &[&str]) -> String {
         "verify must name the table\n{stdout}"
     );
     assert!(stdout.contains("checksum_mismatch"), "{stdout}");
+    // Offsets as a person writes them, not a Rust array ("[5000, 5001, 6100]").
+    assert!(stdout.contains("at offsets 5000, 5001, 6100"), "{stdout}");
+    assert!(!stdout.contains("[5000"), "{stdout}");
     // Flipped bytes are damage, never a page "written at the wrong place": the table has
     // 2,858 blocks, where a chance checksum match is no evidence (docs/CHECKS.md).
     assert!(!stdout.contains("misplaced_page"), "{stdout}");

@@ -481,7 +481,7 @@ fn verbose_counts_pages_and_rows_per_relation_and_json_has_timestamps_pg16() {
         "{before} {started} {finished} {after}"
     );
 
-    // Without -v: no relation lines. Text -v: CHECKDB's sentence.
+    // Without -v: no relation lines. Text -v: CHECKDB's sentence, on stderr.
     assert!(relation_lines(&verify_with(&datadir, &["-t", "accounts"])).is_empty());
     let dir = datadir.to_string_lossy().to_string();
     let run = pgcheckdb(
@@ -501,7 +501,13 @@ fn verbose_counts_pages_and_rows_per_relation_and_json_has_timestamps_pg16() {
         "there are {rows} rows in {} pages for public.accounts",
         sc.blocks("postgres", "accounts", "main")
     );
-    assert!(run.stdout.contains(&expect), "{expect}\n{run}");
+    // On stderr with the other -v lines, as the help says: `-v 2>>verify.log` logs them.
+    assert!(
+        run.stderr
+            .contains(&format!("pgcheckdb: postgres: {expect}")),
+        "{expect}\n{run}"
+    );
+    assert!(!run.stdout.contains("there are "), "{run}");
 }
 
 fn unix_now() -> f64 {

@@ -446,9 +446,14 @@ pub enum FindRelationError {
         name: String,
         database: Option<String>,
     },
-    /// A bare name found in several schemas or databases: the remedy is in the message.
-    #[error("\"{name}\" names {count} relations; add the schema or --database")]
-    Ambiguous { name: String, count: usize },
+    /// A name found in several schemas or databases: the message lists where, and the remedy.
+    #[error("\"{name}\" names {count} relations ({}); add the schema or --database", places.join("; "))]
+    Ambiguous {
+        name: String,
+        count: usize,
+        /// `schema.name in database "a", "b"`, one entry per relation name.
+        places: Vec<String>,
+    },
 }
 
 impl Catalog {
@@ -474,8 +479,10 @@ impl Catalog {
             .filter(|(k, r)| wanted_db(k.0) && matches_name(r))
             .map(|(k, r)| (*k, r))
             .collect();
-        found.sort_by_key(|(k, _)| *k);
-        found.dedup_by_key(|(_, r)| (r.oid, r.is_shared));
+        // One relation may have several file keys; a catalog such as pg_class has the same oid
+        // in every database, and each database's copy is another relation.
+        found.sort_by_key(|(k, r)| (if r.is_shared { 0 } else { k.0 }, r.oid, r.is_shared, *k));
+        found.dedup_by_key(|(k, r)| (if r.is_shared { 0 } else { k.0 }, r.oid, r.is_shared));
         match found.len() {
             0 => Err(FindRelationError::NotFound {
                 name: name.to_string(),
@@ -485,8 +492,34 @@ impl Catalog {
             count => Err(FindRelationError::Ambiguous {
                 name: name.to_string(),
                 count,
+                places: self.places(&found),
             }),
         }
+    }
+
+    /// `schema.name in database "a", "b"` for each name among `found`, sorted.
+    fn places(&self, found: &[(FileKey, &RelationInfo)]) -> Vec<String> {
+        let mut by_name: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+        for (key, rel) in found {
+            let db = match (rel.is_shared, self.databases.get(&key.0)) {
+                (true, _) => "(shared catalogs)".to_string(),
+                (false, Some(db)) => format!("\"{}\"", db.name),
+                (false, None) => format!("oid {}", key.0),
+            };
+            by_name.entry(&rel.name).or_default().push(db);
+        }
+        by_name
+            .into_iter()
+            .map(|(name, mut dbs)| {
+                dbs.sort();
+                let what = if dbs.len() == 1 {
+                    "database"
+                } else {
+                    "databases"
+                };
+                format!("{name} in {what} {}", dbs.join(", "))
+            })
+            .collect()
     }
 
     /// The directory of a relation's files, relative to the data directory.
@@ -553,10 +586,11 @@ mod error_tests {
         assert_eq!(
             FindRelationError::Ambiguous {
                 name: "t".into(),
-                count: 2
+                count: 2,
+                places: vec!["a.t in database \"x\"".into(), "b.t in database \"x\"".into()],
             }
             .to_string(),
-            "\"t\" names 2 relations; add the schema or --database"
+            "\"t\" names 2 relations (a.t in database \"x\"; b.t in database \"x\"); add the schema or --database"
         );
     }
 }

@@ -182,9 +182,11 @@ impl<'a> Reader<'a> {
             } else {
                 String::new()
             };
+            let blocks: Vec<String> = trouble.bad_blocks.iter().map(|b| b.to_string()).collect();
             let msg = format!(
-                "{what} has {} damaged page(s) {:?}{more}; rows on them are not used for names",
-                trouble.bad_count, trouble.bad_blocks
+                "{what} has {} damaged page(s) (block(s) {}){more}; rows on them are not used for names",
+                trouble.bad_count,
+                blocks.join(", ")
             );
             self.catalog
                 .findings

@@ -1,6 +1,7 @@
 //! `inspect`: one page decoded for a person — header, checksum, line pointers, heap tuple
 //! headers (FROZEN when `xmin` is frozen), index tuple sizes, the B-tree special space, the bits
-//! of a visibility-map page and the tree of a free-space-map page, and a hex dump.
+//! of a visibility-map page and the tree of a free-space-map page, and a hex dump — with one
+//! verdict from the same checks as `verify`'s standard level ([`standard_problems`]).
 
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -73,8 +74,14 @@ pub struct PageDump {
     pub header: Option<PageHeader>,
     pub page_kind: Option<PageKind>,
     pub checksum: Option<ChecksumView>,
-    /// The physical check's verdict, in words.
+    /// The verdict, in words: the physical check's, then (on a physically valid page) that of
+    /// the standard level's checks as `verify` runs them ([`apply_standard_level`]).
     pub verdict: String,
+    /// Every problem the standard level's checks found on the page (empty when none, or when
+    /// the page failed the physical checks, which then give the verdict alone).
+    pub problems: Vec<ProblemView>,
+    /// Why the standard level's checks did not run on this page, when they did not.
+    pub structure_not_checked: Option<String>,
     pub items: Vec<ItemView>,
     pub btree: Option<BtPageOpaque>,
     pub btree_flags: Vec<&'static str>,
@@ -86,6 +93,169 @@ pub struct PageDump {
     /// A free-space-map page's tree.
     pub free_space_map: Option<FreeSpaceMapView>,
 }
+
+/// One problem of the standard level's checks, as `verify` reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProblemView {
+    /// The finding kind (`line_pointer_invalid`, ...).
+    pub kind: &'static str,
+    /// `error`, `warning` or `info`.
+    pub severity: &'static str,
+    /// The 1-based line pointer, where it applies.
+    pub offset: Option<u16>,
+    /// The 1-based attribute, where it applies.
+    pub attnum: Option<u16>,
+    pub message: String,
+}
+
+impl ProblemView {
+    /// `kind at line pointer N, attribute M: message`.
+    fn text(&self) -> String {
+        let mut place = String::new();
+        if let Some(o) = self.offset {
+            place += &format!(" at line pointer {o}");
+        }
+        if let Some(a) = self.attnum {
+            place += &format!(", attribute {a}");
+        }
+        format!("{}{place}: {}", self.kind, self.message)
+    }
+}
+
+/// The standard level's checks of one physically valid page, exactly as `verify` runs them:
+/// the page format the catalog gives its file, the cluster's xid bounds and commit log, the
+/// B-tree key order, and (without data checksums) the `t_ctid` placement evidence. `Err` says
+/// why they cannot run (the file is not in the catalog, or of an access method pgcheckdb has no
+/// page format for).
+pub fn standard_problems(
+    datadir: &Path,
+    control: &ControlFile,
+    path: &Path,
+    block: u64,
+    page: &[u8],
+) -> Result<Vec<ProblemView>, String> {
+    use crate::catalog::Catalog;
+    use crate::check::standard::{check_page_structure, Inputs, Scratch};
+    use crate::check::structure::{placement_applies, Structure};
+    use crate::format::relfile::parse_relation_file_name;
+    use crate::plan::Plan;
+
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let wanted = parse_relation_file_name(name)
+        .ok_or_else(|| format!("\"{name}\" is not a relation file name"))?;
+    let real_dir = |dir: &Path| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let dir = real_dir(path.parent().unwrap_or(Path::new(".")));
+    let same_relation = |f: &crate::datadir::RelationFile| {
+        f.name.relfilenode == wanted.relfilenode
+            && f.name.temp_backend == wanted.temp_backend
+            && real_dir(&f.dir.path) == dir
+    };
+    let plan = Plan::build_scoped(datadir, control.clone(), same_relation);
+    let file = plan
+        .dir
+        .files
+        .iter()
+        .position(|f| f.name.fork == wanted.fork && f.name.segno == wanted.segno)
+        .ok_or_else(|| format!("\"{name}\" is not in the data directory's listing"))?;
+    let catalog = Catalog::read(datadir, control);
+    let structure = Structure::from_catalog(&plan, &catalog);
+    let fs = structure
+        .files
+        .get(file)
+        .and_then(Option::as_ref)
+        .ok_or_else(|| match structure.not_structure_checked.first() {
+            Some(n) => n.reason.clone(),
+            None => "the catalog does not describe this file".to_string(),
+        })?;
+    let mut problems = Vec::new();
+    let fork = plan.fork_of_file[file];
+    if control.checksum_state() != ChecksumState::On
+        && placement_applies(&plan, Some(&structure), file, fork)
+    {
+        let max_align = control.max_align as usize;
+        let fork_blocks = plan.fork_blocks[fork];
+        if let Some(m) =
+            crate::check::placement::misplaced_by_ctid(page, block, fork_blocks, max_align, |b| {
+                plan.read_fork_block(fork, b)
+            })
+        {
+            problems.push(ProblemView {
+                kind: crate::finding::FindingKind::MisplacedPage.name(),
+                severity: severity_name(crate::finding::Severity::Error),
+                offset: None,
+                attnum: None,
+                message: m.message,
+            });
+        }
+    }
+    let inputs = Inputs {
+        file: fs,
+        facts: &structure.facts,
+        clog: structure.clog,
+    };
+    let mut found = Vec::new();
+    check_page_structure(page, block, &inputs, &mut Scratch::default(), &mut found);
+    problems.extend(found.into_iter().map(|p| ProblemView {
+        kind: p.kind.name(),
+        severity: severity_name(p.severity),
+        offset: p.offset,
+        attnum: p.attnum,
+        message: p.message,
+    }));
+    Ok(problems)
+}
+
+/// Gives a physically valid page the verdict of the standard level's checks: the most severe
+/// problem (errors first), or `valid`; `checked` is [`standard_problems`]'s answer.
+pub fn apply_standard_level(dump: &mut PageDump, checked: Result<Vec<ProblemView>, String>) {
+    if dump.verdict != VALID {
+        return;
+    }
+    match checked {
+        Err(why) => {
+            dump.verdict = format!("{VALID} (physical checks only: {why})");
+            dump.structure_not_checked = Some(why);
+        }
+        Ok(mut problems) => {
+            let rank = |p: &ProblemView| match p.severity {
+                "error" => 0,
+                "warning" => 1,
+                _ => 2,
+            };
+            problems.sort_by_key(rank);
+            if let Some(first) = problems.first() {
+                dump.verdict = match problems.len() {
+                    1 => first.text(),
+                    n => format!("{} (and {} more problem(s), below)", first.text(), n - 1),
+                };
+            }
+            dump.problems = problems;
+        }
+    }
+}
+
+fn severity_name(s: crate::finding::Severity) -> &'static str {
+    use crate::finding::Severity;
+    match s {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+        Severity::Info => "info",
+    }
+}
+
+impl PageDump {
+    /// Whether the physical checks passed (before [`apply_standard_level`]): only then do the
+    /// standard level's checks run, as in `verify`.
+    pub fn physically_valid(&self) -> bool {
+        self.verdict == VALID
+    }
+}
+
+/// The verdict of a page no check faults.
+const VALID: &str = "valid";
 
 /// What a visibility-map page says about the heap blocks it covers.
 #[derive(Debug, Clone, Serialize)]
@@ -283,6 +453,8 @@ pub fn decode_page(
         page_kind: None,
         checksum: None,
         verdict,
+        problems: Vec::new(),
+        structure_not_checked: None,
         items: Vec::new(),
         btree: None,
         btree_flags: Vec::new(),
@@ -322,7 +494,7 @@ pub fn decode_page(
 
 fn describe_verdict(v: &PageVerdict) -> String {
     match v {
-        PageVerdict::Valid => "valid".into(),
+        PageVerdict::Valid => VALID.into(),
         PageVerdict::New => "new (all zero)".into(),
         PageVerdict::Problem(p) => describe_problem(p),
     }
@@ -418,6 +590,11 @@ pub fn render_text(d: &PageDump) -> String {
         d.block_in_file
     );
     out += &format!("verdict: {}\n", d.verdict);
+    if d.problems.len() > 1 {
+        for p in &d.problems {
+            out += &format!("  {} {}\n", p.severity, p.text());
+        }
+    }
     let Some(h) = d.header.filter(|_| !d.all_zero) else {
         out += "page is all zero (new, never initialised)\n";
         return out;
@@ -452,7 +629,7 @@ pub fn render_text(d: &PageDump) -> String {
     } else if let Some(f) = &d.free_space_map {
         out += &free_space_map_text(f);
     } else if let Some(k) = d.page_kind {
-        out += &format!("page kind (from special space): {k:?}\n");
+        out += &format!("page kind (from special space): {}\n", page_kind_name(k));
     }
     if let Some(o) = &d.btree {
         out += &format!(
@@ -480,6 +657,32 @@ pub fn render_text(d: &PageDump) -> String {
     out
 }
 
+/// The page kind as a person reads it (not the Rust name).
+fn page_kind_name(k: PageKind) -> &'static str {
+    match k {
+        PageKind::HeapLike => "heap, visibility map or free space map (no special space)",
+        PageKind::Btree => "B-tree",
+        PageKind::Hash => "hash",
+        PageKind::Gist => "GiST",
+        PageKind::SpGist => "SP-GiST",
+        PageKind::Brin => "BRIN",
+        PageKind::Gin => "GIN",
+        PageKind::Sequence => "sequence",
+        PageKind::Unknown => "unknown",
+    }
+}
+
+/// PostgreSQL's name of a line pointer's state.
+fn lp_flags_name(f: crate::format::itemid::LpFlags) -> &'static str {
+    use crate::format::itemid::LpFlags;
+    match f {
+        LpFlags::Unused => "LP_UNUSED",
+        LpFlags::Normal => "LP_NORMAL",
+        LpFlags::Redirect => "LP_REDIRECT",
+        LpFlags::Dead => "LP_DEAD",
+    }
+}
+
 fn visibility_map_text(v: &VisibilityMapView) -> String {
     let last = v.first_heap_block + v.heap_blocks - 1;
     let mut out = format!(
@@ -502,8 +705,12 @@ fn visibility_map_text(v: &VisibilityMapView) -> String {
     }
     if !v.frozen_not_visible.is_empty() {
         out += &format!(
-            "  !! all-frozen but not all-visible (invalid): {:?}\n",
+            "  !! all-frozen but not all-visible (invalid): heap blocks {}\n",
             v.frozen_not_visible
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     out
@@ -528,8 +735,11 @@ fn free_space_map_text(f: &FreeSpaceMapView) -> String {
 fn item_line(it: &ItemView) -> String {
     let i = &it.item;
     let mut line = format!(
-        "  lp {:>3}: {:?} off {} len {}",
-        i.offnum, i.lp_flags, i.lp_off, i.lp_len
+        "  lp {:>3}: {} off {} len {}",
+        i.offnum,
+        lp_flags_name(i.lp_flags),
+        i.lp_off,
+        i.lp_len
     );
     if let Some(t) = &it.heap_tuple {
         line += &format!(

@@ -60,6 +60,18 @@ pub struct Summary {
     /// `verify --online`: `online: true`, the LSNs used and the re-read counts.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub online: Option<crate::verify::online::OnlineSummary>,
+    /// `verify --ledger`: what recording the run in the damage ledger changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<LedgerCounts>,
+}
+
+/// The damage ledger after a run was recorded (docs/LEDGER.md): entries found for the first
+/// time, entries open (still damaged, the new ones included), entries repaired by this run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LedgerCounts {
+    pub new: u64,
+    pub open: u64,
+    pub repaired: u64,
 }
 
 /// The blocks with at least one error finding, each counted once (a partial block at a file's

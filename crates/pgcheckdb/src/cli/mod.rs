@@ -16,12 +16,22 @@ pub const VERSION_TEXT: &str = concat!(
     " (reads data directories of PostgreSQL 14, 15, 16, 17, 18 and 19)"
 );
 
+/// The exit statuses, at the end of `--help` (docs/OUTPUT.md, "Exit status").
+pub const EXIT_STATUS_HELP: &str = "Exit status:
+  0         nothing found (verify), or the command did what was asked
+  1         could not run or finish: bad arguments, a running cluster, anything unreadable
+  2         corruption found (verify; checksums enable when damaged pages are in the way)
+  130, 143  interrupted by SIGINT, SIGTERM
+
+The manual: `pgcheckdb man`, `pgcheckdb man verify` (each command has its page).";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "pgcheckdb",
     version = VERSION_TEXT,
     about = "DBCC CHECKDB for PostgreSQL: find and name damaged pages, offline, in parallel",
-    arg_required_else_help = true
+    arg_required_else_help = true,
+    after_help = EXIT_STATUS_HELP
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -150,6 +160,7 @@ pub enum VerifyFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Check every page of a data directory.
+    #[command(after_help = EXIT_STATUS_HELP)]
     Verify(Box<VerifyCmd>),
     /// Show or switch the cluster's data checksums.
     #[command(arg_required_else_help = true)]
@@ -163,6 +174,8 @@ pub enum Command {
     /// Reproducible experiments on throwaway local clusters (checksum overhead, checkpoints, verify scaling).
     #[command(arg_required_else_help = true)]
     Bench(BenchCmd),
+    /// List the damage ledger: what is still damaged, new since the last run, repaired.
+    Ledger(LedgerCmd),
     /// Print the manual page (roff) of pgcheckdb or of one command: `pgcheckdb man > pgcheckdb.1`.
     Man(ManArgs),
     /// Print a shell completion script: `pgcheckdb completions bash > /etc/bash_completion.d/pgcheckdb`.
@@ -223,6 +236,23 @@ pub struct BenchCmd {
     pub quiet: bool,
 }
 
+/// `ledger`: the damage ledger `verify --ledger` writes (docs/LEDGER.md).
+#[derive(Debug, Args)]
+pub struct LedgerCmd {
+    /// The ledger: a SQLite file, or a PostgreSQL connection string or URL (a central
+    /// ledger; every host and cluster in it is listed). Default:
+    /// $XDG_STATE_HOME/pgcheckdb/ledger.sqlite (~/.local/state/pgcheckdb/ledger.sqlite).
+    #[arg(long, value_name = "FILE|CONNSTR")]
+    pub ledger: Option<String>,
+    /// Also list entries repaired before each cluster's last run (the whole history).
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub format: FormatFlag,
+    #[command(flatten)]
+    pub no_progress: NoProgressAccepted,
+}
+
 /// `man [COMMAND...]`.
 #[derive(Debug, Args)]
 pub struct ManArgs {
@@ -280,6 +310,7 @@ impl Cli {
                 c.format = b.format;
                 c.quiet = b.quiet;
             }
+            Command::Ledger(l) => c.format = l.format.format,
             Command::Demo(_) | Command::Man(_) | Command::Completions(_) => {}
         }
         c
@@ -429,10 +460,11 @@ pub struct VerifyArgs {
     /// while read are re-read, pages newer than the last checkpoint may be "in flux".
     #[arg(long)]
     pub online: bool,
-    /// With --online: connect to the server (connection string or URL; PGHOST, PGPORT, PGUSER
-    /// and PGDATABASE fill in the rest) for the end of WAL and a CHECKPOINT before the in-flux
-    /// pages are read once more. "" connects with the environment alone.
-    #[arg(long, value_name = "CONNSTR", requires = "online")]
+    /// With --online: connect to the server, as psql's --dbname: a database name, or a
+    /// connection string or URL (PGHOST, PGPORT, PGUSER and PGDATABASE fill in the rest), for
+    /// the end of WAL and a CHECKPOINT before the in-flux pages are read once more. ""
+    /// connects with the environment alone.
+    #[arg(long, value_name = "DBNAME|CONNSTR", requires = "online")]
     pub dbname: Option<String>,
     /// With --online --dbname: never ask for a CHECKPOINT; wait for the next one (at most
     /// checkpoint_timeout) when pages are in flux.
@@ -468,6 +500,17 @@ pub struct VerifyArgs {
     /// unpacking.
     #[arg(long, value_name = "DIR", conflicts_with = "online")]
     pub backup: Option<PathBuf>,
+    /// Record the run's damage in a ledger after the run (docs/LEDGER.md): a SQLite file
+    /// (the flag alone: $XDG_STATE_HOME/pgcheckdb/ledger.sqlite, else
+    /// ~/.local/state/pgcheckdb/ledger.sqlite; never inside the data directory), or a
+    /// PostgreSQL connection string or URL (`postgresql://...`, `host=... dbname=...`): a
+    /// central ledger for a fleet. A ledger that cannot be written is an error (exit 1).
+    #[arg(long, value_name = "FILE|CONNSTR", num_args = 0..=1, default_missing_value = "",
+          conflicts_with_all = ["backup", "estimate"])]
+    pub ledger: Option<String>,
+    /// The host name recorded with --ledger (default: this machine's host name).
+    #[arg(long, value_name = "NAME", requires = "ledger")]
+    pub ledger_host: Option<String>,
 }
 
 /// Which part of the cluster `verify` checks (pg_amcheck's and pg_checksums' flags; patterns
@@ -569,7 +612,8 @@ pub struct EnableCmd {
     pub quiet: QuietFlag,
 }
 
-/// `checksums disable`: one pg_control write; `-q` drops the warning about standbys.
+/// `checksums disable`: one pg_control write; `-q` drops the warning about standbys and the
+/// result line (the exit status says it switched).
 #[derive(Debug, Args)]
 pub struct DisableCmd {
     #[command(flatten)]
@@ -610,7 +654,26 @@ pub fn one_line(rendered: &str) -> String {
 /// `--help` and `--version` prints them and returns 0; with no command (or `checksums`,
 /// `bench` without theirs) prints the usage on stderr and returns 1.
 pub fn parse() -> Result<Cli, u8> {
-    Cli::try_parse().map_err(|e| report_parse_error(&e))
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command()
+        .try_get_matches()
+        .map_err(|e| report_parse_error(&e))?;
+    if let Some(line) = conflicting_sources(&matches) {
+        eprintln_text!("pgcheckdb: error: {line} (try --help)");
+        return Err(1);
+    }
+    Cli::from_arg_matches(&matches).map_err(|e| report_parse_error(&e))
+}
+
+/// Flags that clap cannot refuse together because one of them also comes from the
+/// environment: `verify -D DIR --backup DIR` (`$PGDATA` alone does not conflict).
+fn conflicting_sources(matches: &clap::ArgMatches) -> Option<String> {
+    use clap::parser::ValueSource;
+    let (name, m) = matches.subcommand()?;
+    let given = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
+    (name == "verify" && given("pgdata") && given("backup")).then(|| {
+        "-D and --backup cannot be used together: --backup DIR names a base backup to verify, -D DIR a data directory (a plain backup can be given with either)".to_string()
+    })
 }
 
 /// Prints a clap error the way the contract wants and returns the exit status.
@@ -645,6 +708,17 @@ pub fn error_line(e: &clap::Error) -> String {
             _ => Vec::new(),
         })
         .collect();
+    // A path given without -D (`verify /path`): say how to give it, as pg_checksums users
+    // type `-D`.
+    if e.kind() == clap::error::ErrorKind::UnknownArgument && suggestions.is_empty() {
+        if let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) {
+            if !arg.starts_with('-') {
+                line.push_str(&format!(
+                    "; did you mean '-D {arg}'? (the data directory is given with -D)"
+                ));
+            }
+        }
+    }
     if !suggestions.is_empty() {
         let quoted: Vec<String> = suggestions.iter().map(|s| format!("'{s}'")).collect();
         line.push_str(&format!("; did you mean {}?", quoted.join(" or ")));

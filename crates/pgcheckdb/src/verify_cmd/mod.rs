@@ -7,7 +7,7 @@ mod estimate;
 mod host;
 mod metrics;
 mod print;
-mod server;
+pub(crate) mod server;
 
 use anyhow::{bail, Context};
 use pgcheckdb_pg::ops::verifier::{
@@ -15,11 +15,13 @@ use pgcheckdb_pg::ops::verifier::{
 };
 use pgcheckdb_pg::scope::ScopeOptions;
 use pgcheckdb_pg::verify::options::Level;
-use pgcheckdb_pg::verify::report::Summary;
+use pgcheckdb_pg::verify::report::{LedgerCounts, Summary};
 use pgcheckdb_report::{human_bytes, Format};
 
 use crate::cli::{Common, LevelArg, ScopeArgs, VerifyArgs};
 use crate::exit::{EXIT_CORRUPT, EXIT_FAILED, EXIT_OK};
+use crate::ledger::model::{level_rank, RunInfo};
+use crate::ledger::{self, Location};
 use crate::{clock, signals};
 
 /// Runs `verify`; on every failure the JSON stream still ends with a summary carrying the
@@ -68,6 +70,7 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     signals::install_for_reads().context("could not install the signal handlers")?;
     let mut host = host::Terminal::new(common);
     check_level_flags(args)?;
+    let ledger = ledger_location(args)?;
     let outcome = Verifier::new(request(common, args), &mut host).run()?;
     match outcome {
         Outcome::Estimate {
@@ -79,7 +82,9 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
             estimate::print(common.report_format(), &estimate, &summary)?;
             Ok(EXIT_OK)
         }
-        Outcome::Report(finished) => print_finished(common, finished, started_at),
+        Outcome::Report(finished) => {
+            print_finished(common, args, ledger.as_ref(), finished, started_at)
+        }
     }
 }
 
@@ -110,7 +115,13 @@ fn request(common: &Common, args: &VerifyArgs) -> VerifyRequest {
 
 /// Prints the tool errors, the per-relation lines, the report and the metrics of a run that
 /// got through its scan; returns the exit status.
-fn print_finished(common: &Common, mut f: Finished, started_at: String) -> anyhow::Result<u8> {
+fn print_finished(
+    common: &Common,
+    args: &VerifyArgs,
+    ledger: Option<&Location>,
+    mut f: Finished,
+    started_at: String,
+) -> anyhow::Result<u8> {
     let report = &mut f.report;
     report.summary.started_at = Some(started_at);
     report.summary.finished_at = Some(clock::now_rfc3339());
@@ -118,7 +129,23 @@ fn print_finished(common: &Common, mut f: Finished, started_at: String) -> anyho
         report.tool_errors.insert(0, interruption_text(i));
         report.summary.error = report.error_line();
     }
+    // The ledger is written after the run and before anything is printed, so that the summary
+    // and the metrics carry its counts; a ledger that cannot be written is an error of its own.
+    let ledger_error = match ledger {
+        Some(location) => match record_in_ledger(location, args, &f) {
+            Ok(counts) => {
+                f.report.summary.ledger = Some(counts);
+                None
+            }
+            Err(e) => Some(format!("{e:#}")),
+        },
+        None => None,
+    };
+    let report = &mut f.report;
     for e in &report.tool_errors {
+        eprintln_text!("pgcheckdb: error: {e}");
+    }
+    if let Some(e) = &ledger_error {
         eprintln_text!("pgcheckdb: error: {e}");
     }
     let format = common.report_format();
@@ -128,7 +155,21 @@ fn print_finished(common: &Common, mut f: Finished, started_at: String) -> anyho
     if !common.metrics_stdout {
         print::report(format, common.quiet, &report.findings, &report.summary)?;
     }
-    let code = exit_code(&f);
+    if let (Some(location), Some(counts)) = (ledger, &f.report.summary.ledger) {
+        if format == Format::Text && !common.quiet && !common.metrics_stdout {
+            println_text!(
+                "pgcheckdb: {}: {} new, {} open, {} repaired",
+                location.describe(),
+                counts.new,
+                counts.open,
+                counts.repaired
+            );
+        }
+    }
+    let code = match (exit_code(&f), &ledger_error) {
+        (EXIT_OK | EXIT_CORRUPT, Some(_)) => EXIT_FAILED,
+        (code, _) => code,
+    };
     let metrics = match metrics::wanted(common) {
         true => metrics::emit(
             common,
@@ -151,6 +192,105 @@ fn print_finished(common: &Common, mut f: Finished, started_at: String) -> anyho
             })
         }
     }
+}
+
+/// The ledger of `--ledger`, refused before the run when it lies inside the data directory.
+fn ledger_location(args: &VerifyArgs) -> anyhow::Result<Option<Location>> {
+    let Some(text) = &args.ledger else {
+        return Ok(None);
+    };
+    let location = Location::parse(text)?;
+    if let Some(dir) = &args.pgdata {
+        location.refuse_inside(dir)?;
+    }
+    Ok(Some(location))
+}
+
+/// Records the finished run in the ledger.
+fn record_in_ledger(
+    location: &Location,
+    args: &VerifyArgs,
+    f: &Finished,
+) -> anyhow::Result<LedgerCounts> {
+    let summary = &f.report.summary;
+    let run = RunInfo {
+        host: match &args.ledger_host {
+            Some(h) => h.clone(),
+            None => host_name()?,
+        },
+        system_identifier: f.system_identifier.to_string(),
+        pgdata: f.shown.display().to_string(),
+        started_at: summary.started_at.clone().unwrap_or_default(),
+        finished_at: summary.finished_at.clone().unwrap_or_default(),
+        level: level_rank(&summary.level),
+        scope: scope_text(&args.scope),
+        // A page that could not be read, or (--online) that stayed in flux, was not judged:
+        // such a run repairs nothing.
+        complete: f.interrupted.is_none()
+            && f.report.tool_errors.is_empty()
+            && summary.skipped_blocks == 0
+            && summary
+                .online
+                .as_ref()
+                .is_none_or(|o| o.in_flux_blocks == 0),
+    };
+    let r = ledger::record(location, &run, &f.report.findings)?;
+    Ok(LedgerCounts {
+        new: r.new,
+        open: r.open,
+        repaired: r.repaired,
+    })
+}
+
+/// This machine's host name.
+fn host_name() -> anyhow::Result<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is writable for its whole length, which is passed.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        bail!(
+            "could not read the host name ({}): give --ledger-host NAME",
+            std::io::Error::last_os_error()
+        );
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+/// The scope flags as one text ("" for the whole cluster): a ledger entry found under one
+/// scope is repaired only by a run over the same scope or the whole cluster.
+fn scope_text(a: &ScopeArgs) -> String {
+    if scope_options(a).is_everything() {
+        return String::new();
+    }
+    let mut parts = Vec::new();
+    let lists: [(&str, &Vec<String>); 8] = [
+        ("-d", &a.database),
+        ("--exclude-database", &a.exclude_database),
+        ("-s", &a.schema),
+        ("-S", &a.exclude_schema),
+        ("-t", &a.table),
+        ("-T", &a.exclude_table),
+        ("-i", &a.index),
+        ("-I", &a.exclude_index),
+    ];
+    for (flag, values) in lists {
+        let mut v = values.clone();
+        v.sort();
+        v.dedup();
+        parts.extend(v.into_iter().map(|x| format!("{flag} {x}")));
+    }
+    let mut nodes = a.filenode.clone();
+    nodes.sort_unstable();
+    nodes.dedup();
+    parts.extend(nodes.into_iter().map(|n| format!("-f {n}")));
+    if a.no_dependent_indexes {
+        parts.push("--no-dependent-indexes".into());
+    }
+    if a.no_dependent_toast {
+        parts.push("--no-dependent-toast".into());
+    }
+    parts.join(" ")
 }
 
 /// The first tool error of a scan stopped by a signal.

@@ -70,13 +70,15 @@ fn report_text(
     write_summary(out, Format::Text, summary, findings)
 }
 
-/// The verbose per-relation lines, as CHECKDB's "There are N rows in M pages for object X".
+/// The verbose per-relation lines, as CHECKDB's "There are N rows in M pages for object X":
+/// text on stderr with the other `-v` lines (so `2>>verify.log` keeps them off the terminal),
+/// JSON `relation` objects on stdout, in the JSON Lines stream before the summary.
 pub fn relations(format: Format, relations: &[RelationSummary]) -> io::Result<()> {
-    let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
-    for r in relations {
-        match format {
-            Format::Json => {
+    match format {
+        Format::Json => {
+            let stdout = io::stdout();
+            let mut out = io::BufWriter::new(stdout.lock());
+            for r in relations {
                 let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
                 if let Some(obj) = v.as_object_mut() {
                     obj.insert("type".into(), "relation".into());
@@ -84,10 +86,17 @@ pub fn relations(format: Format, relations: &[RelationSummary]) -> io::Result<()
                 serde_json::to_writer(&mut out, &v).map_err(io::Error::other)?;
                 writeln!(out)?;
             }
-            Format::Text => text_line(&mut out, &relation_text(r))?,
+            out.flush()
+        }
+        Format::Text => {
+            let stderr = io::stderr();
+            let mut out = io::BufWriter::new(stderr.lock());
+            for r in relations {
+                text_line(&mut out, &format!("pgcheckdb: {}", relation_text(r)))?;
+            }
+            out.flush()
         }
     }
-    out.flush()
 }
 
 fn relation_text(r: &RelationSummary) -> String {

@@ -35,21 +35,21 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects with a connection string or URL; `PGHOST`, `PGPORT`, `PGUSER` and `PGDATABASE`
-    /// fill in what it leaves out, as libpq does.
+    /// Connects as psql's `--dbname` does: a connection string (`key=value ...`) or URL
+    /// (`postgresql://...`), else a bare database name; `PGHOST`, `PGPORT`, `PGUSER` and
+    /// `PGDATABASE` fill in what it leaves out, as libpq does. A failure says where it tried
+    /// (the socket file, or host and port) and why.
     pub fn connect(conninfo: &str) -> anyhow::Result<Connection> {
-        let mut config = if conninfo.trim().is_empty() {
-            postgres::Config::new()
-        } else {
-            postgres::Config::from_str(conninfo)
-                .map_err(|e| anyhow!("invalid --dbname connection string: {e}"))?
-        };
+        let mut config = parse_dbname(conninfo)?;
         fill_from_environment(&mut config);
         config.connect_timeout(Duration::from_secs(10));
         config.application_name("pgcheckdb verify --online");
-        let client = config
-            .connect(postgres::NoTls)
-            .map_err(|e| anyhow!("could not connect to the server: {}", pg_error(&e)))?;
+        let client = config.connect(postgres::NoTls).map_err(|e| {
+            anyhow!(
+                "could not connect to the server: {}",
+                connect_error(&config, &e)
+            )
+        })?;
         Ok(Connection { client, config })
     }
 }
@@ -204,14 +204,73 @@ impl Server for Connection {
 
 /// A client error with the server's own message, when it sent one (the error's `Display` says
 /// only "db error").
-fn pg_error(e: &postgres::Error) -> String {
+pub(crate) fn pg_error(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {}", db.severity(), db.message()),
         None => e.to_string(),
     }
 }
 
-fn fill_from_environment(config: &mut postgres::Config) {
+/// `--dbname` as psql reads it: a connection string when it holds `=` or starts with
+/// `postgres://` or `postgresql://`, else the name of a database ("" names none).
+fn parse_dbname(conninfo: &str) -> anyhow::Result<postgres::Config> {
+    let text = conninfo.trim();
+    if text.is_empty() {
+        return Ok(postgres::Config::new());
+    }
+    if is_connection_string(text) {
+        return postgres::Config::from_str(text)
+            .map_err(|e| anyhow!("invalid --dbname connection string: {e}"));
+    }
+    let mut config = postgres::Config::new();
+    config.dbname(conninfo);
+    Ok(config)
+}
+
+/// libpq's rule (`recognized_connection_string`): a URI prefix, or a `=` anywhere.
+fn is_connection_string(text: &str) -> bool {
+    text.starts_with("postgresql://") || text.starts_with("postgres://") || text.contains('=')
+}
+
+/// A connection failure as libpq words it: `connection to server on socket "/tmp/.s.PGSQL.5432"
+/// failed: No such file or directory`, or `at "host", port 5432`, with every place tried.
+fn connect_error(config: &postgres::Config, e: &postgres::Error) -> String {
+    let ports = config.get_ports();
+    let port_of = |i: usize| ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+    let places: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| match host {
+            postgres::config::Host::Unix(dir) => format!(
+                "on socket \"{}\"",
+                dir.join(format!(".s.PGSQL.{}", port_of(i))).display()
+            ),
+            postgres::config::Host::Tcp(name) => {
+                format!("at \"{name}\", port {}", port_of(i))
+            }
+        })
+        .collect();
+    // The server's own message, else the client's with its causes (the OS error).
+    let mut why = pg_error(e);
+    let mut source = std::error::Error::source(e);
+    while let (None, Some(s)) = (e.as_db_error(), source) {
+        let text = s.to_string();
+        if !why.contains(&text) {
+            why = format!("{why}: {text}");
+        }
+        source = s.source();
+    }
+    match places.as_slice() {
+        [] => why,
+        _ => format!(
+            "connection to server {} failed: {why}",
+            places.join(" and ")
+        ),
+    }
+}
+
+pub(crate) fn fill_from_environment(config: &mut postgres::Config) {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     if config.get_hosts().is_empty() {
         let hosts = env("PGHOST").unwrap_or_else(default_socket_dir);
@@ -243,4 +302,24 @@ fn default_socket_dir() -> String {
         .find(|d| Path::new(d).is_dir())
         .unwrap_or("/tmp")
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dbname_is_a_database_name_unless_it_is_a_connection_string() {
+        let bare = parse_dbname("postgres").expect("a name");
+        assert_eq!(bare.get_dbname(), Some("postgres"));
+        assert!(bare.get_hosts().is_empty());
+        let with_space = parse_dbname("my db").expect("a name");
+        assert_eq!(with_space.get_dbname(), Some("my db"));
+        let conninfo = parse_dbname("host=/tmp dbname=shop").expect("conninfo");
+        assert_eq!(conninfo.get_dbname(), Some("shop"));
+        let url = parse_dbname("postgresql://u@localhost/shop").expect("url");
+        assert_eq!(url.get_dbname(), Some("shop"));
+        assert!(parse_dbname("host='unterminated").is_err());
+        assert!(parse_dbname("").expect("empty").get_dbname().is_none());
+    }
 }

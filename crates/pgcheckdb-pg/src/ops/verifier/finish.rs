@@ -19,6 +19,7 @@ pub fn finish(
     planned: &Planned,
     structure: Option<&Structure<'_>>,
     scanned: Scanned,
+    system_identifier: u64,
 ) -> Finished {
     let Scanned {
         mut report,
@@ -50,6 +51,7 @@ pub fn finish(
         relations,
         shown: prepared.source.shown().to_path_buf(),
         interrupted,
+        system_identifier,
     }
 }
 

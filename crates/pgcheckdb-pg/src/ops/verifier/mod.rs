@@ -46,6 +46,7 @@ impl<'h> Verifier<'h> {
     pub fn run(self) -> Result<Outcome, VerifyError> {
         let Verifier { request, host } = self;
         let (mut prepared, control) = prepare::prepare(&request, host)?;
+        let system_identifier = control.system_identifier;
         let planned = catalogs::read_and_plan(&request, host, &mut prepared, control)?;
         if request.estimate {
             let setup = prepared.started.elapsed();
@@ -53,7 +54,7 @@ impl<'h> Verifier<'h> {
             let (estimate, summary) = estimate(plan, catalog, &prepared.opts, scope, setup);
             return Ok(Outcome::Estimate { estimate, summary });
         }
-        check(&request, host, prepared, planned).map(Outcome::Report)
+        check(&request, host, prepared, planned, system_identifier).map(Outcome::Report)
     }
 }
 
@@ -63,6 +64,7 @@ fn check(
     host: &mut dyn Host,
     mut prepared: prepare::Prepared,
     planned: catalogs::Planned,
+    system_identifier: u64,
 ) -> Result<Finished, VerifyError> {
     let extended = scan::extended_plan(&prepared, &planned)?;
     let structure = scan::plan_structure(host, request.level, &planned, extended.as_ref());
@@ -76,6 +78,7 @@ fn check(
         &planned,
         structure.as_ref(),
         scanned,
+        system_identifier,
     );
     // The process ends soon and its memory goes back whole: the catalogs, the plan and the
     // structure are not freed object by object (18 ms on one core at the standard level on

@@ -30,6 +30,8 @@ pub struct Finished {
     pub shown: PathBuf,
     /// The signal that stopped the scan, if one did.
     pub interrupted: Option<Interrupted>,
+    /// `pg_control`'s system identifier: which cluster was checked (the damage ledger's key).
+    pub system_identifier: u64,
 }
 
 /// A scan stopped by a signal: the findings cover only the part checked.
