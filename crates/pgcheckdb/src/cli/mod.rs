@@ -786,7 +786,9 @@ mod tests {
 /// A duration: a number of seconds, or with a unit (`ms`, `s`, `min`, `h`).
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let t = text.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
     let value: f64 = number
         .parse()

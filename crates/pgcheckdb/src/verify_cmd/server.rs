@@ -161,7 +161,12 @@ impl Server for Connection {
         let row = self
             .client
             .query_one("SELECT pg_is_in_recovery()", &[])
-            .map_err(|e| anyhow!("could not ask whether the server is a standby: {}", pg_error(&e)))?;
+            .map_err(|e| {
+                anyhow!(
+                    "could not ask whether the server is a standby: {}",
+                    pg_error(&e)
+                )
+            })?;
         Ok(row.get(0))
     }
 
@@ -181,7 +186,12 @@ impl Server for Connection {
         let row = self
             .client
             .query_one("SELECT pg_get_wal_replay_pause_state() = 'paused'", &[])
-            .map_err(|e| anyhow!("could not ask whether WAL replay is paused: {}", pg_error(&e)))?;
+            .map_err(|e| {
+                anyhow!(
+                    "could not ask whether WAL replay is paused: {}",
+                    pg_error(&e)
+                )
+            })?;
         Ok(row.get(0))
     }
 

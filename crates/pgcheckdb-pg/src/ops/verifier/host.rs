@@ -4,6 +4,7 @@
 //! ([`Server`]: the queries `verify --online --dbname` makes).
 
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use pgcheckdb_scan::Progress;
@@ -80,6 +81,9 @@ pub struct ScanView<'a> {
     pub total: u64,
     /// The scan's counters and cancel flag.
     pub progress: &'a Progress,
+    /// Set when the scan must end as if a signal came (`--max-pause` ran out): the host stops
+    /// the scan when it sees it.
+    pub stop: Option<&'a AtomicBool>,
 }
 
 /// The program that runs a `Verifier`.

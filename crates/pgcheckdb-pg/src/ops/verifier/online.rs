@@ -117,9 +117,11 @@ impl Online {
                 start_redo_lsn: lsn_text(start_redo),
                 connection: server.is_some(),
                 replay_paused_at_lsn: pause.as_ref().map(|p| lsn_text(p.replay_lsn)),
-                replay_lag_bytes: pause
-                    .as_ref()
-                    .map(|p| p.receive_lsn.unwrap_or(p.replay_lsn).saturating_sub(p.replay_lsn)),
+                replay_lag_bytes: pause.as_ref().map(|p| {
+                    p.receive_lsn
+                        .unwrap_or(p.replay_lsn)
+                        .saturating_sub(p.replay_lsn)
+                }),
                 ..OnlineSummary::default()
             },
             server,
@@ -132,6 +134,11 @@ impl Online {
     /// Whether this run paused a standby's replay (`--pause-replay`): its files stand still.
     pub fn replay_paused(&self) -> bool {
         self.pause.is_some()
+    }
+
+    /// Set once `--max-pause` ran out and replay was resumed: the scan must end.
+    pub fn pause_expired(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+        self.pause.as_ref().map(ReplayPause::expired)
     }
 
     /// Where the paused replay stands.

@@ -71,6 +71,11 @@ impl ReplayPause {
         })
     }
 
+    /// The flag the watchdog sets when `--max-pause` ran out.
+    pub fn expired(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.expired)
+    }
+
     /// How long replay has been paused.
     pub fn paused_for(&self) -> Duration {
         self.since.elapsed()
