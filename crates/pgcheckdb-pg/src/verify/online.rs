@@ -128,6 +128,14 @@ pub struct OnlineSummary {
     /// Transactions whose commit or abort the server gave where `pg_xact` on disk did not
     /// show it yet (standard level, with a connection); absent otherwise.
     pub xact_statuses_from_server: Option<u64>,
+    /// `--pause-replay`: where the standby's replay was paused, the WAL received but not
+    /// replayed then (bytes), and how long the pause lasted (seconds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay_paused_at_lsn: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay_lag_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pause_seconds: Option<f64>,
 }
 
 impl OnlineSummary {
@@ -145,8 +153,15 @@ impl OnlineSummary {
             Some(n) => format!("; {n} transaction status(es) from the server"),
             None => String::new(),
         };
+        let pause = match (&self.replay_paused_at_lsn, self.pause_seconds) {
+            (Some(at), Some(secs)) => format!(
+                "; standby replay paused at {at} for {secs:.1} s ({} bytes received and not replayed), then resumed",
+                self.replay_lag_bytes.unwrap_or(0)
+            ),
+            _ => String::new(),
+        };
         format!(
-            "online: start redo {}, {wal}{ckpt}; {} block(s) re-checked after a failed read, {} block(s) in flux (changing, not verified){xacts}",
+            "online: start redo {}, {wal}{ckpt}; {} block(s) re-checked after a failed read, {} block(s) in flux (changing, not verified){xacts}{pause}",
             self.start_redo_lsn, self.rechecked_blocks, self.in_flux_blocks
         )
     }

@@ -196,6 +196,9 @@ impl BackupSummary {
 /// recovery will find it.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CrashSummary {
+    /// A running standby whose replay the run paused (`--pause-replay`), not a crash.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub paused_standby: bool,
     /// `pg_control`'s state (`in production`, `in crash recovery`, ...).
     pub state: String,
     /// The redo point of the last checkpoint: recovery replays the WAL from here.
@@ -230,9 +233,16 @@ impl CrashSummary {
             ),
             None => "no WAL from the redo point in pg_wal".to_string(),
         };
+        let what = match self.paused_standby {
+            true => "standby with replay paused, checked as its files stand".to_string(),
+            false => format!(
+                "cluster not shut down (pg_control: {}), checked as crash recovery will find it",
+                self.state
+            ),
+        };
         format!(
-            "cluster not shut down (pg_control: {}), checked as crash recovery will find it: redo point {}; {wal}; rule {}: {} failing block(s) rewritten by recovery not verified",
-            self.state, self.redo_lsn, self.rule, self.replayed_blocks_unverified
+            "{what}: redo point {}; {wal}; rule {}: {} failing block(s) rewritten by recovery not verified",
+            self.redo_lsn, self.rule, self.replayed_blocks_unverified
         )
     }
 }

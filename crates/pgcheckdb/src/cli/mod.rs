@@ -470,6 +470,14 @@ pub struct VerifyArgs {
     /// checkpoint_timeout) when pages are in flux.
     #[arg(long, requires = "dbname")]
     pub no_checkpoint: bool,
+    /// With --online --dbname on a standby: pause its WAL replay for the run (resumed at the
+    /// end, on an error, on Ctrl-C), so that every level runs, the extended one included.
+    #[arg(long, requires = "dbname")]
+    pub pause_replay: bool,
+    /// With --pause-replay: the longest pause (30s, 10min, 1h; default 10min). When it runs
+    /// out, replay is resumed and the run ends with a tool error.
+    #[arg(long, value_name = "DURATION", requires = "pause_replay", value_parser = parse_duration)]
+    pub max_pause: Option<std::time::Duration>,
     /// Read at most this many MB per second.
     #[arg(long, value_name = "MB/s", value_parser = parse_rate, allow_negative_numbers = true)]
     pub max_rate: Option<f64>,
@@ -773,4 +781,27 @@ mod tests {
         ])
         .is_err());
     }
+}
+
+/// A duration: a number of seconds, or with a unit (`ms`, `s`, `min`, `h`).
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("\"{text}\" is not a duration (30s, 10min, 1h)"))?;
+    let seconds = match unit.trim() {
+        "" | "s" => value,
+        "ms" => value / 1000.0,
+        "min" | "m" => value * 60.0,
+        "h" => value * 3600.0,
+        other => return Err(format!("unknown unit \"{other}\" (ms, s, min, h)")),
+    };
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(format!("\"{text}\" is not a positive duration"));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
 }

@@ -73,12 +73,24 @@ impl Host for Terminal<'_> {
             block_size: view.plan.control.blcksz as u64,
             label: &where_is,
         };
-        signals::cancel_on_signal(&view.progress.cancel, || {
-            progress::with_progress(&display, view.progress, scan)
-        });
+        let stopped = || {
+            signals::caught().is_some()
+                || view
+                    .stop
+                    .is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst))
+        };
+        signals::watching(
+            stopped,
+            || {
+                view.progress
+                    .cancel
+                    .store(true, std::sync::atomic::Ordering::SeqCst)
+            },
+            || progress::with_progress(&display, view.progress, scan),
+        );
     }
 
-    fn connect(&mut self, conninfo: &str) -> Result<Box<dyn Server>, HostError> {
+    fn connect(&mut self, conninfo: &str) -> Result<Box<dyn Server + Send>, HostError> {
         Ok(Box::new(Connection::connect(conninfo)?))
     }
 }

@@ -88,6 +88,9 @@ fn run_checked(common: &Common, args: &VerifyArgs) -> anyhow::Result<u8> {
     }
 }
 
+/// `--max-pause` when not given.
+const DEFAULT_MAX_PAUSE: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// The request of the flags.
 fn request(common: &Common, args: &VerifyArgs) -> VerifyRequest {
     VerifyRequest {
@@ -97,6 +100,8 @@ fn request(common: &Common, args: &VerifyArgs) -> VerifyRequest {
         online: args.online.then(|| OnlineRequest {
             dbname: args.dbname.clone(),
             checkpoint_allowed: !args.no_checkpoint,
+            pause_replay: args.pause_replay,
+            max_pause: args.max_pause.unwrap_or(DEFAULT_MAX_PAUSE),
         }),
         jobs: common.jobs_or_all_cores(),
         max_bytes_per_sec: args.max_rate.map(|mb| (mb * 1e6) as u64),

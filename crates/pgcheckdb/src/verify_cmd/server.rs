@@ -156,6 +156,60 @@ impl Server for Connection {
             .unwrap_or(300);
         Duration::from_secs(secs.max(1) as u64)
     }
+
+    fn in_recovery(&mut self) -> Result<bool, HostError> {
+        let row = self
+            .client
+            .query_one("SELECT pg_is_in_recovery()", &[])
+            .map_err(|e| {
+                anyhow!(
+                    "could not ask whether the server is a standby: {}",
+                    pg_error(&e)
+                )
+            })?;
+        Ok(row.get(0))
+    }
+
+    fn pause_replay(&mut self) -> Result<(), HostError> {
+        self.client
+            .batch_execute("SELECT pg_wal_replay_pause()")
+            .map_err(|e| anyhow!("could not pause WAL replay: {}", pg_error(&e)).into())
+    }
+
+    fn resume_replay(&mut self) -> Result<(), HostError> {
+        self.client
+            .batch_execute("SELECT pg_wal_replay_resume()")
+            .map_err(|e| anyhow!("could not resume WAL replay: {}", pg_error(&e)).into())
+    }
+
+    fn replay_paused(&mut self) -> Result<bool, HostError> {
+        let row = self
+            .client
+            .query_one("SELECT pg_get_wal_replay_pause_state() = 'paused'", &[])
+            .map_err(|e| {
+                anyhow!(
+                    "could not ask whether WAL replay is paused: {}",
+                    pg_error(&e)
+                )
+            })?;
+        Ok(row.get(0))
+    }
+
+    fn replay_position(&mut self) -> Result<(u64, Option<u64>), HostError> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT pg_last_wal_replay_lsn()::text, pg_last_wal_receive_lsn()::text",
+                &[],
+            )
+            .map_err(|e| anyhow!("could not ask for the replay position: {}", pg_error(&e)))?;
+        let replay: Option<String> = row.get(0);
+        let receive: Option<String> = row.get(1);
+        let replay = replay.context("the standby has replayed no WAL")?;
+        let replay = parse_lsn(&replay)
+            .with_context(|| format!("the server sent an unreadable LSN \"{replay}\""))?;
+        Ok((replay, receive.as_deref().and_then(parse_lsn)))
+    }
 }
 
 /// A client error with the server's own message, when it sent one (the error's `Display` says

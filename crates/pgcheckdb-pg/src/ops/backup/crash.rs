@@ -22,15 +22,35 @@ pub struct CrashPoint {
     pub state: String,
     /// `time`: when `pg_control` was last written (to tell whether it changed during the run).
     pub control_time: i64,
+    /// A running standby whose replay this run paused (`--pause-replay`), not a crash: its
+    /// stillness is checked with the server ([`super::super::verifier`]), not here.
+    pub paused_standby: bool,
 }
 
 /// Reads the WAL from the redo point to its end into the set of blocks recovery rewrites.
 pub fn prepare(datadir: &Path, control: &ControlFile) -> Backup {
+    prepare_from(datadir, control, false)
+}
+
+/// The same for a standby whose replay is paused at `replayed`: the WAL from its last
+/// restartpoint's redo point names every block replay changed since (and the WAL received but
+/// not replayed, a few more). The rule holds only if that WAL reaches `replayed`.
+pub fn prepare_paused(datadir: &Path, control: &ControlFile, replayed: Lsn) -> Backup {
+    let mut backup = prepare_from(datadir, control, true);
+    if let ReplayBasis::Wal { set, complete } = &mut backup.basis {
+        let reached = set.last_record.map_or(set.end_lsn.0, |(_, next)| next);
+        *complete &= reached >= replayed.0;
+    }
+    backup
+}
+
+fn prepare_from(datadir: &Path, control: &ControlFile, paused_standby: bool) -> Backup {
     let point = CrashPoint {
         redo: Lsn(control.redo),
         checkpoint: Lsn(control.checkpoint),
         state: control.state.to_string(),
         control_time: control.time,
+        paused_standby,
     };
     let basis = match wal::collect(datadir, wal_format(control), point.redo) {
         Some(set) => {
@@ -54,6 +74,9 @@ pub fn prepare(datadir: &Path, control: &ControlFile) -> Backup {
 /// removed) writes WAL before any page it changes, and `pg_control` at every checkpoint; if
 /// neither moved, the files read are one crash image, the one recovery would start from.
 pub fn check_still(datadir: &Path, point: &CrashPoint, backup: &Backup) -> Result<(), String> {
+    if point.paused_standby {
+        return Ok(());
+    }
     let control = crate::ops::open::read_control(datadir).map_err(|e| e.to_string())?;
     let moved = control.checkpoint != point.checkpoint.0
         || control.redo != point.redo.0
@@ -104,6 +127,7 @@ pub fn summary(point: &CrashPoint, backup: &Backup, unverified: u64, aside: u64)
         ReplayBasis::PageLsn => ("page_lsn", NOTE_LSN, None, 0, 0, 0),
     };
     CrashSummary {
+        paused_standby: point.paused_standby,
         state: point.state.clone(),
         redo_lsn: point.redo,
         checkpoint_lsn: point.checkpoint,

@@ -4,6 +4,7 @@
 //! ([`Server`]: the queries `verify --online --dbname` makes).
 
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use pgcheckdb_scan::Progress;
@@ -80,6 +81,9 @@ pub struct ScanView<'a> {
     pub total: u64,
     /// The scan's counters and cancel flag.
     pub progress: &'a Progress,
+    /// Set when the scan must end as if a signal came (`--max-pause` ran out): the host stops
+    /// the scan when it sees it.
+    pub stop: Option<&'a AtomicBool>,
 }
 
 /// The program that runs a `Verifier`.
@@ -95,7 +99,7 @@ pub trait Host {
     fn watch_scan(&mut self, view: &ScanView<'_>, scan: &mut dyn FnMut());
 
     /// Connects to the running server (`--dbname`'s connection string).
-    fn connect(&mut self, conninfo: &str) -> Result<Box<dyn Server>, HostError>;
+    fn connect(&mut self, conninfo: &str) -> Result<Box<dyn Server + Send>, HostError>;
 }
 
 /// What `verify --online` asks of the running server.
@@ -116,4 +120,14 @@ pub trait Server {
     fn checkpoint_timeout(&mut self) -> Duration;
     /// The file number database `db` gives relation `oid` now, `None` when it is gone.
     fn filenode_in(&mut self, db: &str, oid: u32) -> Result<Option<u32>, HostError>;
+    /// `pg_is_in_recovery()`: a standby.
+    fn in_recovery(&mut self) -> Result<bool, HostError>;
+    /// `pg_wal_replay_pause()`.
+    fn pause_replay(&mut self) -> Result<(), HostError>;
+    /// `pg_wal_replay_resume()`.
+    fn resume_replay(&mut self) -> Result<(), HostError>;
+    /// `pg_get_wal_replay_pause_state() = 'paused'`: replay has stopped, not only been asked to.
+    fn replay_paused(&mut self) -> Result<bool, HostError>;
+    /// `pg_last_wal_replay_lsn()` and `pg_last_wal_receive_lsn()` (none without streaming).
+    fn replay_position(&mut self) -> Result<(u64, Option<u64>), HostError>;
 }

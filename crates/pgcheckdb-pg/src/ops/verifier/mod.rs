@@ -15,6 +15,7 @@ mod finish;
 mod host;
 mod online;
 mod outcome;
+mod pause;
 mod prepare;
 mod request;
 mod scan;

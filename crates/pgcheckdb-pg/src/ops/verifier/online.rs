@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::error::VerifyError;
 use super::host::{Event, Host, Server};
+use super::pause::ReplayPause;
 use super::request::OnlineRequest;
 use crate::catalog::xact::{CommitLog, XidStatus, FIRST_NORMAL_TRANSACTION_ID};
 use crate::catalog::Catalog;
@@ -50,6 +51,9 @@ pub struct Online {
     pub summary: OnlineSummary,
     /// Findings from the listing and the catalog, to be confirmed by a second read.
     doubtful: Vec<Finding>,
+    /// `--pause-replay`: the standby's replay, paused for the run.
+    pause: Option<ReplayPause>,
+    max_pause: Duration,
 }
 
 impl Online {
@@ -62,8 +66,8 @@ impl Online {
         control: &ControlFile,
         host: &mut dyn Host,
     ) -> Result<Option<Online>, VerifyError> {
-        if level == Level::Extended {
-            return Err(VerifyError::Refused("--online checks the physical and standard levels; the extended level needs a stopped cluster or a copy".into()));
+        if level == Level::Extended && !request.pause_replay {
+            return Err(VerifyError::Refused("--online checks the physical and standard levels; the extended level needs a stopped cluster, a copy, or a standby with --pause-replay".into()));
         }
         match check_stopped(datadir, control) {
             Ok(()) => {
@@ -78,26 +82,85 @@ impl Online {
                 )))
             }
         }
-        let (server, start_end) = match request.dbname.as_deref() {
+        let (mut server, start_end) = match request.dbname.as_deref() {
             Some(conninfo) => {
                 let (server, end) = connect(conninfo, control, datadir, host)?;
                 (Some(server), Some(end))
             }
             None => (None, None),
         };
+        let (pause, start_redo) = match (request.pause_replay, server.as_mut()) {
+            (true, Some(server)) => {
+                let conninfo = request.dbname.as_deref().unwrap_or_default();
+                let guard = host.connect(conninfo)?;
+                let pause = ReplayPause::start(server.as_mut(), guard, request.max_pause)?;
+                // A restartpoint writes what replay changed; then pg_control's redo point.
+                if request.checkpoint_allowed {
+                    server.checkpoint()?;
+                }
+                let redo = read_control_settled(datadir).map_or(control.redo, |c| c.redo);
+                (Some(pause), redo)
+            }
+            (true, None) => {
+                return Err(VerifyError::Refused(
+                    "--pause-replay needs --dbname (the standby to pause)".into(),
+                ))
+            }
+            (false, _) => (None, control.redo),
+        };
         Ok(Some(Online {
             checkpoint_allowed: request.checkpoint_allowed,
-            start_redo: control.redo,
+            start_redo,
             start_end,
             summary: OnlineSummary {
                 online: true,
-                start_redo_lsn: lsn_text(control.redo),
+                start_redo_lsn: lsn_text(start_redo),
                 connection: server.is_some(),
+                replay_paused_at_lsn: pause.as_ref().map(|p| lsn_text(p.replay_lsn)),
+                replay_lag_bytes: pause.as_ref().map(|p| {
+                    p.receive_lsn
+                        .unwrap_or(p.replay_lsn)
+                        .saturating_sub(p.replay_lsn)
+                }),
                 ..OnlineSummary::default()
             },
             server,
             doubtful: Vec::new(),
+            pause,
+            max_pause: request.max_pause,
         }))
+    }
+
+    /// Whether this run paused a standby's replay (`--pause-replay`): its files stand still.
+    pub fn replay_paused(&self) -> bool {
+        self.pause.is_some()
+    }
+
+    /// Set once `--max-pause` ran out and replay was resumed: the scan must end.
+    pub fn pause_expired(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+        self.pause.as_ref().map(ReplayPause::expired)
+    }
+
+    /// Where the paused replay stands.
+    pub fn paused_at(&self) -> Option<crate::format::lsn::Lsn> {
+        self.pause
+            .as_ref()
+            .map(|p| crate::format::lsn::Lsn(p.replay_lsn))
+    }
+
+    /// `--pause-replay`, once every file was read: replay must still stand where it was
+    /// paused (else a tool error), then it is resumed and the pause's length noted.
+    pub fn end_pause(&mut self, report: &mut VerifyReport) -> Result<(), VerifyError> {
+        let (Some(pause), Some(server)) = (self.pause.as_mut(), self.server.as_mut()) else {
+            return Ok(());
+        };
+        if let Err(e) = pause.check_still(server.as_mut(), self.max_pause) {
+            report.tool_errors.push(e);
+        }
+        self.summary.pause_seconds = Some(pause.paused_for().as_secs_f64());
+        pause.resume(server.as_mut())?;
+        self.pause = None;
+        Ok(())
     }
 
     /// With a connection, at the standard level: the status of every transaction the commit

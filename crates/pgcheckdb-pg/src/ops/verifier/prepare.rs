@@ -47,9 +47,20 @@ pub fn prepare(
         Some(o) => Online::start(o, request.level, datadir, &control, host)?,
         None => None,
     };
-    let backup = match online {
-        Some(_) => None,
-        None => backup_or_refusal(datadir, &control)?,
+    let (control, backup) = match &online {
+        // A paused standby: its files stand at one point of the WAL; checked as crash
+        // recovery from its last restartpoint would find them.
+        Some(o) if o.replay_paused() => {
+            let control = read_control_for(datadir, true)?;
+            let replayed = o.paused_at().unwrap_or_default();
+            let backup = backup::crash::prepare_paused(datadir, &control, replayed);
+            (control, Some(backup))
+        }
+        Some(_) => (control, None),
+        None => {
+            let backup = backup_or_refusal(datadir, &control)?;
+            (control, backup)
+        }
     };
     let extended = (request.level == Level::Extended)
         .then(|| extended_config(request, datadir))

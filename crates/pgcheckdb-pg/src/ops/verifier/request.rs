@@ -39,4 +39,8 @@ pub struct OnlineRequest {
     pub dbname: Option<String>,
     /// Whether a `CHECKPOINT` may be asked for (not `--no-checkpoint`).
     pub checkpoint_allowed: bool,
+    /// `--pause-replay` (a standby): its WAL replay paused for the run, at most `max_pause`.
+    pub pause_replay: bool,
+    /// `--max-pause`.
+    pub max_pause: std::time::Duration,
 }

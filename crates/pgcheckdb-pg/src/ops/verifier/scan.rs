@@ -93,11 +93,13 @@ pub fn scan(
     let (plan, catalog) = (&planned.plan, &planned.catalog);
     let total = plan.scan_bytes();
     let progress = Progress::default();
+    let expired = prepared.online.as_ref().and_then(|o| o.pause_expired());
     let view = ScanView {
         plan,
         catalog,
         total,
         progress: &progress,
+        stop: expired.as_deref(),
     };
     let (scanned, listed) = std::thread::scope(|s| {
         let listed = s.spawn(|| listing_findings(plan, catalog));

@@ -34,6 +34,7 @@ pub fn settle_and_name(
     if let (Some(online), Some(before)) = (prepared.online.as_mut(), before_naming) {
         let datadir = &prepared.source.datadir;
         online.keep_lasting(report, &before, datadir, &planned.scope)?;
+        online.end_pause(report)?;
         report.summary.online = Some(online.summary.clone());
     }
     host.event(Event::Named);
