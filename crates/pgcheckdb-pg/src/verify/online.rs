@@ -234,10 +234,26 @@ mod tests {
             in_flux_blocks: 2,
             rechecked_blocks: 12,
             xact_statuses_from_server: Some(310),
+            replay_paused_at_lsn: None,
+            replay_lag_bytes: None,
+            pause_seconds: None,
         };
         assert_eq!(
             s.text_line(),
             "online: start redo 0/5A0012C8, end of WAL 0/5E3A1F00; 12 block(s) re-checked after a failed read, 2 block(s) in flux (changing, not verified); 310 transaction status(es) from the server"
+        );
+        let paused = OnlineSummary {
+            replay_paused_at_lsn: Some("0/5E3A0000".into()),
+            replay_lag_bytes: Some(7936),
+            pause_seconds: Some(4.25),
+            ..s
+        };
+        assert!(
+            paused.text_line().ends_with(
+                "; standby replay paused at 0/5E3A0000 for 4.2 s (7936 bytes received and not replayed), then resumed"
+            ),
+            "{}",
+            paused.text_line()
         );
     }
 

@@ -735,6 +735,29 @@ fn parse_rate(text: &str) -> Result<f64, String> {
     }
 }
 
+/// A duration: a number of seconds, or with a unit (`ms`, `s`, `min`, `h`).
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("\"{text}\" is not a duration (30s, 10min, 1h)"))?;
+    let seconds = match unit.trim() {
+        "" | "s" => value,
+        "ms" => value / 1000.0,
+        "min" | "m" => value * 60.0,
+        "h" => value * 3600.0,
+        other => return Err(format!("unknown unit \"{other}\" (ms, s, min, h)")),
+    };
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(format!("\"{text}\" is not a positive duration"));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -781,27 +804,17 @@ mod tests {
         ])
         .is_err());
     }
-}
 
-/// A duration: a number of seconds, or with a unit (`ms`, `s`, `min`, `h`).
-fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("\"{text}\" is not a duration (30s, 10min, 1h)"))?;
-    let seconds = match unit.trim() {
-        "" | "s" => value,
-        "ms" => value / 1000.0,
-        "min" | "m" => value * 60.0,
-        "h" => value * 3600.0,
-        other => return Err(format!("unknown unit \"{other}\" (ms, s, min, h)")),
-    };
-    if !(seconds.is_finite() && seconds > 0.0) {
-        return Err(format!("\"{text}\" is not a positive duration"));
+    #[test]
+    fn durations_take_units() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("10min"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("5 weeks").is_err());
+        assert!(parse_duration("soon").is_err());
     }
-    Ok(std::time::Duration::from_secs_f64(seconds))
 }

@@ -57,7 +57,10 @@ fn prepare_from(datadir: &Path, control: &ControlFile, paused_standby: bool) -> 
             // Recovery replays up to the first record that is not valid: that is the end.
             // It also needs the checkpoint record itself.
             let complete = set.decode_error.is_none() && set.end_lsn > point.checkpoint;
-            ReplayBasis::Wal { set, complete }
+            ReplayBasis::Wal {
+                set: Box::new(set),
+                complete,
+            }
         }
         None => ReplayBasis::PageLsn,
     };

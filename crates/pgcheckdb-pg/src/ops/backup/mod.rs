@@ -71,7 +71,7 @@ pub fn read_label(datadir: &Path) -> Result<Option<BackupLabel>, BackupError> {
 pub enum ReplayBasis {
     /// The backup's WAL, decoded from the start LSN.
     Wal {
-        set: ReplaySet,
+        set: Box<ReplaySet>,
         /// The WAL reaches the backup's end: the set holds every block changed during the copy.
         complete: bool,
     },
@@ -109,7 +109,10 @@ pub fn prepare(datadir: &Path, control: &ControlFile, label: BackupLabel) -> Bac
         Some(set) => {
             let complete = set.decode_error.is_none()
                 && (set.reaches_backup_end || manifest_wal_end.is_some_and(|e| set.end_lsn >= e));
-            ReplayBasis::Wal { set, complete }
+            ReplayBasis::Wal {
+                set: Box::new(set),
+                complete,
+            }
         }
         None => ReplayBasis::PageLsn,
     };
