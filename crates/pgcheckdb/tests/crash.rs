@@ -219,5 +219,7 @@ fn a_running_server_without_its_lock_file_is_caught() {
     let _ = bench.wait();
     assert_status(&run, 1, "a running server without postmaster.pid");
     assert!(run.stderr.contains("changed while it was read"), "{run}");
-    c.stop().expect("stop");
+    // The postmaster looks for its lock file once a minute and stops at once when it is gone:
+    // it may have stopped already.
+    let _ = c.stop();
 }
