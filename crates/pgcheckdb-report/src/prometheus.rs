@@ -23,7 +23,7 @@ pub const LAST_SUCCESS: &str = "pgcheckdb_verify_last_success_timestamp_seconds"
 
 /// What one run gives the metrics.
 pub struct Metrics<'a> {
-    /// The data directory, as given (label `pgdata`).
+    /// The data directory, its canonical path (label `pgdata`).
     pub pgdata: &'a str,
     pub summary: &'a Summary,
     pub findings: &'a [Finding],

@@ -633,6 +633,32 @@ fn prometheus_metrics_on_stdout_and_in_an_atomic_file() {
         0.0
     );
     assert!(sample(&m, "pgcheckdb_verify_blocks_checked", "") > 0.0);
+    // The label is the canonical path, however the directory was typed.
+    let canonical = std::fs::canonicalize(&d)
+        .expect("canonical")
+        .display()
+        .to_string();
+    let typed = format!(
+        "{d}/../{}/",
+        std::path::Path::new(&d)
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+    );
+    let run = pgcheckdb(&[
+        "verify",
+        "-D",
+        &typed,
+        "--format",
+        "prometheus",
+        "--no-progress",
+    ]);
+    assert_status(&run, 0, "prometheus, path typed another way");
+    assert!(
+        run.stdout.contains(&format!("pgdata=\"{canonical}\"")),
+        "{}",
+        run.stdout
+    );
 
     edit(&heap, 0, |p| p[24] ^= 1); // lp_off of item 1 not MAXALIGNed
                                     // A reader polls the file while the runs replace it: every read is a whole file.

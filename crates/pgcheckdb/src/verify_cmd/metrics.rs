@@ -37,7 +37,14 @@ pub fn emit(
         Some(file) => previous_success(file)?,
         None => None,
     };
-    let pgdata = pgdata.map_or(String::new(), |p| p.display().to_string());
+    // The label names the directory, not how it was typed (`./data/`, a link): one series
+    // per cluster whichever path a cron job or a person used.
+    let pgdata = pgdata.map_or(String::new(), |p| {
+        std::fs::canonicalize(p)
+            .unwrap_or_else(|_| p.to_path_buf())
+            .display()
+            .to_string()
+    });
     let text = render(&Metrics {
         pgdata: &pgdata,
         summary,
