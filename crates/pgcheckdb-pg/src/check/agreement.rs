@@ -111,10 +111,7 @@ impl ForkAgreement {
         if let Some(why) = self.unknown {
             return Err(why);
         }
-        match forks.iter().any(|f| self.in_flux.contains(f)) {
-            true => Err(IN_FLUX),
-            false => Ok(()),
-        }
+        self.not_in_flux(forks)
     }
 
     /// Like [`ForkAgreement::check`], but only a fork in flux counts against it: where no

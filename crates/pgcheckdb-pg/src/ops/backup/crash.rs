@@ -76,7 +76,10 @@ fn prepare_from(datadir: &Path, control: &ControlFile, paused_standby: bool) -> 
 /// that `postmaster.pid` does not reveal (one in another PID namespace, or whose lock file was
 /// removed) writes WAL before any page it changes, and `pg_control` at every checkpoint; if
 /// neither moved, the files read are one crash image, the one recovery would start from.
-pub fn check_still(datadir: &Path, point: &CrashPoint, backup: &Backup) -> Result<(), String> {
+pub fn check_still(datadir: &Path, backup: &Backup) -> Result<(), String> {
+    let Origin::Crash(point) = &backup.origin else {
+        return Ok(());
+    };
     if point.paused_standby {
         return Ok(());
     }
@@ -84,10 +87,8 @@ pub fn check_still(datadir: &Path, point: &CrashPoint, backup: &Backup) -> Resul
     let moved = control.checkpoint != point.checkpoint.0
         || control.redo != point.redo.0
         || control.time != point.control_time;
-    let grew = match &backup.basis {
-        ReplayBasis::Wal { set, .. } => wal::grew(datadir, wal_format(&control), set),
-        ReplayBasis::PageLsn => false,
-    };
+    let grew =
+        (backup.basis.wal()).is_some_and(|set| wal::grew(datadir, wal_format(&control), set));
     if moved || grew {
         let what = if moved { "pg_control" } else { "the WAL" };
         return Err(format!(
@@ -104,31 +105,16 @@ const NOTE_LSN: &str = "no WAL from the redo point in pg_wal (PostgreSQL could n
 
 /// The summary's `crash_recovery` object.
 pub fn summary(point: &CrashPoint, backup: &Backup, unverified: u64, aside: u64) -> CrashSummary {
-    let (rule, note, wal_end, records, blocks, relations) = match &backup.basis {
-        ReplayBasis::Wal {
-            set,
-            complete: true,
-        } => (
-            "wal_block_set",
-            NOTE_WAL,
-            Some(set.end_lsn),
-            set.records,
-            set.blocks.len(),
-            set.relations.len() + set.databases.len(),
-        ),
-        ReplayBasis::Wal {
-            set,
-            complete: false,
-        } => (
-            "page_lsn",
-            NOTE_WAL_SHORT,
-            Some(set.end_lsn),
-            set.records,
-            set.blocks.len(),
-            set.relations.len() + set.databases.len(),
-        ),
-        ReplayBasis::PageLsn => ("page_lsn", NOTE_LSN, None, 0, 0, 0),
+    let (rule, note) = match &backup.basis {
+        ReplayBasis::Wal { complete: true, .. } => ("wal_block_set", NOTE_WAL),
+        ReplayBasis::Wal { .. } => ("page_lsn", NOTE_WAL_SHORT),
+        ReplayBasis::PageLsn => ("page_lsn", NOTE_LSN),
     };
+    let (wal_end, records, blocks) = backup.basis.wal_counts();
+    let relations = backup
+        .basis
+        .wal()
+        .map_or(0, |set| set.relations.len() + set.databases.len());
     CrashSummary {
         paused_standby: point.paused_standby,
         state: point.state.clone(),
@@ -137,7 +123,7 @@ pub fn summary(point: &CrashPoint, backup: &Backup, unverified: u64, aside: u64)
         rule: rule.to_string(),
         wal_end_lsn: wal_end,
         wal_records: records,
-        wal_blocks: blocks as u64,
+        wal_blocks: blocks,
         wal_relations: relations as u64,
         replayed_blocks_unverified: unverified,
         replayed_findings_set_aside: aside,

@@ -79,6 +79,23 @@ pub enum ReplayBasis {
     PageLsn,
 }
 
+impl ReplayBasis {
+    /// The WAL read, when there was one.
+    fn wal(&self) -> Option<&ReplaySet> {
+        match self {
+            ReplayBasis::Wal { set, .. } => Some(set),
+            ReplayBasis::PageLsn => None,
+        }
+    }
+
+    /// What the summaries say of the WAL read: its end, records and distinct blocks.
+    fn wal_counts(&self) -> (Option<Lsn>, u64, u64) {
+        self.wal().map_or((None, 0, 0), |set| {
+            (Some(set.end_lsn), set.records, set.blocks.len() as u64)
+        })
+    }
+}
+
 /// Where WAL replay of the files being verified starts.
 #[derive(Debug)]
 pub enum Origin {
@@ -327,29 +344,12 @@ fn summary_of(backup: &Backup, unverified: u64, set_aside: u64) -> ReplaySummary
             return ReplaySummary::Crash(crash::summary(point, backup, unverified, set_aside))
         }
     };
-    let (rule, note, wal_end, records, blocks) = match &backup.basis {
-        ReplayBasis::Wal {
-            set,
-            complete: true,
-        } => (
-            "wal_block_set",
-            NOTE_WAL,
-            Some(set.end_lsn),
-            set.records,
-            set.blocks.len(),
-        ),
-        ReplayBasis::Wal {
-            set,
-            complete: false,
-        } => (
-            "wal_block_set_and_page_lsn",
-            NOTE_WAL_SHORT,
-            Some(set.end_lsn),
-            set.records,
-            set.blocks.len(),
-        ),
-        ReplayBasis::PageLsn => ("page_lsn", NOTE_LSN, None, 0, 0),
+    let (rule, note) = match &backup.basis {
+        ReplayBasis::Wal { complete: true, .. } => ("wal_block_set", NOTE_WAL),
+        ReplayBasis::Wal { .. } => ("wal_block_set_and_page_lsn", NOTE_WAL_SHORT),
+        ReplayBasis::PageLsn => ("page_lsn", NOTE_LSN),
     };
+    let (wal_end, records, blocks) = backup.basis.wal_counts();
     ReplaySummary::Backup(BackupSummary {
         start_lsn: l.start_lsn,
         checkpoint_lsn: l.checkpoint_lsn,
@@ -360,7 +360,7 @@ fn summary_of(backup: &Backup, unverified: u64, set_aside: u64) -> ReplaySummary
         rule: rule.to_string(),
         wal_end_lsn: wal_end,
         wal_records: records,
-        wal_blocks: blocks as u64,
+        wal_blocks: blocks,
         replayed_blocks_unverified: unverified,
         replayed_findings_set_aside: set_aside,
         note: note.to_string(),

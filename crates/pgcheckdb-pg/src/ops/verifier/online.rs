@@ -131,17 +131,13 @@ impl Online {
         }))
     }
 
-    /// Whether this run paused a standby's replay (`--pause-replay`): its files stand still.
-    pub fn replay_paused(&self) -> bool {
-        self.pause.is_some()
-    }
-
     /// Set once `--max-pause` ran out and replay was resumed: the scan must end.
     pub fn pause_expired(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicBool>> {
         self.pause.as_ref().map(ReplayPause::expired)
     }
 
-    /// Where the paused replay stands.
+    /// Where the replay this run paused (`--pause-replay`) stands: the files stand still
+    /// there. `None` when no replay was paused.
     pub fn paused_at(&self) -> Option<crate::format::lsn::Lsn> {
         self.pause
             .as_ref()

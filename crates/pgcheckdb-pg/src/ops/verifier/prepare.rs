@@ -47,17 +47,16 @@ pub fn prepare(
         Some(o) => Online::start(o, request.level, datadir, &control, host)?,
         None => None,
     };
-    let (control, backup) = match &online {
+    let (control, backup) = match (&online, online.as_ref().and_then(Online::paused_at)) {
         // A paused standby: its files stand at one point of the WAL; checked as crash
         // recovery from its last restartpoint would find them.
-        Some(o) if o.replay_paused() => {
+        (Some(_), Some(replayed)) => {
             let control = read_control_for(datadir, true)?;
-            let replayed = o.paused_at().unwrap_or_default();
             let backup = backup::crash::prepare_paused(datadir, &control, replayed);
             (control, Some(backup))
         }
-        Some(_) => (control, None),
-        None => {
+        (Some(_), None) => (control, None),
+        (None, _) => {
             let backup = backup_or_refusal(datadir, &control)?;
             (control, backup)
         }

@@ -59,11 +59,8 @@ pub fn judge_backup(
     let mut summary = match summary {
         backup::ReplaySummary::Backup(s) => s,
         backup::ReplaySummary::Crash(crash) => {
-            if let backup::Origin::Crash(point) = &b.origin {
-                let datadir = &prepared.source.datadir;
-                if let Err(e) = backup::crash::check_still(datadir, point, b) {
-                    report.tool_errors.push(e);
-                }
+            if let Err(e) = backup::crash::check_still(&prepared.source.datadir, b) {
+                report.tool_errors.push(e);
             }
             host.event(Event::CrashChecked { crash: &crash });
             report.summary.crash_recovery = Some(crash);
